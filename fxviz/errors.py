@@ -1,0 +1,17 @@
+"""Exceptions fxviz raises. Each message names what failed and what to do about it."""
+
+
+class FxvizError(Exception):
+    """Base class: catch this to handle any fxviz failure."""
+
+
+class TraceError(FxvizError):
+    """A model could not be turned into a graph; the message names the module and line."""
+
+
+class PassError(FxvizError):
+    """A pass failed or produced a broken graph; the session was left unchanged."""
+
+
+class RenderError(FxvizError):
+    """Graphviz is missing or a layout would take too long."""

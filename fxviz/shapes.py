@@ -1,0 +1,70 @@
+"""Shape, dtype, stride and memory-format propagation, with FLOPs and MACs per node."""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.fx
+from torch.fx.node import map_aggregate
+from torch.fx.passes.shape_prop import TensorMetadata, _extract_tensor_metadata
+from torch.utils.flop_counter import FlopCounterMode
+
+from fxviz._runtime import preserved_buffers
+from fxviz.errors import FxvizError
+from fxviz.trace import as_inputs
+
+
+class _Annotator(torch.fx.Interpreter):
+    """Runs each node once, recording its output metadata and the FLOPs it issued."""
+
+    def __init__(self, gm: torch.fx.GraphModule, counter: FlopCounterMode):
+        super().__init__(gm)
+        self.counter = counter
+
+    def run_node(self, n: torch.fx.Node) -> Any:
+        before = self.counter.get_total_flops()
+        try:
+            result = super().run_node(n)
+        except Exception as exc:
+            raise FxvizError(
+                f"Running node '{n.name}' ({n.op} {n.target}) on the example inputs failed: "
+                f"{type(exc).__name__}: {exc}. Check that the example inputs have the shapes "
+                "and dtypes the model expects."
+            ) from exc
+        flops = self.counter.get_total_flops() - before
+        meta = map_aggregate(result, lambda v: _extract_tensor_metadata(v) if isinstance(v, torch.Tensor) else v)
+        if _has_tensor(meta):
+            n.meta["tensor_meta"] = meta
+        n.meta["flops"] = int(flops)
+        # flop_counter counts a multiply-add as 2 FLOPs in matmul/conv, the ops that own MACs.
+        n.meta["macs"] = int(flops) // 2
+        return result
+
+
+def _has_tensor(meta: Any) -> bool:
+    if isinstance(meta, TensorMetadata):
+        return True
+    if isinstance(meta, (tuple, list)):
+        return any(_has_tensor(m) for m in meta)
+    if isinstance(meta, dict):
+        return any(_has_tensor(m) for m in meta.values())
+    return False
+
+
+def annotate(gm: torch.fx.GraphModule, example_inputs: Any) -> torch.fx.GraphModule:
+    """Run ``gm`` once on ``example_inputs`` and record, per node, ``meta["tensor_meta"]``
+    (shape, dtype, stride, memory format; nested for tuple outputs), ``meta["flops"]``
+    and ``meta["macs"]``. Buffers are restored afterwards, so the model is unchanged."""
+    with torch.no_grad(), preserved_buffers(gm), FlopCounterMode(display=False) as counter:
+        _Annotator(gm, counter).run(*as_inputs(example_inputs))
+    return gm
+
+
+def memory_format_name(fmt: torch.memory_format | None) -> str:
+    """'contiguous', 'channels_last', 'channels_last_3d' or 'strided' (none of these)."""
+    names = {
+        torch.contiguous_format: "contiguous",
+        torch.channels_last: "channels_last",
+        torch.channels_last_3d: "channels_last_3d",
+    }
+    return names.get(fmt, "strided")
