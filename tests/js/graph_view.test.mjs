@@ -1,0 +1,186 @@
+// Pure helpers of widgets/graph_view.js; run with `node --test tests/js/`.
+// Importing the module at all checks that it touches no `document` at load.
+import assert from "node:assert/strict";
+import { test } from "node:test";
+
+import widget, {
+  SCALE_MAX, SCALE_MIN, NATURAL_SCALE,
+  anchorView, applyClick, countText, ensureVisible, fitBox, indexElements, locate,
+  modeLabel, moduleElementId, nextIndex, safeColor, searchNodes, tooltipFor, wheelFactor,
+  zoomAt,
+} from "../../widgets/graph_view.js";
+
+/** screen = world * k + (x, y) */
+const toScreen = (view, p) => ({ x: p.x * view.k + view.x, y: p.y * view.k + view.y });
+const close = (a, b, eps = 1e-9) => assert.ok(Math.abs(a - b) < eps, `${a} != ${b}`);
+
+const NODES = {
+  x: { op: "placeholder", target: "x", module_path: "", shape: "1×3", time: "" },
+  encoder_0: { op: "call_module", target: "encoder.0", module_path: "encoder.0", shape: "1×4", time: "3 µs" },
+  encoder_1: { op: "call_module", target: "encoder.1", module_path: "encoder.1", shape: "1×4", time: "1 µs" },
+  relu: { op: "call_function", target: "torch.relu", module_path: "head", shape: "1×4", time: "" },
+  output: { op: "output", target: "output", module_path: "", shape: "", time: "" },
+};
+
+const ELEMENTS = {
+  "fx-x": { kind: "node", name: "x" },
+  "fxcl-1": { kind: "cluster", name: "head" },
+  "fx-relu": { kind: "node", name: "relu" },
+  "fxco-2": { kind: "collapsed", name: "encoder" },
+  "fxst-1": { kind: "stub", name: "x" },
+  "fx-output": { kind: "node", name: "output" },
+};
+
+test("the module exports an anywidget with render", () => {
+  assert.equal(typeof widget.render, "function");
+});
+
+test("zoomAt keeps the point under the cursor fixed", () => {
+  const view = { x: 30, y: -20, k: 1.5 };
+  const cursor = { x: 200, y: 120 };
+  const world = { x: (cursor.x - view.x) / view.k, y: (cursor.y - view.y) / view.k };
+  const zoomed = zoomAt(view, 2, cursor.x, cursor.y);
+  close(zoomed.k, 3);
+  const after = toScreen(zoomed, world);
+  close(after.x, cursor.x);
+  close(after.y, cursor.y);
+});
+
+test("zoomAt clamps the scale", () => {
+  assert.equal(zoomAt({ x: 0, y: 0, k: 1 }, 1e6, 0, 0).k, SCALE_MAX);
+  assert.equal(zoomAt({ x: 0, y: 0, k: 1 }, 1e-6, 0, 0).k, SCALE_MIN);
+});
+
+test("wheelFactor zooms in for wheel up, out for down, in bounded steps", () => {
+  assert.ok(wheelFactor(-100, 0) > 1);
+  assert.ok(wheelFactor(100, 0) < 1);
+  close(wheelFactor(-3, 1), wheelFactor(-48, 0)); // lines are 16 px
+  assert.equal(wheelFactor(-1e5, 0), wheelFactor(-100, 0));
+  close(wheelFactor(100, 0) * wheelFactor(-100, 0), 1);
+});
+
+test("fitBox centres the box and fits it inside the padding", () => {
+  const box = { x: 10, y: 20, width: 1000, height: 200 };
+  const v = fitBox(box, 500, 400, 20);
+  close(v.k, 460 / 1000);
+  const tl = toScreen(v, box);
+  const br = toScreen(v, { x: box.x + box.width, y: box.y + box.height });
+  close(tl.x, 20);
+  close(br.x, 480);
+  close((tl.y + br.y) / 2, 200); // centred vertically
+});
+
+test("fitBox never enlarges a small graph past its natural size", () => {
+  assert.equal(fitBox({ x: 0, y: 0, width: 10, height: 10 }, 800, 600).k, NATURAL_SCALE);
+  assert.equal(fitBox({ x: 0, y: 0, width: 10, height: 10 }, 800, 600, 16, 2).k, 2);
+});
+
+test("fitBox gives null for an empty box or an unattached viewport", () => {
+  assert.equal(fitBox({ x: 0, y: 0, width: 0, height: 10 }, 800, 600), null);
+  assert.equal(fitBox({ x: 0, y: 0, width: 10, height: 10 }, 0, 0), null);
+});
+
+test("ensureVisible leaves a visible box alone and centres a hidden one", () => {
+  const view = { x: 0, y: 0, k: 2 };
+  const visible = { x: 50, y: 50, width: 20, height: 10 };
+  assert.equal(ensureVisible(view, visible, 400, 300), view);
+  const far = { x: 1000, y: 900, width: 20, height: 10 };
+  const moved = ensureVisible(view, far, 400, 300);
+  assert.equal(moved.k, 2);
+  const c = toScreen(moved, { x: 1010, y: 905 });
+  close(c.x, 200);
+  close(c.y, 150);
+});
+
+test("anchorView puts a world point at a given screen point, same zoom", () => {
+  const v = anchorView({ x: 5, y: 5, k: 0.5 }, { x: 100, y: 80 }, { x: 400, y: 20 });
+  assert.equal(v.k, 0.5);
+  const p = toScreen(v, { x: 400, y: 20 });
+  close(p.x, 100);
+  close(p.y, 80);
+});
+
+test("searchNodes matches name, target and module path, case-insensitively, in graph order", () => {
+  assert.deepEqual(searchNodes(NODES, "ENCODER"), ["encoder_0", "encoder_1"]);
+  assert.deepEqual(searchNodes(NODES, "torch.relu"), ["relu"]); // target only
+  assert.deepEqual(searchNodes(NODES, "head"), ["relu"]); // module path only
+  assert.deepEqual(searchNodes(NODES, "  "), []);
+  assert.deepEqual(searchNodes(NODES, "nothing-like-this"), []);
+});
+
+test("nextIndex cycles both ways and starts at the right end", () => {
+  assert.equal(nextIndex(-1, 3, 1), 0);
+  assert.equal(nextIndex(-1, 3, -1), 2);
+  assert.equal(nextIndex(2, 3, 1), 0);
+  assert.equal(nextIndex(0, 3, -1), 2);
+  assert.equal(nextIndex(-1, 0, 1), -1);
+});
+
+test("countText says how many matched and which one is current", () => {
+  assert.equal(countText(0, -1, ""), "");
+  assert.equal(countText(0, -1, "zz"), "no match");
+  assert.equal(countText(1, -1, "x"), "1 match");
+  assert.equal(countText(4, -1, "x"), "4 matches");
+  assert.equal(countText(4, 1, "x"), "2 / 4");
+});
+
+test("locate finds a node's own id, else its innermost collapsed module", () => {
+  const index = indexElements({ ...ELEMENTS, "fxco-3": { kind: "collapsed", name: "encoder.1" } });
+  assert.equal(locate(index, NODES, "relu"), "fx-relu");
+  assert.equal(locate(index, NODES, "encoder_0"), "fxco-2");
+  assert.equal(locate(index, NODES, "encoder_1"), "fxco-3");
+  assert.equal(locate(index, NODES, ""), null);
+  assert.equal(locate(index, NODES, "missing"), null);
+});
+
+test("locate does not confuse a module with one that shares its prefix", () => {
+  const nodes = { a: { module_path: "encoder2.lin" } };
+  assert.equal(locate(indexElements(ELEMENTS), nodes, "a"), null);
+});
+
+test("moduleElementId finds a module drawn collapsed or as a cluster", () => {
+  assert.equal(moduleElementId(ELEMENTS, "encoder"), "fxco-2");
+  assert.equal(moduleElementId(ELEMENTS, "head"), "fxcl-1");
+  assert.equal(moduleElementId(ELEMENTS, "relu"), null);
+});
+
+test("applyClick: node selects, stub selects its producer, background clears", () => {
+  const state = { selected: "", collapsed: ["encoder"] };
+  assert.deepEqual(applyClick(ELEMENTS, "fx-relu", state), { selected: "relu" });
+  assert.deepEqual(applyClick(ELEMENTS, "fxst-1", state), { selected: "x" });
+  assert.equal(applyClick(ELEMENTS, "fx-relu", { ...state, selected: "relu" }), null);
+  assert.deepEqual(applyClick(ELEMENTS, null, { ...state, selected: "relu" }), { selected: "" });
+  assert.equal(applyClick(ELEMENTS, null, state), null);
+  assert.equal(applyClick(ELEMENTS, "edge1", state), null);
+});
+
+test("applyClick: cluster label collapses, summary node expands", () => {
+  const state = { selected: "relu", collapsed: ["encoder"] };
+  assert.deepEqual(applyClick(ELEMENTS, "fxcl-1", state), { collapsed: ["encoder", "head"] });
+  assert.deepEqual(applyClick(ELEMENTS, "fxco-2", state), { collapsed: [] });
+  assert.deepEqual(state.collapsed, ["encoder"], "the model's list is not mutated");
+});
+
+test("tooltipFor describes nodes, stubs and modules", () => {
+  const node = tooltipFor(ELEMENTS, NODES, "fx-relu");
+  assert.equal(node.title, "relu");
+  assert.deepEqual(node.rows, [["op", "call_function"], ["target", "torch.relu"],
+    ["shape", "1×4"], ["module", "head"]]); // empty time left out
+  assert.equal(tooltipFor(ELEMENTS, NODES, "fxst-1").title, "x");
+  const collapsed = tooltipFor(ELEMENTS, NODES, "fxco-2");
+  assert.deepEqual(collapsed.rows, [["nodes", "2"]]);
+  assert.match(collapsed.hint, /expand/);
+  assert.match(tooltipFor(ELEMENTS, NODES, "fxcl-1").hint, /collapse/);
+  assert.equal(tooltipFor(ELEMENTS, NODES, "edge1"), null);
+});
+
+test("modeLabel names the known modes and passes others through", () => {
+  assert.equal(modeLabel("flops"), "FLOPs");
+  assert.equal(modeLabel("custom"), "custom");
+});
+
+test("safeColor accepts hex colours only", () => {
+  assert.equal(safeColor("#a1b2c3"), "#a1b2c3");
+  assert.equal(safeColor("red; background: url(x)"), "transparent");
+  assert.equal(safeColor(undefined), "transparent");
+});
