@@ -1,0 +1,211 @@
+"""Per-node profiling: the facts a user reads off the table (TUTORIALS.md §3)."""
+import gc
+import time
+from types import SimpleNamespace
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import pytest
+import torch
+import torch.fx
+import torchvision
+from torch import nn
+
+from fxviz._clock import instrument
+from fxviz.errors import FxvizError
+from fxviz.profile import attribute_events, plot_profile, profile, profile_aten
+from fxviz.shapes import annotate
+from fxviz.trace import trace
+
+COLUMNS = ["node", "op", "target", "kind", "module_path", "median_us", "p25_us", "p75_us", "share", "flops", "gflops"]
+
+
+@pytest.fixture(scope="module")
+def resnet18():
+    model = torchvision.models.resnet18(weights=None).eval()
+    x = torch.randn(1, 3, 64, 64)
+    gm = annotate(trace(model), (x,))
+    return gm, x
+
+
+@pytest.fixture(scope="module")
+def resnet18_profile(resnet18):
+    gm, x = resnet18
+    return profile(gm, (x,), warmup=1, repeats=3)
+
+
+class Sleep(nn.Module):
+    """A node whose minimum duration is known: its time must land on it, not a neighbour."""
+
+    def __init__(self, seconds):
+        super().__init__()
+        self.seconds = seconds
+
+    def forward(self, x):
+        time.sleep(self.seconds)
+        return x
+
+
+class ConvBN(nn.Module):
+    def __init__(self, middle=None):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3)
+        self.middle = middle or nn.Identity()
+        self.bn = nn.BatchNorm2d(4)
+
+    def forward(self, x):
+        return self.bn(self.middle(self.conv(x))).relu()
+
+
+class Tracer(torch.fx.Tracer):
+    def is_leaf_module(self, m, qualname):
+        return isinstance(m, (Sleep, Interrupt)) or super().is_leaf_module(m, qualname)
+
+
+def fx_trace(model):
+    return torch.fx.GraphModule(model, Tracer().trace(model))
+
+
+class Interrupt(nn.Module):
+    """Raises KeyboardInterrupt on its n-th call, as Ctrl-C in the middle of a profile."""
+
+    def __init__(self, at):
+        super().__init__()
+        self.calls, self.at = 0, at
+
+    def forward(self, x):
+        self.calls += 1
+        if self.calls == self.at:
+            raise KeyboardInterrupt
+        return x
+
+
+def test_resnet18_has_one_row_per_node_and_shares_sum_to_100(resnet18, resnet18_profile):
+    gm, _ = resnet18
+    df = resnet18_profile
+    assert len(df) == 71
+    assert list(df.columns[: len(COLUMNS)]) == COLUMNS
+    assert list(df["node"]) == [n.name for n in gm.graph.nodes]
+    assert (df["node"].iloc[0], df["node"].iloc[-1]) == ("x", "output")
+    assert df["share"].sum() == pytest.approx(100.0)
+    assert (df["p25_us"] <= df["median_us"]).all() and (df["median_us"] <= df["p75_us"]).all()
+    conv1 = df.set_index("node").loc["conv1"]
+    assert (conv1["op"], conv1["target"], conv1["kind"], conv1["module_path"]) == (
+        "call_module", "conv1 (Conv2d)", "Conv2d", "conv1")
+    assert df.set_index("node").loc["add", "target"] == "operator.add"
+
+
+def test_attrs_report_overhead_against_a_plain_forward(resnet18_profile):
+    attrs = resnet18_profile.attrs
+    assert attrs["repeats"] == 3 and attrs["warmup"] == 1 and attrs["device"] == "cpu"
+    assert attrs["plain_forward_us"] > 0 and attrs["profiled_forward_us"] > 0
+    expected = (attrs["profiled_forward_us"] - attrs["plain_forward_us"]) / 71
+    assert attrs["overhead_per_node_us"] == pytest.approx(expected)
+
+
+def test_flops_come_from_annotate_and_give_achieved_rate(resnet18_profile):
+    rows = resnet18_profile.set_index("node")
+    assert rows.loc["conv1", "flops"] == 2 * 64 * 3 * 7 * 7 * 32 * 32
+    assert rows.loc["conv1", "gflops"] == pytest.approx(
+        rows.loc["conv1", "flops"] / rows.loc["conv1", "median_us"] / 1e3)
+    unannotated = profile(torch.fx.symbolic_trace(nn.Linear(4, 4)), torch.randn(2, 4), warmup=0, repeats=1)
+    assert unannotated["flops"].isna().all() and unannotated["gflops"].isna().all()
+    assert unannotated["module_path"].isna().all()
+
+
+def test_time_is_charged_to_the_node_that_spent_it():
+    model = nn.Sequential(nn.ReLU(), Sleep(0.005), nn.ReLU())
+    df = profile(fx_trace(model), torch.randn(2), warmup=0, repeats=3).set_index("node")
+    assert df.loc["_1", "p25_us"] >= 5000
+    assert df["share"].idxmax() == "_1"
+    assert df.loc["_0", "median_us"] < 5000 and df.loc["_2", "median_us"] < 5000
+
+
+def test_timed_forward_computes_what_the_module_computes():
+    gm = torch.fx.symbolic_trace(ConvBN().eval())
+    stamps = []
+    x = torch.randn(1, 3, 8, 8)
+    torch.testing.assert_close(instrument(gm, stamps.append)(x), gm(x), rtol=0, atol=0)
+    assert stamps == list(range(len(gm.graph.nodes)))
+
+
+def test_budget_bounds_the_repeats():
+    gm = fx_trace(nn.Sequential(Sleep(0.01)))
+    df = profile(gm, torch.randn(2), warmup=1, repeats=1000, budget_s=0.3)
+    # each repeat runs two forwards of at least 10 ms: at most 15 fit in 0.3 s
+    assert 3 <= df.attrs["repeats"] <= 15
+
+
+def test_profile_leaves_a_training_model_unchanged():
+    model = ConvBN().train()
+    gm = torch.fx.symbolic_trace(model)
+    before = {k: v.clone() for k, v in gm.state_dict().items()}
+    code = gm.code
+    profile(gm, torch.randn(2, 3, 8, 8), warmup=1, repeats=3)
+    after = gm.state_dict()
+    assert all(torch.equal(before[k], after[k]) for k in before)
+    assert int(model.bn.num_batches_tracked) == 0
+    assert gm.training and model.bn.training
+    assert gm.code == code and torch.is_grad_enabled()
+
+
+def test_ctrl_c_leaves_nothing_broken():
+    model = ConvBN(middle=Interrupt(at=6)).train()  # the timed forward of repeat 1
+    gm = fx_trace(model)
+    mean = model.bn.running_mean.clone()
+    with pytest.raises(KeyboardInterrupt):
+        profile(gm, torch.randn(2, 3, 8, 8), warmup=2, repeats=5)
+    assert gc.isenabled() and torch.is_grad_enabled()
+    assert torch.equal(model.bn.running_mean, mean) and int(model.bn.num_batches_tracked) == 0
+    df = profile(gm, torch.randn(2, 3, 8, 8), warmup=0, repeats=3)
+    assert df.attrs["repeats"] == 3
+
+
+def test_profile_rejects_what_it_cannot_time():
+    with pytest.raises(FxvizError, match="Trace the model first"):
+        profile(nn.Linear(2, 2), torch.randn(1, 2))
+    with pytest.raises(FxvizError, match="repeats >= 1"):
+        profile(torch.fx.symbolic_trace(nn.Linear(2, 2)), torch.randn(1, 2), repeats=0)
+
+
+def test_aten_attribution_lists_convolution_under_the_conv_node():
+    gm = torch.fx.symbolic_trace(ConvBN().eval())
+    df = profile_aten(gm, torch.randn(1, 3, 8, 8))
+    conv = df[df["node"] == "conv"]
+    assert "aten::convolution" in set(conv["aten_op"])
+    assert conv.set_index("aten_op").loc["aten::conv2d", "depth"] == 0
+    assert set(df["node"]) <= {n.name for n in gm.graph.nodes}
+    assert "aten::batch_norm" in set(df[df["node"] == "bn"]["aten_op"])
+    assert list(df.columns) == ["node", "aten_op", "kind", "depth", "count", "self_us", "total_us"]
+
+
+def _event(name, parent=None, self_us=0.0, total_us=0.0, kernels=()):
+    return SimpleNamespace(name=name, cpu_parent=parent, self_cpu_time_total=self_us, cpu_time_total=total_us,
+                           self_device_time_total=0.0, device_time_total=sum(k.duration for k in kernels),
+                           kernels=list(kernels))
+
+
+def test_attribute_events_groups_by_enclosing_node_and_averages_repeats():
+    events = []
+    for _ in range(2):  # two repeats of the same forward
+        node = _event("fxviz::node::conv", total_us=30)
+        conv = _event("aten::conv2d", node, self_us=2, total_us=20)
+        launch = _event("cudaLaunchKernel", conv, self_us=4, total_us=4,
+                        kernels=[SimpleNamespace(name="implicit_gemm", device=0, duration=50.0)])
+        stray = _event("aten::empty")  # outside any node: left out
+        events += [node, conv, launch, stray]
+    df = attribute_events(events, ["x", "conv", "output"], repeats=2, device_time=True)
+    rows = df.set_index("aten_op")
+    assert list(df["aten_op"]) == ["aten::conv2d", "cudaLaunchKernel", "implicit_gemm"]
+    assert rows.loc["aten::conv2d", ["depth", "count", "self_us", "total_us"]].tolist() == [0, 1, 2, 20]
+    assert rows.loc["implicit_gemm", ["kind", "depth", "device_total_us"]].tolist() == ["kernel", 2, 50.0]
+    assert rows.loc["cudaLaunchKernel", "device_total_us"] == 50.0
+
+
+def test_plot_profile_draws_the_slowest_nodes(resnet18_profile):
+    ax = plot_profile(resnet18_profile, top=5)
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    assert len(ax.patches) == 5
+    assert labels[-1] == resnet18_profile.loc[resnet18_profile["median_us"].idxmax(), "node"]
