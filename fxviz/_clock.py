@@ -69,7 +69,8 @@ def _synchronizer(device: torch.device) -> Callable[[], None]:
 
 
 def instrument(gm: torch.fx.GraphModule, tick: Callable[[int], None]) -> torch.fx.GraphModule:
-    """A GraphModule running ``gm``'s nodes with ``tick(i)`` before node i. It shares
+    """A GraphModule running ``gm``'s nodes with ``tick(i)`` before node i (``tick`` a
+    Python function: FX's code generator names it by its module). It shares
     ``gm``'s submodules and tensors and its code generator: the timed code is the code
     of ``gm.forward`` plus one call per node."""
     graph = torch.fx.Graph()
