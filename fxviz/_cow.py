@@ -1,0 +1,81 @@
+"""Copy-on-write module trees: new module objects that share parameter tensors.
+
+A Session keeps one GraphModule per step. Deep-copying a ResNet50 for every step
+costs ~100 MiB each; these helpers copy only the module objects (cheap), so a
+step owns its module tree while sharing every tensor nobody changed. The rule
+for passes that follows: never write into a tensor, build a new one and
+``setattr`` it (see :func:`module_copy` and :func:`set_submodule`).
+"""
+from __future__ import annotations
+
+import copy
+
+import torch
+import torch.fx
+from torch import nn
+from torch.fx.graph_module import _get_attr as _fx_get_attr
+
+
+def module_copy(module: nn.Module) -> nn.Module:
+    """A shallow copy whose ``_parameters``, ``_buffers`` and ``_modules`` dicts are its
+    own, so assigning a new Parameter or child to it leaves ``module`` untouched."""
+    new = copy.copy(module)
+    new._parameters = dict(module._parameters)
+    new._buffers = dict(module._buffers)
+    new._modules = dict(module._modules)
+    return new
+
+
+def skeleton(model: nn.Module, *, clone_buffers: bool = True) -> nn.Module:
+    """``model`` rebuilt from :func:`module_copy` all the way down, sharing parameters.
+
+    With ``clone_buffers`` (what Session does for step 0) the buffers are copied too,
+    so nothing run on the skeleton, not even a training-mode forward that updates
+    BatchNorm statistics in place, can reach the user's model.
+    """
+    return _Rebuilder(clone_buffers)(model)
+
+
+class _Rebuilder:
+    """Rebuilds module trees; a module reachable under two names stays one object."""
+
+    def __init__(self, clone_buffers: bool):
+        self.clone_buffers = clone_buffers
+        self.copies: dict[int, nn.Module] = {}
+
+    def __call__(self, module: nn.Module) -> nn.Module:
+        if id(module) not in self.copies:
+            new = self.copies[id(module)] = module_copy(module)
+            if self.clone_buffers:
+                new._buffers = {k: None if b is None else b.clone() for k, b in module._buffers.items()}
+            new._modules = {k: None if m is None else self(m) for k, m in module._modules.items()}
+        return self.copies[id(module)]
+
+
+def fork(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
+    """The starting point of the next step: a new GraphModule over a copy of ``gm``'s
+    graph and a skeleton of the modules it calls. Tensors (buffers too) stay shared."""
+    graph = copy.deepcopy(gm.graph)
+    rebuild = _Rebuilder(clone_buffers=False)
+    root = {}
+    for node in graph.nodes:
+        if node.op in ("call_module", "get_attr"):
+            obj = _fx_get_attr(gm, node.target)
+            root[node.target] = rebuild(obj) if isinstance(obj, nn.Module) else obj
+    new = torch.fx.GraphModule(root, graph, type(gm).__name__)
+    new.training = gm.training
+    new.meta = copy.copy(gm.meta)
+    return new
+
+
+def set_submodule(gm: torch.fx.GraphModule, target: str, module: nn.Module) -> None:
+    """Put ``module`` at ``target`` (``"layer1.0.conv1"``) in ``gm``. Safe on a fork:
+    the parents are the fork's own objects."""
+    parent, _, name = target.rpartition(".")
+    setattr(gm.get_submodule(parent), name, module)
+
+
+def tensor_versions(module: nn.Module) -> dict[str, int]:
+    """The in-place version counter of every parameter and buffer, by name."""
+    tensors = {**dict(module.named_parameters()), **dict(module.named_buffers())}
+    return {name: t._version for name, t in tensors.items()}

@@ -1,0 +1,209 @@
+"""Numeric check of a step: does it still compute what the original model computed?
+
+Outputs are compared leaf by leaf through nested tuples, lists, dicts and named
+tuples (``torch.topk``'s result included). Floating-point leaves pass when
+``max|a - b| <= atol + rtol * max|b|``: the error is measured against the scale of
+the output, not element by element, because a rewrite such as conv-BN fusion
+changes rounding in proportion to the size of the activations, and elementwise
+relative error explodes on outputs near zero. Integer and bool leaves must be equal.
+"""
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from fxviz._runtime import preserved_buffers
+
+# (atol, rtol) per dtype. float32: fusing conv+BN in a ResNet50 moves outputs by
+# about 1e-6 of their scale; 1e-4 leaves two decades of headroom for deeper
+# models while a wrong rewrite (errors of order 1e-2 and up) still fails.
+# Half types have 10 (float16) and 7 (bfloat16) mantissa bits.
+TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
+    torch.float64: (1e-10, 1e-7),
+    torch.float32: (1e-5, 1e-4),
+    torch.float16: (1e-3, 1e-2),
+    torch.bfloat16: (1e-2, 5e-2),
+    torch.complex64: (1e-5, 1e-4),
+    torch.complex128: (1e-10, 1e-7),
+}
+EXACT = (0.0, 0.0)
+STATUSES = ("match", "expected to differ", "mismatch")
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """How far a step's outputs are from the reference outputs.
+
+    ``max_abs``: largest absolute difference over all inputs and output leaves.
+    ``max_rel``: largest ``max|a - b| / max|b|`` of a leaf (error relative to the
+    output's scale). ``atol``/``rtol``: the tolerances of the leaf closest to failing.
+    ``status``: "match", "mismatch", or "expected to differ" for a step after a
+    semantics-changing pass (whatever the numbers say).
+    """
+
+    status: str
+    max_abs: float
+    max_rel: float
+    atol: float
+    rtol: float
+    n_inputs: int
+    message: str
+
+    @property
+    def ok(self) -> bool:
+        """True unless the outputs differ where they should not."""
+        return self.status != "mismatch"
+
+
+def tolerances(dtype: torch.dtype) -> tuple[float, float]:
+    """``(atol, rtol)`` for outputs of ``dtype``; integers and bools are exact."""
+    return TOLERANCES.get(dtype, EXACT)
+
+
+def run_outputs(module: Callable[..., Any], inputs_list: Sequence[tuple]) -> list[Any]:
+    """``module(*inputs)`` for each input tuple, without autograd and with the same
+    random seed each time, so dropout in a training-mode model draws the same masks
+    at every step. Buffers of an ``nn.Module`` are restored afterwards."""
+    outputs = []
+    with torch.no_grad(), _buffers_kept(module):
+        for inputs in inputs_list:
+            with torch.random.fork_rng(devices=_devices(inputs)):
+                torch.manual_seed(0)
+                outputs.append(module(*inputs))
+    return outputs
+
+
+def check_outputs(
+    reference: Callable[..., Any],
+    candidate: Callable[..., Any],
+    inputs_list: Sequence[tuple],
+    *,
+    expected_to_differ: bool = False,
+) -> CheckResult:
+    """Run both callables on every input tuple and compare their outputs."""
+    return compare_outputs(
+        run_outputs(reference, inputs_list),
+        run_outputs(candidate, inputs_list),
+        expected_to_differ=expected_to_differ,
+    )
+
+
+def compare_outputs(
+    expected: Sequence[Any], actual: Sequence[Any], *, expected_to_differ: bool = False
+) -> CheckResult:
+    """Compare two lists of outputs (one per input) leaf by leaf; see the module doc."""
+    worst_abs = worst_rel = worst_ratio = 0.0
+    atol, rtol = EXACT
+    problems: list[str] = []
+    for i, (exp, act) in enumerate(zip(expected, actual, strict=True)):
+        for path, e, a, problem in _pairs(exp, act, f"input {i}: output"):
+            if problem:
+                problems.append(problem)
+                continue
+            abs_err, scale, (leaf_atol, leaf_rtol) = _leaf_error(e, a)
+            allowed = leaf_atol + leaf_rtol * scale
+            ratio = abs_err / allowed if allowed else (math.inf if abs_err else 0.0)
+            worst_abs = max(worst_abs, abs_err)
+            worst_rel = max(worst_rel, abs_err / scale if scale else ratio)
+            if ratio >= worst_ratio:
+                worst_ratio, atol, rtol = ratio, leaf_atol, leaf_rtol
+            if ratio > 1:
+                problems.append(f"{path}: max abs error {abs_err:.3g} (scale {scale:.3g})")
+    within = not problems
+    if expected_to_differ:
+        status = "expected to differ"
+        message = "a semantics-changing pass was applied; " + (
+            "outputs still match within tolerance" if within else f"outputs differ (max abs {worst_abs:.3g})"
+        )
+    elif within:
+        status, message = "match", f"outputs match (max abs {worst_abs:.3g}, max rel {worst_rel:.3g})"
+    else:
+        status = "mismatch"
+        message = "outputs differ beyond tolerance: " + "; ".join(problems[:3])
+    return CheckResult(status, worst_abs, worst_rel, atol, rtol, len(expected), message)
+
+
+def random_like(inputs: tuple, seed: int) -> tuple:
+    """Inputs of the same shapes, dtypes and strides with new values: normal for
+    floating point, uniform over the example's range for integers. Other values
+    (bools, non-tensors) are kept as they are."""
+    gen = torch.Generator().manual_seed(seed)
+    return tuple(_random_tensor(x, gen) for x in inputs)
+
+
+def _random_tensor(x: Any, gen: torch.Generator) -> Any:
+    if not isinstance(x, torch.Tensor) or x.dtype == torch.bool or x.numel() == 0:
+        return x
+    if x.is_floating_point() or x.is_complex():
+        values = torch.randn(x.shape, generator=gen, dtype=x.dtype)
+    else:
+        low, high = int(x.min()), int(x.max()) + 1
+        values = torch.randint(low, high, x.shape, generator=gen, dtype=x.dtype)
+    return torch.empty_like(x).copy_(values)
+
+
+def _pairs(expected: Any, actual: Any, path: str) -> Iterator[tuple[str, Any, Any, str | None]]:
+    """``(path, expected, actual, problem)`` for each tensor leaf, and one entry with
+    a ``problem`` message for each place where the structures or plain values differ."""
+    if isinstance(expected, (tuple, list)):
+        if not isinstance(actual, (tuple, list)) or len(actual) != len(expected):
+            yield path, None, None, f"{path}: expected a sequence of {len(expected)}, got {_describe(actual)}"
+            return
+        for i, (e, a) in enumerate(zip(expected, actual)):
+            yield from _pairs(e, a, f"{path}[{i}]")
+    elif isinstance(expected, dict):
+        if not isinstance(actual, dict) or set(actual) != set(expected):
+            yield path, None, None, f"{path}: expected keys {sorted(map(str, expected))}, got {_describe(actual)}"
+            return
+        for key in expected:
+            yield from _pairs(expected[key], actual[key], f"{path}[{key!r}]")
+    elif isinstance(expected, torch.Tensor):
+        if not isinstance(actual, torch.Tensor) or actual.shape != expected.shape:
+            yield path, None, None, f"{path}: expected a tensor of shape {tuple(expected.shape)}, got {_describe(actual)}"
+        else:
+            yield path, expected, actual, None
+    elif expected != actual:
+        yield path, None, None, f"{path}: expected {expected!r}, got {actual!r}"
+
+
+def _leaf_error(expected: torch.Tensor, actual: torch.Tensor) -> tuple[float, float, tuple[float, float]]:
+    """``(max abs error, max |expected|, tolerances)``; NaN and inf must sit at the same
+    places with the same values, or the error is infinite."""
+    tol = tolerances(expected.dtype)
+    e, a = expected.detach().cpu(), actual.detach().cpu().to(expected.dtype)
+    if e.numel() == 0:
+        return 0.0, 0.0, tol
+    if not (e.is_floating_point() or e.is_complex()):
+        return (0.0 if torch.equal(e, a) else math.inf), float(e.abs().max()), tol
+    finite = torch.isfinite(e)
+    same_nonfinite = torch.equal(e[~finite].nan_to_num(), a[~finite].nan_to_num()) and bool(
+        (torch.isnan(e) == torch.isnan(a)).all()
+    )
+    if not same_nonfinite or not torch.isfinite(a[finite]).all():
+        return math.inf, 0.0, tol
+    wide = torch.complex128 if e.is_complex() else torch.float64
+    e, a = e[finite].to(wide), a[finite].to(wide)
+    if e.numel() == 0:
+        return 0.0, 0.0, tol
+    return float((e - a).abs().max()), float(e.abs().max()), tol
+
+
+def _describe(value: Any) -> str:
+    if isinstance(value, torch.Tensor):
+        return f"a tensor of shape {tuple(value.shape)}"
+    if isinstance(value, (tuple, list)):
+        return f"a {type(value).__name__} of {len(value)}"
+    return type(value).__name__
+
+
+def _devices(inputs: tuple) -> list:
+    return sorted({x.device.index or 0 for x in inputs if isinstance(x, torch.Tensor) and x.is_cuda})
+
+
+def _buffers_kept(module: Any) -> contextlib.AbstractContextManager:
+    return preserved_buffers(module) if isinstance(module, torch.nn.Module) else contextlib.nullcontext()
