@@ -31,6 +31,7 @@ def trace(
     lower: Iterable[str | type[nn.Module]] = (),
     concrete_args: dict[str, Any] | None = None,
     fallback: bool = False,
+    module: nn.Module | None = None,
 ) -> torch.fx.GraphModule:
     """Trace ``model`` into a GraphModule whose nodes know their module path.
 
@@ -44,6 +45,8 @@ def trace(
     lowering ``nn.ReLU`` gives a call_function to ``torch.nn.functional.relu``.
     ``fallback=True`` retries a failing trace with the failing submodule as a leaf and
     records which modules it had to treat so in ``gm.meta["fxviz"]["leaves_added"]``.
+    ``module``: with make_fx and a plain function (e.g. a training step), the model it
+    calls, so that forward nodes get module paths too.
 
     The returned GraphModule shares submodules and tensors with ``model``; nothing
     is copied and nothing of the model is changed.
@@ -54,7 +57,7 @@ def trace(
                 "leaf_modules, lower and concrete_args apply to the symbolic tracer only; "
                 "make_fx always traces down to ATen operators."
             )
-        return _trace_make_fx(model, example_inputs)
+        return _trace_make_fx(model, example_inputs, module)
     if not isinstance(model, nn.Module):
         raise TraceError(
             f"The symbolic tracer needs an nn.Module, got {type(model).__name__}. "
@@ -74,7 +77,14 @@ def trace(
                 continue
             raise _trace_error(exc, path, culprit) from exc
         break
-    gm = torch.fx.GraphModule(tracer_obj.root, graph, type(model).__name__)
+    try:
+        gm = torch.fx.GraphModule(tracer_obj.root, graph, type(model).__name__)
+    except SyntaxError as exc:
+        raise TraceError(
+            f"torch.fx traced the model but cannot generate Python code for it ({exc.msg}: "
+            f"{(exc.text or '').strip()}). A module or attribute name with quotes or brackets "
+            "is the usual cause: rename it (nn.Module.add_module) and trace again."
+        ) from exc
     gm.meta["fxviz"] = {
         "tracer": type(tracer_obj).__name__,
         "leaves_added": added,
@@ -200,13 +210,13 @@ def as_inputs(example_inputs: Any) -> tuple:
     return (example_inputs,)
 
 
-def _trace_make_fx(fn: Callable[..., Any], example_inputs: Any) -> torch.fx.GraphModule:
+def _trace_make_fx(fn: Callable[..., Any], example_inputs: Any, module: nn.Module | None) -> torch.fx.GraphModule:
     from torch.fx.experimental.proxy_tensor import make_fx
 
     inputs = as_inputs(example_inputs)
     if not inputs:
         raise TraceError("make_fx traces by running the function: pass example_inputs.")
-    root = fn if isinstance(fn, nn.Module) else getattr(fn, "_orig_mod", None)
+    root = fn if isinstance(fn, nn.Module) else module or getattr(fn, "_orig_mod", None)
     target = fn
     if root is not None and not hasattr(fn, "_orig_mod"):
         # make_fx records nn.Module paths only for callables that expose `_orig_mod`.

@@ -1,0 +1,64 @@
+"""HTML for :class:`fxviz.compare.Comparison`: a side-by-side code diff and the summary
+``_repr_html_`` shows. Every string is escaped; colours follow JupyterLab's theme."""
+from __future__ import annotations
+
+import difflib
+import html
+from typing import Any
+
+STYLE = """<style>
+.fxviz-compare { color: var(--jp-content-font-color1, #222); font-size: var(--jp-content-font-size1, 13px); }
+.fxviz-compare table { border-collapse: collapse; margin: 4px 0; }
+.fxviz-compare th, .fxviz-compare td { padding: 1px 6px; text-align: left; vertical-align: top; }
+.fxviz-diff code { white-space: pre; font-family: var(--jp-code-font-family, monospace); background: none; }
+.fxviz-diff .fxviz-diff-no { color: var(--jp-content-font-color3, #888); text-align: right; user-select: none; }
+.fxviz-diff-delete td, .fxviz-diff-replace td:nth-child(2) { background: rgba(214, 39, 40, 0.15); }
+.fxviz-diff-insert td, .fxviz-diff-replace td:nth-child(4) { background: rgba(44, 160, 44, 0.15); }
+.fxviz-diff-gap td { color: var(--jp-content-font-color3, #888); text-align: center; }
+</style>"""
+
+
+def code_diff_html(code_a: str, code_b: str, labels: tuple[str, str] = ("a", "b"), context: int | None = 3) -> str:
+    """Side-by-side HTML table of two code texts, from difflib; ``context`` unchanged
+    lines around each change (None: all). Rows carry ``fxviz-diff-{equal,delete,insert,
+    replace}`` classes; every string is escaped."""
+    lines_a, lines_b = code_a.splitlines(), code_b.splitlines()
+    matcher = difflib.SequenceMatcher(None, lines_a, lines_b, autojunk=False)
+    groups = [matcher.get_opcodes()] if context is None else matcher.get_grouped_opcodes(context)
+    rows = []
+    for g, group in enumerate(groups):
+        if g:
+            rows.append('<tr class="fxviz-diff-gap"><td colspan="4">⋯</td></tr>')
+        for tag, i1, i2, j1, j2 in group:
+            for k in range(max(i2 - i1, j2 - j1)):
+                left = (i1 + k + 1, lines_a[i1 + k]) if i1 + k < i2 else ("", "")
+                right = (j1 + k + 1, lines_b[j1 + k]) if j1 + k < j2 else ("", "")
+                cells = "".join(f'<td class="fxviz-diff-no">{n}</td><td><code>{html.escape(text)}</code></td>'
+                                for n, text in (left, right))
+                rows.append(f'<tr class="fxviz-diff-{tag}">{cells}</tr>')
+    head = "".join(f'<th colspan="2">{html.escape(label)}</th>' for label in labels)
+    return f'<table class="fxviz-diff"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
+
+
+def comparison_html(cmp: Any) -> str:
+    """The summary of a Comparison: graph counts, output difference, the largest timing
+    changes per target, and (folded) the changed nodes and the code diff."""
+    counts = cmp.graph_diff["status"].value_counts()
+    graph = ", ".join(f"{counts.get(s, 0)} {s}" for s in ("added", "removed", "changed", "unchanged"))
+    out = cmp.output_diff
+    outputs = f"max abs {out.max_abs:.3g}, max rel {out.max_rel:.3g}" + (f" ({out.note})" if out.note else "")
+    changed = cmp.graph_diff[cmp.graph_diff["status"] != "unchanged"]
+    esc = html.escape
+    return "".join([
+        STYLE,
+        '<div class="fxviz-compare">',
+        f"<b>{esc(cmp.labels[0])} → {esc(cmp.labels[1])}</b>",
+        f"<div>Nodes: {esc(graph)}. Outputs: {esc(outputs)}.</div>",
+        f"<div>Largest timing changes per target (µs, noise × {cmp.noise:g} of the spread):</div>",
+        cmp.top().to_html(index=False, escape=True, float_format="{:.1f}".format, border=0),
+        f"<details><summary>Changed nodes ({len(changed)})</summary>",
+        changed.to_html(index=False, escape=True, border=0, na_rep=""),
+        "</details><details><summary>Code diff</summary>",
+        cmp.code_diff_html(),
+        "</details></div>",
+    ])

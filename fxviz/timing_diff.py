@@ -1,0 +1,107 @@
+"""Timing difference of two profiles in HTA TraceDiff's terms: per name (target, node or
+kind), counts and total time in control and test, their differences, and a category.
+
+Pure functions on the DataFrames :func:`fxviz.profile.profile` returns.
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+import numpy as np
+import pandas as pd
+
+from fxviz.errors import FxvizError
+
+CATEGORIES = ("added", "deleted", "increased", "decreased", "unchanged")
+Exclude = str | Callable[[str], bool] | None
+
+
+def diff_timing(control: pd.DataFrame, test: pd.DataFrame, key: str = "target", noise: float = 1.0) -> pd.DataFrame:
+    """Per value of ``key``: how often it occurs and how long it takes in each profile.
+
+    Columns: ``<key>``, ``control_count``, ``test_count``, ``control_us``, ``test_us``
+    (sums of node medians, µs), ``diff_counts`` and ``diff_duration`` (test - control),
+    ``noise_us`` and ``category``: ``added`` (only in test), ``deleted`` (only in
+    control), ``increased``/``decreased`` (count changed, else time changed by more
+    than ``noise_us``), ``unchanged``. ``noise_us`` is ``noise`` times the larger of the
+    two spreads (sum of the nodes' p75 - p25): timings differ when their difference
+    exceeds what repeated runs of the same code already scatter by.
+
+    Rows: test's order, then names found only in control.
+
+    >>> diff_timing(before, after)[["target", "category"]]        # doctest: +SKIP
+    """
+    a, b = _aggregate(control, key), _aggregate(test, key)
+    names = list(dict.fromkeys([*b.index, *a.index]))
+    a, b = a.reindex(names), b.reindex(names)
+    df = pd.DataFrame({
+        key: names,
+        "control_count": a["count"].fillna(0).astype(int).to_numpy(),
+        "test_count": b["count"].fillna(0).astype(int).to_numpy(),
+        "control_us": a["us"].fillna(0.0).to_numpy(),
+        "test_us": b["us"].fillna(0.0).to_numpy(),
+    })
+    df["diff_counts"] = df["test_count"] - df["control_count"]
+    df["diff_duration"] = df["test_us"] - df["control_us"]
+    df["noise_us"] = noise * np.fmax(a["spread"].to_numpy(), b["spread"].to_numpy())
+    df["category"] = np.select(
+        [
+            df["control_count"] == 0,
+            df["test_count"] == 0,
+            df["diff_counts"] > 0,
+            df["diff_counts"] < 0,
+            df["diff_duration"].abs() <= df["noise_us"],
+            df["diff_duration"] > 0,
+        ],
+        ["added", "deleted", "increased", "decreased", "unchanged", "increased"],
+        default="decreased",
+    )
+    return df
+
+
+def _aggregate(profile: pd.DataFrame, key: str) -> pd.DataFrame:
+    missing = sorted({key, "median_us", "p25_us", "p75_us"} - set(profile.columns))
+    if missing:
+        raise FxvizError(
+            f"Cannot diff timings: the profile has no column(s) {missing}. Pass DataFrames from "
+            "fxviz.profile.profile, and a key among their columns (target, node, kind)."
+        )
+    groups = profile.assign(_spread=profile["p75_us"] - profile["p25_us"]).groupby(key, sort=False)
+    return pd.DataFrame({"count": groups.size(), "us": groups["median_us"].sum(), "spread": groups["_spread"].sum()})
+
+
+def top_changes(diff: pd.DataFrame, n: int = 10, by: str = "duration", exclude: Exclude = None) -> pd.DataFrame:
+    """The ``n`` rows of :func:`diff_timing`'s result with the largest change in absolute
+    value, ``by`` ``"duration"`` (``diff_duration``) or ``"count"`` (``diff_counts``);
+    rows with no change are left out. ``exclude`` drops names first: a regular
+    expression (searched) or a predicate, e.g. to leave out a dominant wrapper."""
+    column = {"duration": "diff_duration", "count": "diff_counts"}.get(by)
+    if column is None:
+        raise FxvizError(f"top changes are by 'duration' or 'count', not {by!r}.")
+    names = diff.iloc[:, 0].astype(str)
+    if isinstance(exclude, str):
+        keep = ~names.str.contains(re.compile(exclude))
+    elif callable(exclude):
+        keep = ~names.map(exclude).astype(bool)
+    else:
+        keep = pd.Series(True, index=diff.index)
+    rows = diff[keep & (diff[column] != 0)]
+    return rows.loc[rows[column].abs().sort_values(ascending=False, kind="stable").index].head(n)
+
+
+def plot_top(diff: pd.DataFrame, n: int = 10, by: str = "duration", exclude: Exclude = None, ax=None):
+    """Bars of :func:`top_changes`: red where test takes longer (or runs more often),
+    green where it takes less. Returns the matplotlib Axes."""
+    import matplotlib.pyplot as plt
+
+    rows = top_changes(diff, n, by, exclude).iloc[::-1]
+    column = "diff_duration" if by == "duration" else "diff_counts"
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7, 0.3 * len(rows) + 1))
+    colors = np.where(rows[column] > 0, "#d62728", "#2ca02c")
+    ax.barh(rows.iloc[:, 0].astype(str), rows[column], color=colors)
+    ax.axvline(0, color="#888888", linewidth=0.8)
+    ax.set_xlabel("test - control (µs)" if by == "duration" else "test - control (count)")
+    ax.set_title(f"Top {len(rows)} changes by {by}")
+    return ax

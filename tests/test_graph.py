@@ -1,0 +1,48 @@
+import torch
+
+import fxviz
+
+
+def test_my_module_table_matches_print_tabular(my_module):
+    g = fxviz.to_networkx(fxviz.trace(my_module))
+    rows = [(a["op"], n) for n, a in g.nodes(data=True)]
+    assert rows == [
+        ("placeholder", "x"), ("get_attr", "linear_weight"), ("call_function", "add"),
+        ("call_module", "linear"), ("call_method", "relu"), ("call_function", "sum_1"),
+        ("call_function", "topk"), ("output", "output"),
+    ]
+    assert g.nodes["sum_1"]["kwargs"] == "{'dim': -1}"
+    assert g.nodes["sum_1"]["target"] == "torch.sum"
+    assert g.nodes["add"]["target"] == "operator.add"
+    assert g.nodes["linear"]["target"] == "linear (Linear)"
+    assert g.nodes["relu"]["target"] == "relu (method)"
+    assert g.nodes["add"]["args"] == "(x, linear_weight)"
+    assert g.nodes["topk"]["args"] == "(sum_1, 3)"
+
+
+def test_edges_follow_uses_with_positions(my_module):
+    g = fxviz.to_networkx(fxviz.trace(my_module))
+    assert list(g.predecessors("add")) == ["x", "linear_weight"]
+    assert g.edges["linear_weight", "add"]["uses"] == ("args[1]",)
+    assert g.nodes["x"]["num_users"] == 1 and g.nodes["topk"]["users"] == ("output",)
+
+
+def test_repeated_use_is_one_edge_listing_every_position():
+    class Square(torch.nn.Module):
+        def forward(self, x):
+            return x * x
+
+    g = fxviz.to_networkx(fxviz.trace(Square()))
+    assert g.edges["x", "mul"]["uses"] == ("args[0]", "args[1]")
+
+
+def test_shapes_and_cost_appear_once_annotated(my_module):
+    gm = fxviz.annotate(fxviz.trace(my_module), torch.randn(5, 4))
+    g = fxviz.to_networkx(gm)
+    assert g.nodes["linear"]["shape"] == (5, 5)
+    assert g.nodes["linear"]["flops"] == 2 * 5 * 4 * 5
+    assert g.nodes["linear"]["macs"] == 5 * 4 * 5
+    # topk returns (values, indices): one entry per output
+    assert g.nodes["topk"]["shape"] == ((3,), (3,))
+    assert g.nodes["topk"]["dtype"] == ("float32", "int64")
+    assert g.nodes["x"]["module_path"] == ""
