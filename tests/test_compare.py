@@ -1,0 +1,252 @@
+"""Comparing two steps: code, graph, timing (TraceDiff's categories) and outputs."""
+import operator
+import re
+from types import SimpleNamespace
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import pandas as pd
+import pytest
+import torch
+import torch.fx
+import torchvision
+from torch import nn
+from torch.fx.experimental.optimization import fuse
+
+from fxviz.compare import code_diff_html, compare, graph_diff
+from fxviz.errors import FxvizError
+from fxviz.profile import profile
+from fxviz.timing_diff import diff_timing, plot_top, top_changes
+from fxviz.trace import trace
+
+
+def make_step(index, gm, inputs, profile_df=None, pass_name=None):
+    """A stand-in for Session's Step: the attributes compare() relies on."""
+    cache = []
+
+    def cached_profile():
+        if not cache:
+            cache.append(profile_df if profile_df is not None else profile(gm, inputs, warmup=1, repeats=3))
+        return cache[0]
+
+    return SimpleNamespace(index=index, gm=gm, code=gm.code, example_inputs=inputs,
+                           pass_name=pass_name, profile=cached_profile)
+
+
+def timings(rows):
+    """A profile-like frame from (target, median, p25, p75) tuples."""
+    df = pd.DataFrame(rows, columns=["target", "median_us", "p25_us", "p75_us"])
+    df["node"] = [f"n{i}" for i in range(len(df))]
+    return df
+
+
+@pytest.fixture(scope="module")
+def fusion():
+    model = torchvision.models.resnet18(weights=None).eval()
+    x = torch.randn(1, 3, 64, 64)
+    gm = trace(model)
+    return compare(make_step(0, gm, (x,)), make_step(1, fuse(gm), (x,), pass_name="fuse"))
+
+
+# -- the category logic, on synthetic timings ------------------------------------------
+
+def test_categories_follow_counts_then_time_beyond_the_measured_spread():
+    control = timings([
+        ("same", 100, 95, 105),      # moves by 3 within a spread of 10: unchanged
+        ("slower", 100, 99, 101),    # moves by 20, spread 2 and 4: increased
+        ("faster", 100, 99, 101),    # moves by -20: decreased
+        ("gone", 50, 49, 51),        # only in control: deleted
+        ("twice", 10, 9, 11),        # count 1 -> 2: increased, even though faster in total
+    ])
+    test = timings([
+        ("same", 103, 97, 107),
+        ("slower", 120, 118, 122),
+        ("faster", 80, 79, 81),
+        ("new", 7, 6, 8),            # only in test: added
+        ("twice", 4, 3, 5),
+        ("twice", 4, 3, 5),
+    ])
+    diff = diff_timing(control, test).set_index("target")
+    assert diff["category"].to_dict() == {
+        "same": "unchanged", "slower": "increased", "faster": "decreased",
+        "new": "added", "twice": "increased", "gone": "deleted",
+    }
+    assert diff.loc["twice", ["control_count", "test_count", "diff_counts"]].tolist() == [1, 2, 1]
+    assert diff.loc["twice", "diff_duration"] == pytest.approx(-2)
+    assert diff.loc["gone", ["test_count", "test_us", "diff_duration"]].tolist() == [0, 0, -50]
+    assert diff.loc["same", "noise_us"] == 10  # the larger of the two IQRs
+
+
+def test_noise_threshold_scales_with_spread_not_exact_equality():
+    control, test = timings([("op", 100, 90, 110)]), timings([("op", 115, 105, 125)])
+    assert diff_timing(control, test)["category"].item() == "unchanged"          # 15 < IQR 20
+    assert diff_timing(control, test, noise=0.5)["category"].item() == "increased"  # 15 > 10
+    tight = timings([("op", 100, 100, 100)]), timings([("op", 100.5, 100.5, 100.5)])
+    assert diff_timing(*tight)["category"].item() == "increased"  # no spread: any change counts
+
+
+def test_diff_by_another_key_and_bad_input():
+    control = timings([("a", 1, 1, 1), ("b", 2, 2, 2)]).assign(kind="K")
+    test = timings([("a", 1, 1, 1)]).assign(kind="K")
+    by_kind = diff_timing(control, test, key="kind")
+    assert by_kind[["kind", "control_count", "test_count", "category"]].values.tolist() == [["K", 2, 1, "decreased"]]
+    with pytest.raises(FxvizError, match=r"no column\(s\) \['median_us'\]"):
+        diff_timing(control.drop(columns="median_us"), test)
+
+
+def test_top_changes_rank_by_duration_or_count_and_filter_names():
+    control = timings([("ProfilerStep#1", 1000, 1000, 1000), ("conv", 100, 100, 100), ("bn", 30, 30, 30),
+                       ("relu", 5, 5, 5), ("same", 9, 9, 9)])
+    test = timings([("ProfilerStep#1", 900, 900, 900), ("conv", 150, 150, 150), ("relu", 6, 6, 6),
+                    ("relu", 6, 6, 6), ("same", 9, 9, 9)])
+    diff = diff_timing(control, test)
+    assert list(top_changes(diff, 3)["target"]) == ["ProfilerStep#1", "conv", "bn"]
+    assert list(top_changes(diff, 3, exclude="^ProfilerStep")["target"]) == ["conv", "bn", "relu"]
+    assert list(top_changes(diff, 9, exclude=lambda name: name.startswith("Profiler"))["target"]) == ["conv", "bn", "relu"]
+    # ties keep the diff's order (test's, then control-only); rows with no change are left out
+    assert list(top_changes(diff, 9, by="count")["target"]) == ["relu", "bn"]
+    with pytest.raises(FxvizError, match="'duration' or 'count'"):
+        top_changes(diff, by="time")
+
+
+def test_plot_top_colours_increases_and_decreases():
+    diff = diff_timing(timings([("a", 10, 10, 10), ("b", 10, 10, 10)]), timings([("a", 30, 30, 30), ("b", 5, 5, 5)]))
+    ax = plot_top(diff, 5)
+    widths = {t.get_text(): p.get_width() for t, p in zip(ax.get_yticklabels(), ax.patches)}
+    colours = {t.get_text(): matplotlib.colors.to_hex(p.get_facecolor()) for t, p in zip(ax.get_yticklabels(), ax.patches)}
+    assert widths == {"a": 20, "b": -5}
+    assert colours == {"a": "#d62728", "b": "#2ca02c"}
+
+
+# -- fused against unfused ResNet18 -------------------------------------------------
+
+def test_fusion_deletes_every_batchnorm_target_and_keeps_the_convs(fusion):
+    timing = fusion.timing.set_index("target")
+    bn_targets = [t for t in timing.index if "(BatchNorm2d)" in t]
+    assert len(bn_targets) == 20
+    assert set(timing.loc[bn_targets, "category"]) == {"deleted"}
+    kinds = fusion.timing_by_kind.set_index("kind")
+    assert kinds.loc["BatchNorm2d", ["control_count", "test_count", "category"]].tolist() == [20, 0, "deleted"]
+    assert kinds.loc["Conv2d", ["control_count", "test_count"]].tolist() == [20, 20]
+    nodes = fusion.graph_diff.set_index("node")
+    convs = [n.name for n in fusion.step_a.gm.graph.nodes if "(Conv2d)" in nodes.loc[n.name, "target_a"]]
+    assert len(convs) == 20
+    assert set(nodes.loc[convs, "status"]) == {"changed"} and set(nodes.loc[convs, "detail"]) == {"module"}
+    assert set(fusion.timing_by_node.set_index("node").loc[convs, "category"]) <= {"increased", "decreased", "unchanged"}
+    assert (nodes["status"] == "removed").sum() == 20 and (nodes["status"] == "added").sum() == 0
+
+
+def test_code_diff_of_fusion_removes_exactly_the_batchnorm_lines(fusion):
+    assigned = re.compile(r"^([-+])    (\w+) = ")
+    removed, added = set(), set()
+    for line in fusion.code_diff.splitlines():
+        match = assigned.match(line)
+        if match:
+            (removed if match[1] == "-" else added).add(match[2])
+    bn_nodes = {n.name for n in fusion.step_a.gm.graph.nodes if n.op == "call_module"
+                and isinstance(fusion.step_a.gm.get_submodule(n.target), nn.BatchNorm2d)}
+    assert removed - added == bn_nodes
+    assert added <= removed  # the other lines only change their inputs
+    assert fusion.code_diff.startswith("--- step 0\n+++ step 1 (fuse)")
+
+
+def test_fused_outputs_match_and_marks_colour_step_b(fusion):
+    assert fusion.output_diff.max_abs < 1e-4 and fusion.output_diff.note == ""
+    marks = fusion.node_marks()
+    assert list(marks) == [n.name for n in fusion.step_b.gm.graph.nodes]
+    assert set(marks.values()) <= {"faster", "slower", "unchanged"}
+    assert "added" not in marks.values()
+
+
+# -- small graphs with known differences --------------------------------------------
+
+class AddRelu(nn.Module):
+    def forward(self, x):
+        return (x + x).relu()
+
+
+def with_mul(gm):
+    """A copy of ``gm`` whose ``add`` node multiplies instead: same name, other target."""
+    graph = torch.fx.Graph()
+    graph.output(graph.graph_copy(gm.graph, {}))
+    for node in graph.nodes:
+        if node.target is operator.add:
+            node.target = operator.mul
+    return torch.fx.GraphModule(gm, graph)
+
+
+def test_graph_diff_reports_changed_targets_and_added_nodes():
+    gm_a = torch.fx.symbolic_trace(AddRelu())
+    gm_b = with_mul(gm_a)
+    rows = graph_diff(gm_a, gm_b).set_index("node")
+    assert rows.loc["add", ["status", "target_a", "target_b", "detail"]].tolist() == [
+        "changed", "operator.add", "operator.mul", "target"]
+    assert rows.loc["relu", "status"] == rows.loc["output", "status"] == "unchanged"
+    extra = torch.fx.symbolic_trace(nn.Sequential(AddRelu(), nn.Tanh()))
+    assert graph_diff(gm_a, extra).set_index("node").loc["_1", "status"] == "added"
+
+
+def test_node_marks_from_synthetic_profiles():
+    gm_a = torch.fx.symbolic_trace(AddRelu())
+    gm_b = torch.fx.symbolic_trace(nn.Sequential(AddRelu(), nn.Tanh()))
+    names_b = [n.name for n in gm_b.graph.nodes]  # input, add, relu, _1, output
+    prof_a = timings([("x", 1, 1, 1), ("add", 10, 9, 11), ("relu", 10, 9, 11), ("output", 1, 1, 1)])
+    prof_a["node"] = ["input_1", "add", "relu", "output"]
+    prof_b = timings([("x", 1, 1, 1), ("add", 50, 49, 51), ("relu", 2, 2, 2), ("tanh", 5, 5, 5), ("output", 1, 1, 1)])
+    prof_b["node"] = names_b
+    x = (torch.randn(3),)
+    cmp = compare(make_step(0, gm_a, x, prof_a), make_step(1, gm_b, x, prof_b))
+    marks = cmp.node_marks()
+    assert marks["add"] == "slower" and marks["relu"] == "faster" and marks["_1"] == "added"
+    assert marks["output"] == "unchanged"
+
+
+def test_output_diff_measures_and_explains():
+    gm = torch.fx.symbolic_trace(AddRelu())
+    x = (torch.full((4,), 3.0),)
+    changed = compare(make_step(0, gm, x), make_step(1, with_mul(gm), x)).output_diff
+    assert (changed.max_abs, changed.max_rel) == (3.0, 0.5)  # 9 against 6, relative to 6
+    other_shape = torch.fx.symbolic_trace(nn.Flatten(0))
+    mismatch = compare(make_step(0, gm, (torch.ones(2, 2),)), make_step(1, other_shape, (torch.ones(2, 2),))).output_diff
+    assert mismatch.max_abs != mismatch.max_abs and "shape (2, 2) against (4,)" in mismatch.note
+
+
+class Odd(nn.Module):
+    """A module path that is valid but full of HTML."""
+
+    def __init__(self):
+        super().__init__()
+        self.add_module("<i>odd</i>", nn.ReLU())
+
+    def forward(self, x):
+        return getattr(self, "<i>odd</i>")(x) + 1
+
+
+def test_html_escapes_every_user_string():
+    gm_a, gm_b = torch.fx.symbolic_trace(Odd()), torch.fx.symbolic_trace(AddRelu())
+    x = (torch.randn(3),)
+    cmp = compare(make_step(0, gm_a, x), make_step(1, gm_b, x, pass_name="<script>alert(1)</script>"))
+    page = cmp._repr_html_()
+    assert "<i>odd" not in page and "&lt;i&gt;odd&lt;/i&gt;" in page
+    assert "<script>" not in page and "&lt;script&gt;" in page
+    side = cmp.code_diff_html()
+    assert side.count('class="fxviz-diff-delete"') + side.count('class="fxviz-diff-replace"') >= 1
+    assert "getattr(self, &quot;&lt;i&gt;odd&lt;/i&gt;&quot;)" in side
+
+
+def test_code_diff_html_aligns_lines_side_by_side():
+    table = code_diff_html("a = 1\nb = 2\nc = 3\n", "a = 1\nc = 3\nd = 4\n", ("old", "new"), context=None)
+    rows = re.findall(r'<tr class="fxviz-diff-(\w+)">(.*?)</tr>', table)
+    assert [tag for tag, _ in rows] == ["equal", "delete", "equal", "insert"]
+    assert "<td>" in rows[1][1] and "b = 2" in rows[1][1] and "d = 4" in rows[3][1]
+    assert "<th colspan=\"2\">old</th><th colspan=\"2\">new</th>" in table
+
+
+def test_levels_are_checked():
+    gm = torch.fx.symbolic_trace(AddRelu())
+    cmp = compare(make_step(0, gm, (torch.randn(2),)), make_step(1, gm, (torch.randn(2),)))
+    with pytest.raises(FxvizError, match="level must be one of"):
+        cmp.top(level="kernel")
+    assert repr(cmp) == "Comparison(step 0 -> step 1: 0 added, 0 removed, 0 changed)"
