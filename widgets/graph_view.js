@@ -313,9 +313,10 @@ export function sanitizeSvg(root) {
 function render({ model, el }) {
   const doc = el.ownerDocument;
   const listeners = new AbortController();
+  // Not passive: the wheel and Enter handlers must be able to preventDefault.
   const on = (/** @type {EventTarget} */ target, /** @type {string} */ type,
-    /** @type {(e: any) => void} */ fn, passive = true) =>
-    target.addEventListener(type, fn, { signal: listeners.signal, passive });
+    /** @type {(e: any) => void} */ fn) =>
+    target.addEventListener(type, fn, { signal: listeners.signal, passive: false });
   /** @type {Array<[string, () => void]>} */
   const modelListeners = [];
   const onModel = (/** @type {string} */ key, /** @type {() => void} */ fn) => {
@@ -335,8 +336,9 @@ function render({ model, el }) {
   const root = h("div", "fxviz-gv");
   const toolbar = h("div", "fxviz-gv-toolbar");
   const search = h("input", "fxviz-gv-search");
-  search.type = "search";
+  search.type = "text"; // not "search": its native clear button ignores the Lab theme
   search.placeholder = "Find node, target, module";
+  search.title = "Enter: next match · Shift+Enter: previous · Esc: clear";
   search.setAttribute("aria-label", "Find nodes by name, target or module path");
   const count = h("span", "fxviz-gv-count");
   const modeBox = h("label", "fxviz-gv-mode", "Colour");
@@ -623,7 +625,7 @@ function render({ model, el }) {
     hideTip();
     const p = local(e);
     setView(zoomAt(view, wheelFactor(e.deltaY, e.deltaMode), p.x, p.y));
-  }, false);
+  });
 
   const release = (/** @type {PointerEvent} */ e) => {
     if (!press || press.id !== e.pointerId) return;

@@ -1,0 +1,115 @@
+"""GraphView on the kernel side: its synced state, `select`, and messages from the
+browser reaching Python observers. No browser here (see test_graph_view_browser.py)."""
+from __future__ import annotations
+
+import importlib.util
+import re
+from pathlib import Path
+
+import pytest
+import traitlets
+
+pytest.importorskip("anywidget")
+
+WIDGETS = Path(__file__).resolve().parents[1] / "widgets"
+
+try:
+    from fxviz.widgets.graph_view import GraphView
+except ModuleNotFoundError:  # until widgets/__init__.py exists, load the file itself
+    _spec = importlib.util.spec_from_file_location("fxviz_graph_view", WIDGETS / "graph_view.py")
+    _module = importlib.util.module_from_spec(_spec)
+    _spec.loader.exec_module(_module)
+    GraphView = _module.GraphView
+
+CONTRACT = {"svg", "elements", "legend", "nodes", "selected", "collapsed", "color_mode",
+            "color_modes", "status"}
+NODES = {"x": {"op": "placeholder", "target": "x", "module_path": "", "shape": "1×3", "time": ""},
+         "relu": {"op": "call_function", "target": "torch.relu", "module_path": "act",
+                  "shape": "1×3", "time": "1 µs"}}
+
+
+def from_browser(widget: GraphView, **state) -> None:
+    """Deliver a state update the way the front-end's save_changes() does."""
+    widget._handle_msg({"content": {"data": {"method": "update", "state": state,
+                                             "buffer_paths": []}}, "buffers": []})
+
+
+def test_contract_traitlets_are_synced_with_their_defaults():
+    w = GraphView()
+    synced = set(w.trait_names(sync=True))
+    assert CONTRACT <= synced
+    state = w.get_state()
+    assert {k: state[k] for k in CONTRACT} == {
+        "svg": "", "elements": {}, "legend": [], "nodes": {}, "selected": "", "collapsed": [],
+        "color_mode": "op", "color_modes": ["op", "time", "flops", "diff"], "status": ""}
+
+
+def test_front_end_files_are_sent_as_text_without_a_file_watcher():
+    w = GraphView()
+    assert w._esm == (WIDGETS / "graph_view.js").read_text(encoding="utf-8")
+    assert w._css == (WIDGETS / "graph_view.css").read_text(encoding="utf-8")
+    assert "export default { render }" in w._esm
+    # anywidget only watches the files with ANYWIDGET_HMR=1 (a development mode).
+    assert GraphView._esm._background_thread is None
+
+
+def test_select_sets_selected_and_rejects_unknown_names():
+    w = GraphView(nodes=NODES)
+    w.select("relu")
+    assert w.selected == "relu"
+    w.select("")
+    assert w.selected == ""
+    with pytest.raises(ValueError, match=r"no node named 'rleu'.*x, relu"):
+        w.select("rleu")
+    assert w.selected == ""
+
+
+def test_browser_changes_reach_python_observers():
+    w = GraphView(nodes=NODES)
+    seen = []
+    w.observe(lambda change: seen.append((change["name"], change["new"])),
+              names=["selected", "collapsed", "color_mode"])
+    from_browser(w, selected="relu")
+    from_browser(w, collapsed=["act"])
+    from_browser(w, color_mode="time")
+    assert seen == [("selected", "relu"), ("collapsed", ["act"]), ("color_mode", "time")]
+
+
+def test_list_traitlets_validate_their_items():
+    w = GraphView()
+    with pytest.raises(traitlets.TraitError, match="collapsed"):
+        w.collapsed = [3]
+
+
+def _selectors(css: str) -> list[str]:
+    """Every selector of every rule (commas inside :is(...)/:has(...) kept together)."""
+    css = re.sub(r"/\*.*?\*/", "", css, flags=re.S)
+    out = []
+    for prelude in re.findall(r"([^{}]+)\{", css):
+        depth, current = 0, ""
+        for ch in prelude:
+            depth += (ch == "(") - (ch == ")")
+            if ch == "," and depth == 0:
+                out.append(current.strip())
+                current = ""
+            else:
+                current += ch
+        out.append(current.strip())
+    return out
+
+
+def test_every_css_rule_is_scoped_by_a_prefixed_class():
+    """anywidget CSS is global: a rule not under an fxviz- class would restyle the page
+    (Graphviz's own classes, node/edge/cluster, are styled only under .fxviz-gv-canvas)."""
+    selectors = _selectors((WIDGETS / "graph_view.css").read_text())
+    assert len(selectors) > 30
+    assert [s for s in selectors if not s.startswith(".fxviz-")] == []
+
+
+def test_every_class_the_script_sets_is_prefixed():
+    js = (WIDGETS / "graph_view.js").read_text()
+    names = re.findall(r'h\("\w+", "([^"]*)"', js)
+    names += re.findall(r'classList\.\w+\("([^"]+)"', js)
+    names += re.findall(r'querySelectorAll\("\.([\w-]+)"\)', js)
+    assert len(names) > 20
+    assert all(n == "" or n.startswith("fxviz-") for n in names), names
