@@ -1,0 +1,68 @@
+// Pure helpers of widgets/table_view.js; run with `node --test tests/js/`.
+// Importing the module at all checks that it touches no `document` at load.
+import assert from "node:assert/strict";
+import { test } from "node:test";
+
+import widget, { ariaSort, compareValues, formatCell, nextSort, sortRows } from "../../widgets/table_view.js";
+
+const ROWS = [
+  { name: "x", op: "placeholder", time_us: null },
+  { name: "relu_10", op: "call_function", time_us: 4.5 },
+  { name: "conv1", op: "call_module", time_us: 120 },
+  { name: "relu_2", op: "call_function", time_us: 4.5 },
+  { name: "output", op: "output", time_us: Number.NaN },
+];
+const names = (rows) => rows.map((r) => r.name);
+
+test("the module exports an anywidget with render", () => {
+  assert.equal(typeof widget.render, "function");
+});
+
+test("numbers sort by value, largest first when descending, missing values last", () => {
+  assert.deepEqual(names(sortRows(ROWS, "time_us", true)), ["conv1", "relu_10", "relu_2", "x", "output"]);
+  assert.deepEqual(names(sortRows(ROWS, "time_us", false)), ["relu_10", "relu_2", "conv1", "x", "output"]);
+});
+
+test("ties keep their original order in both directions", () => {
+  const asc = names(sortRows(ROWS, "time_us", false));
+  const desc = names(sortRows(ROWS, "time_us", true));
+  assert.ok(asc.indexOf("relu_10") < asc.indexOf("relu_2"));
+  assert.ok(desc.indexOf("relu_10") < desc.indexOf("relu_2"));
+});
+
+test("text sorts naturally: relu_2 before relu_10", () => {
+  assert.deepEqual(names(sortRows(ROWS, "name", false)), ["conv1", "output", "relu_2", "relu_10", "x"]);
+  assert.ok(compareValues("relu_2", "relu_10") < 0);
+  assert.ok(compareValues(3, 20) < 0);
+});
+
+test("sorting returns a new array and leaves the input alone", () => {
+  const before = names(ROWS);
+  const sorted = sortRows(ROWS, "name", true);
+  assert.notEqual(sorted, ROWS);
+  assert.deepEqual(names(ROWS), before);
+  assert.deepEqual(names(sortRows(ROWS, "", false)), before);
+});
+
+test("a header click flips the current column, and starts a new one by its kind", () => {
+  const numeric = { key: "time_us", label: "time", numeric: true };
+  const text = { key: "name", label: "name" };
+  assert.deepEqual(nextSort({ sort_by: "", descending: false }, numeric), { sort_by: "time_us", descending: true });
+  assert.deepEqual(nextSort({ sort_by: "time_us", descending: true }, numeric), { sort_by: "time_us", descending: false });
+  assert.deepEqual(nextSort({ sort_by: "time_us", descending: true }, text), { sort_by: "name", descending: false });
+});
+
+test("cells: numbers with the column's digits and separators, missing values blank, text as is", () => {
+  assert.equal(formatCell(1234567, { key: "f", label: "f", numeric: true }), "1,234,567");
+  assert.equal(formatCell(4.25, { key: "t", label: "t", numeric: true, digits: 1 }), "4.3");
+  assert.equal(formatCell(null, { key: "t", label: "t", numeric: true }), "");
+  assert.equal(formatCell(Number.NaN, { key: "t", label: "t", numeric: true }), "");
+  assert.equal(formatCell("<script>", { key: "n", label: "n" }), "<script>");
+});
+
+test("aria-sort names the direction of the sorted column only", () => {
+  const state = { sort_by: "name", descending: true };
+  assert.equal(ariaSort("name", state), "descending");
+  assert.equal(ariaSort("op", state), "none");
+  assert.equal(ariaSort("name", { sort_by: "name", descending: false }), "ascending");
+});

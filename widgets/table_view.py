@@ -1,0 +1,38 @@
+"""The node table: a small anywidget with sortable columns and a synced selection.
+
+Python owns the data (``columns`` and ``rows``); the browser sorts and reports row
+clicks by setting ``selected``. Setting ``selected`` from Python marks the row and
+scrolls it into view.
+"""
+from __future__ import annotations
+
+import math
+import pathlib
+from typing import Any
+
+import anywidget
+import traitlets
+
+_HERE = pathlib.Path(__file__).parent
+
+
+class TableView(anywidget.AnyWidget):
+    """A sortable table whose rows each have a unique ``name``."""
+
+    _esm = _HERE / "table_view.js"
+    _css = _HERE / "table_view.css"
+
+    #: [{"key": str, "label": str, "numeric": bool, "digits": int}]
+    columns = traitlets.List(traitlets.Dict()).tag(sync=True)
+    #: [{"name": str, <key>: str | number | None, ...}]
+    rows = traitlets.List(traitlets.Dict()).tag(sync=True)
+    #: the ``name`` of the selected row, or ""
+    selected = traitlets.Unicode("").tag(sync=True)
+    sort_by = traitlets.Unicode("").tag(sync=True)
+    descending = traitlets.Bool(False).tag(sync=True)
+
+    @traitlets.validate("rows")
+    def _clean_rows(self, proposal: dict[str, Any]) -> list[dict[str, Any]]:
+        """NaN is not JSON: a missing number travels as None."""
+        return [{k: None if isinstance(v, float) and math.isnan(v) else v for k, v in row.items()}
+                for row in proposal["value"]]
