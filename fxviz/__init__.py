@@ -4,9 +4,29 @@ The headless library. The Jupyter layer lives in ``fxviz.widgets`` and is only
 imported by :func:`explore`, so ``import fxviz`` stays light and kernel-free.
 """
 from fxviz.errors import FxvizError, PassError, RenderError, TraceError
+from fxviz.trace import trace
+from fxviz.shapes import annotate
 from fxviz.graph import to_networkx
 from fxviz.render import Rendering, to_dot, to_svg
-from fxviz.shapes import annotate
-from fxviz.trace import trace
+from fxviz.profile import plot_profile, profile, profile_aten
+from fxviz.check import CheckResult, check_outputs
+from fxviz.compare import Comparison, compare
+from fxviz.session import Session, Step
+from fxviz import passes
 
 __version__ = "0.1.0"
+
+
+def explore(model_or_session, *example_inputs, **options):
+    """The Explorer widget on a model (traced here) or on an existing :class:`Session`."""
+    from fxviz.widgets import explore as _explore
+
+    return _explore(model_or_session, *example_inputs, **options)
+
+
+__all__ = [
+    "FxvizError", "TraceError", "PassError", "RenderError",
+    "trace", "annotate", "to_networkx", "Rendering", "to_dot", "to_svg",
+    "profile", "profile_aten", "plot_profile", "CheckResult", "check_outputs",
+    "Comparison", "compare", "Session", "Step", "passes", "explore",
+]
