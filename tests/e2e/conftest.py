@@ -1,0 +1,88 @@
+"""End-to-end fixtures: one headless JupyterLab for the whole session, driven by
+Playwright in Debian's Chromium. The driving itself lives in ``labdriver.py`` (shared
+with bench/ui.py); this file only scopes it for pytest.
+
+* ``lab`` (session): JupyterLab isolated from ``~/.jupyter`` (config, runtime, data,
+  settings, workspaces and IPython dirs in a temp dir), rooted in a temp dir where the
+  tests write their notebooks; stopped with ``POST /api/shutdown``.
+* ``browser`` (session) and ``page`` (per test): Chromium and a fresh browser context.
+  After every test the page must not show "Click to show javascript error"; a failing
+  test leaves ``test-artifacts/e2e-FAILED-<test>.png`` and prints the server log's tail.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+import labdriver  # noqa: E402  (after the path is set)
+
+
+def pytest_collection_modifyitems(items):
+    """Every test in tests/e2e is an e2e test, whether or not it says so."""
+    here = Path(__file__).parent
+    for item in items:
+        if here in Path(str(item.fspath)).parents:
+            item.add_marker(pytest.mark.e2e)
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item, call):
+    """Keep each phase's report on the item, so `page` knows whether the test failed."""
+    report = yield
+    setattr(item, f"e2e_report_{report.when}", report)
+    return report
+
+
+@pytest.fixture(scope="session")
+def lab(tmp_path_factory):
+    missing = labdriver.missing_requirements()
+    if missing:
+        pytest.skip(f"end-to-end tests need {missing} (`make system-test setup` installs them)")
+    server = labdriver.start_lab(tmp_path_factory.mktemp("jupyterlab"))
+    try:
+        yield server
+    finally:
+        labdriver.stop_lab(server)
+
+
+@pytest.fixture(scope="session")
+def browser(lab):
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = labdriver.launch_chromium(p)
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+@pytest.fixture
+def page(browser, lab, request):
+    """A fresh page (1400x1000); fails the test if a widget shows a JavaScript error."""
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    context.set_default_timeout(30_000)
+    pg = context.new_page()
+    pg.page_errors = []  # uncaught exceptions in the page, for failure messages
+    pg.on("pageerror", lambda exc: pg.page_errors.append(str(exc)))
+    try:
+        yield pg
+        report = getattr(request.node, "e2e_report_call", None)
+        if report is not None and report.failed:
+            _save_failure(pg, request.node.name, lab)
+        else:
+            labdriver.assert_no_js_error(pg)
+    finally:
+        context.close()
+
+
+def _save_failure(page, test_name: str, lab) -> None:
+    labdriver.ARTIFACTS.mkdir(exist_ok=True)
+    try:
+        page.screenshot(path=str(labdriver.ARTIFACTS / f"e2e-FAILED-{test_name}.png"))
+    except Exception:  # the page may be gone; the log below still helps
+        pass
+    print(f"--- page errors: {page.page_errors}\n--- JupyterLab log tail:\n{lab.log_tail()}")
