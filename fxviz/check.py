@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+import torch.fx
 
 from fxviz._runtime import preserved_buffers
 
@@ -69,12 +70,15 @@ def run_outputs(module: Callable[..., Any], inputs_list: Sequence[tuple]) -> lis
     """``module(*inputs)`` for each input tuple, without autograd and with the same
     random seed each time, so dropout in a training-mode model draws the same masks
     at every step. Buffers of an ``nn.Module`` are restored afterwards."""
+    # A GraphModule's __call__ prints its code to stderr and imports torch._dynamo
+    # (seconds) when the forward raises; callers report failures better themselves.
+    call = module.forward if isinstance(module, torch.fx.GraphModule) else module
     outputs = []
     with torch.no_grad(), _buffers_kept(module):
         for inputs in inputs_list:
             with torch.random.fork_rng(devices=_devices(inputs)):
                 torch.manual_seed(0)
-                outputs.append(module(*inputs))
+                outputs.append(call(*inputs))
     return outputs
 
 

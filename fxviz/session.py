@@ -240,27 +240,19 @@ def _run(gm: torch.fx.GraphModule, inputs_list: tuple[tuple, ...], what: str, er
         ) from exc
 
 
-class _Locator(torch.fx.Interpreter):
-    """Runs a graph node by node and remembers the node that raised."""
-
-    failed: torch.fx.Node | None = None
-
-    def run_node(self, n: torch.fx.Node) -> Any:
-        try:
-            return super().run_node(n)
-        except Exception:
-            self.failed = n
-            raise
-
-
 def _failing_node(gm: torch.fx.GraphModule, inputs_list: tuple[tuple, ...]) -> torch.fx.Node | None:
+    """The first node that raises, found by running the graph node by node.
+    (Interpreter.run is not used: on error it symbolizes tracebacks, which imports
+    torch._dynamo and takes seconds.)"""
     for inputs in inputs_list:
-        locator = _Locator(gm)
-        try:
-            with torch.no_grad(), preserved_buffers(gm):
-                locator.run(*inputs)
-        except Exception:
-            return locator.failed
+        interpreter = torch.fx.Interpreter(gm, garbage_collect_values=False)
+        interpreter.env, interpreter.args_iter = {}, iter(inputs)
+        with torch.no_grad(), preserved_buffers(gm):
+            for node in gm.graph.nodes:
+                try:
+                    interpreter.env[node] = interpreter.run_node(node)
+                except Exception:
+                    return node
     return None
 
 

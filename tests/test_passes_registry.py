@@ -1,0 +1,161 @@
+"""The pass contract: specs from signatures, registration, and what a pass may return."""
+from typing import Literal
+
+import pytest
+import torch
+from torch import nn
+from torch.fx.passes.infra.pass_base import PassResult
+
+from fxviz import passes
+from fxviz.errors import PassError
+from fxviz.passes import NothingToDo, PassParam, describe, register
+from fxviz.passes.registry import _REGISTRY
+from fxviz.trace import trace
+
+BUILT_INS = ("fuse_conv_bn", "lower_modules", "replace_op", "inline_module",
+             "eliminate_dead_code", "channels_last", "fake_quantize")
+
+
+@pytest.fixture
+def registry():
+    """Registrations made by a test are forgotten after it."""
+    saved = dict(_REGISTRY)
+    yield
+    _REGISTRY.clear()
+    _REGISTRY.update(saved)
+
+
+def scale_outputs(gm, *, nodes=None, factor: float = 2.0, mode: Literal["mul", "div"] = "mul"):
+    """Multiply the graph's output by a factor."""
+    output = gm.graph.find_nodes(op="output")[0]
+    with gm.graph.inserting_before(output):
+        scaled = gm.graph.call_function(torch.mul, (output.args[0], factor))
+    output.args = (scaled,)
+    return gm
+
+
+def test_built_ins_are_registered_first():
+    assert passes.available()[: len(BUILT_INS)] == BUILT_INS
+
+
+def test_a_spec_describes_the_parameters_for_a_form():
+    spec = describe(scale_outputs, preserves_semantics=False)
+    assert spec.name == "scale_outputs"
+    assert spec.doc == "Multiply the graph's output by a factor."
+    assert spec.params == (
+        PassParam("factor", float, 2.0, None),
+        PassParam("mode", Literal["mul", "div"], "mul", ("mul", "div")),
+    )
+    assert spec.targets_nodes and not spec.needs_eval and not spec.preserves_semantics
+
+
+def test_a_required_parameter_must_be_given():
+    def needs_k(gm, *, k: int):
+        return gm
+
+    spec = describe(needs_k)
+    assert spec.params[0].required and not spec.targets_nodes
+    with pytest.raises(PassError, match="Pass 'needs_k' needs the parameter 'k'"):
+        spec(trace(nn.ReLU()))
+
+
+def test_unknown_parameters_and_unexpected_nodes_are_refused():
+    spec = describe(scale_outputs)
+    gm = trace(nn.ReLU())
+    with pytest.raises(PassError, match=r"has no parameter 'fcator'; its parameters are: factor, mode"):
+        spec(gm, fcator=3)
+    with pytest.raises(PassError, match=r"mode='pow' is not one of 'mul', 'div'"):
+        spec(gm, mode="pow")
+    with pytest.raises(PassError, match="acts on the whole graph; call it without nodes="):
+        passes.get("eliminate_dead_code")(gm, nodes=["x"])
+    with pytest.raises(PassError, match="no node named 'nope' in this graph"):
+        spec(gm, nodes=["nope"])
+
+
+def test_register_works_bare_with_options_and_as_a_call(registry):
+    register(scale_outputs)
+    assert passes.get("scale_outputs").fn is scale_outputs
+
+    @register(name="scaled_thrice", preserves_semantics=False)
+    def scaled(gm, *, nodes=None):
+        return scale_outputs(gm, factor=3.0)
+
+    assert passes.get("scaled_thrice").preserves_semantics is False
+    assert passes.resolve(scaled) is passes.get("scaled_thrice")
+
+
+def test_a_name_taken_by_another_function_is_refused(registry):
+    def fuse_conv_bn(gm):
+        return gm
+
+    with pytest.raises(PassError, match=r"A pass named 'fuse_conv_bn' is already registered \(fxviz.passes.fusion.fuse_conv_bn\)"):
+        register(fuse_conv_bn)
+    register(fuse_conv_bn, replace=True)
+    assert passes.get("fuse_conv_bn").fn is fuse_conv_bn
+
+
+def test_registering_the_same_function_again_replaces_it(registry):
+    register(scale_outputs)
+    register(scale_outputs, name="scale_outputs", preserves_semantics=False)
+    assert passes.get("scale_outputs").preserves_semantics is False
+
+
+def test_unknown_pass_names_list_the_available_ones():
+    with pytest.raises(PassError, match="No pass named 'fuse'; available: fuse_conv_bn, lower_modules"):
+        passes.get("fuse")
+
+
+def test_return_values_are_normalised_to_a_pass_result():
+    gm = trace(nn.ReLU())
+    result = describe(scale_outputs)(gm)
+    assert isinstance(result, PassResult) and result.modified and result.graph_module is gm
+    assert "torch.mul" in gm.code  # recompiled
+
+    def says_unchanged(gm):
+        return PassResult(gm, False)
+
+    with pytest.raises(NothingToDo, match="Pass 'says_unchanged' found nothing to change"):
+        describe(says_unchanged)(gm)
+
+    def returns_number(gm):
+        return 3
+
+    with pytest.raises(PassError, match="returned a int; return a GraphModule, a PassResult or None"):
+        describe(returns_number)(gm)
+
+
+class WithRelu(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.relu = nn.ReLU()
+
+    def forward(self, x):
+        return self.relu(x)
+
+
+def test_a_failing_pass_names_the_node_it_was_working_on():
+    def breaks_on_relu(gm):
+        for node in gm.graph.nodes:
+            if node.op == "call_module":
+                raise ValueError("cannot handle this")
+
+    with pytest.raises(PassError, match=r"Pass 'breaks_on_relu' failed at node 'relu': ValueError: cannot handle this"):
+        describe(breaks_on_relu)(trace(WithRelu()))
+
+
+def test_a_graph_that_fails_lint_is_refused_naming_the_node():
+    def use_before_definition(gm):
+        relu = gm.graph.find_nodes(op="call_module")[0]
+        with gm.graph.inserting_before(relu):
+            gm.graph.call_function(torch.neg, (relu,))
+
+    with pytest.raises(PassError, match=r"Pass 'use_before_definition' produced an invalid graph: .*'relu' of Node 'neg'"):
+        describe(use_before_definition)(trace(WithRelu()))
+
+
+def test_passes_with_star_args_cannot_be_described():
+    def bad(gm, *extra):
+        return gm
+
+    with pytest.raises(PassError, match=r"Pass 'bad' takes \*extra; passes take keyword parameters only"):
+        describe(bad)

@@ -1,0 +1,306 @@
+"""Session: steps, undo/redo/goto, transactional apply, copy-on-write, replay."""
+import networkx as nx
+import pytest
+import torch
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from torch import nn
+
+from fxviz import Session
+from fxviz.errors import PassError
+from fxviz.passes import NothingToDo, register
+from fxviz.passes.registry import _REGISTRY
+
+
+def conv_net(seed: int = 0) -> nn.Module:
+    """conv -> BN -> ReLU -> pool -> linear, eval mode, non-trivial BN statistics."""
+    torch.manual_seed(seed)
+    model = nn.Sequential(
+        nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4, 2)
+    )
+    model[1].running_mean.uniform_(-1, 1)
+    model[1].running_var.uniform_(0.5, 2)
+    return model.eval()
+
+
+def x_image() -> torch.Tensor:
+    return torch.randn(2, 3, 8, 8, generator=torch.Generator().manual_seed(0))
+
+
+def snapshot(model: nn.Module) -> dict[str, torch.Tensor]:
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+def bit_identical(model: nn.Module, saved: dict[str, torch.Tensor]) -> bool:
+    state = model.state_dict()
+    return state.keys() == saved.keys() and all(torch.equal(state[k], saved[k]) for k in saved)
+
+
+def test_step_0_is_the_trace_checked_against_the_model():
+    session = Session(conv_net(), x_image())
+    step = session.current
+    assert (session.index, step.index, step.pass_name, step.nodes) == (0, 0, "trace", ())
+    assert step.params["tracer"] == "symbolic"
+    assert step.check.status == "match" and step.check.n_inputs == 3
+    assert isinstance(step.example_inputs, tuple) and step.example_inputs[0].shape == (2, 3, 8, 8)
+    assert "def forward" in step.code and step.preserves_semantics
+
+
+def test_apply_adds_a_step_with_its_check_and_parameters():
+    session = Session(conv_net(), (x_image(),))
+    step = session.apply("lower_modules", types=("ReLU", "Flatten"))
+    assert session.current is step and step.index == 1
+    assert dict(step.params) == {"types": ("ReLU", "Flatten")}
+    assert step.check.status == "match"
+    assert "torch.nn.functional.relu" in step.code and "torch.nn.functional.relu" not in session.steps[0].code
+
+
+def test_applying_after_undo_drops_the_redo_tail():
+    session = Session(conv_net(), x_image())
+    session.apply("fuse_conv_bn")
+    session.apply("lower_modules")
+    session.undo()
+    session.undo()
+    assert session.can_redo and session.index == 0
+    step = session.apply("fake_quantize")
+    assert [s.pass_name for s in session.steps] == ["trace", "fake_quantize"]
+    assert step.index == 1 and not session.can_redo
+
+
+def test_undo_redo_and_goto_refuse_to_leave_the_history():
+    session = Session(conv_net(), x_image())
+    with pytest.raises(IndexError, match="Nothing to undo: the session is at step 0"):
+        session.undo()
+    with pytest.raises(IndexError, match="Nothing to redo"):
+        session.redo()
+    with pytest.raises(IndexError, match="There is no step 3; this session has steps 0 to 0"):
+        session.goto(3)
+    session.apply("fuse_conv_bn")
+    assert session.goto(-2).index == 0 and session.redo().index == 1
+
+
+class History(RuleBasedStateMachine):
+    """Undo, redo, goto and apply behave like an editor's history (a list and a cursor)."""
+
+    def __init__(self):
+        super().__init__()
+        self.session = Session(nn.Sequential(nn.ReLU(), nn.Tanh(), nn.Sigmoid()), torch.randn(2, 3), n_random_inputs=0)
+        self.expected = ["trace"]
+        self.cursor = 0
+
+    @rule(kind=st.sampled_from(["ReLU", "Tanh", "Sigmoid"]))
+    def apply(self, kind):
+        try:
+            self.session.apply("lower_modules", types=(kind,))
+        except NothingToDo:
+            return  # already lowered on this branch: no step
+        self.expected[self.cursor + 1 :] = [f"lower_modules {kind}"]
+        self.cursor += 1
+
+    @precondition(lambda self: self.cursor > 0)
+    @rule()
+    def undo(self):
+        self.session.undo()
+        self.cursor -= 1
+
+    @precondition(lambda self: self.cursor < len(self.expected) - 1)
+    @rule()
+    def redo(self):
+        self.session.redo()
+        self.cursor += 1
+
+    @rule(data=st.data())
+    def goto(self, data):
+        self.cursor = data.draw(st.integers(0, len(self.expected) - 1))
+        self.session.goto(self.cursor)
+
+    @invariant()
+    def matches_the_editor_model(self):
+        names = [s.pass_name + (f" {s.params['types'][0]}" if s.params.get("types") else "") for s in self.session.steps]
+        assert names == self.expected
+        assert self.session.index == self.cursor
+        assert [s.index for s in self.session.steps] == list(range(len(self.expected)))
+        assert len(self.session.history) == self.cursor
+
+
+TestHistory = History.TestCase
+TestHistory.settings = settings(max_examples=15, stateful_step_count=12, deadline=None)
+
+
+def test_a_failing_pass_leaves_the_session_exactly_as_it_was():
+    session = Session(conv_net(), x_image())
+    session.apply("fuse_conv_bn")
+    before = (session.steps, session.index, session.current.code)
+
+    def breaks_on_relu(gm):
+        for node in gm.graph.nodes:
+            if node.op == "call_module" and isinstance(gm.get_submodule(node.target), nn.ReLU):
+                node.target = "missing"
+                raise RuntimeError("half done")
+
+    with pytest.raises(PassError, match="Pass 'breaks_on_relu' failed at node '_2': RuntimeError: half done"):
+        session.apply(breaks_on_relu)
+    assert (session.steps, session.index, session.current.code) == before
+    assert all(n.target != "missing" for n in session.current.gm.graph.nodes)
+
+
+def test_a_graph_that_cannot_run_is_refused_naming_the_node():
+    def wrong_shape(gm):
+        relu = gm.graph.find_nodes(op="call_module", target="2")[0]
+        with gm.graph.inserting_after(relu):
+            bad = gm.graph.call_function(torch.mm, (relu, relu))
+        relu.replace_all_uses_with(bad, delete_user_cb=lambda user: user is not bad)
+
+    session = Session(conv_net(), x_image())
+    with pytest.raises(PassError, match=r"after pass 'wrong_shape' cannot run on the example inputs at node 'mm' .*The session is unchanged"):
+        session.apply(wrong_shape)
+    assert len(session.steps) == 1
+
+
+def test_nothing_to_do_creates_no_step():
+    session = Session(nn.Sequential(nn.Linear(2, 2)).eval(), torch.randn(1, 2))
+    with pytest.raises(NothingToDo, match="no conv→BN pattern found"):
+        session.apply("fuse_conv_bn")
+    assert len(session.steps) == 1
+
+
+def test_a_pass_writing_into_a_shared_tensor_is_caught():
+    def scale_in_place(gm):
+        with torch.no_grad():
+            gm.get_submodule("0").weight.mul_(2)
+        return gm
+
+    session = Session(nn.Sequential(nn.Linear(2, 2)), torch.randn(1, 2))
+    with pytest.raises(PassError, match=r"Pass 'scale_in_place' wrote in place into '0.weight', which is shared"):
+        session.apply(scale_in_place)
+    assert len(session.steps) == 1
+
+
+def test_training_mode_models_cannot_be_fused_and_keep_their_buffers():
+    model = conv_net().train()
+    saved = snapshot(model)
+    session = Session(model, x_image())
+    assert session.current.check.status == "match"
+    with pytest.raises(PassError, match="needs eval mode"):
+        session.apply("fuse_conv_bn")
+    session.apply("lower_modules")
+    assert bit_identical(model, saved)
+
+
+def test_the_model_is_bit_identical_after_any_sequence_of_passes(resnet18, small_image):
+    saved = snapshot(resnet18)
+    session = Session(resnet18, small_image[..., :32, :32], n_random_inputs=0)
+    session.apply("fuse_conv_bn")
+    session.apply("lower_modules", types=("ReLU", "MaxPool2d"))
+    session.apply("channels_last")
+    session.undo()
+    session.apply("fake_quantize", bits=4)
+    session.apply("replace_op", old="add", new="sub")
+    session.apply("inline_module", nodes=["avgpool"])
+    session.goto(1)
+    assert bit_identical(resnet18, saved)
+    assert [s.check.status for s in session.steps] == ["match", "match", "match", "expected to differ",
+                                                       "expected to differ", "expected to differ"]
+
+
+def test_steps_share_every_tensor_a_pass_did_not_replace():
+    model = conv_net()
+    session = Session(model, x_image())
+    lowered = session.apply("lower_modules")
+    fused = session.apply("fuse_conv_bn")
+    step0 = session.steps[0].gm
+    assert lowered.gm.get_submodule("0") is not step0.get_submodule("0")  # own module objects
+    assert lowered.gm.get_submodule("0").weight is model[0].weight  # shared tensors
+    assert fused.gm.get_submodule("5").weight is model[5].weight
+    assert fused.gm.get_submodule("0").weight is not model[0].weight  # replaced by the fusion
+
+
+def test_semantics_changing_steps_and_their_successors_are_expected_to_differ():
+    session = Session(conv_net(), x_image())
+    changed = session.apply("fake_quantize")
+    after = session.apply("lower_modules")
+    assert not changed.preserves_semantics and after.preserves_semantics
+    assert changed.check.status == after.check.status == "expected to differ"
+    assert changed.check.max_abs > 0
+
+
+def test_a_channels_last_step_carries_its_own_example_inputs():
+    session = Session(conv_net(), x_image())
+    step = session.apply("channels_last")
+    assert step.example_inputs[0].is_contiguous(memory_format=torch.channels_last)
+    assert session.steps[0].example_inputs[0].is_contiguous()
+    assert step.check.status == "match"
+    assert session.apply("fuse_conv_bn").example_inputs[0] is step.example_inputs[0]
+
+
+def test_history_replays_on_another_model():
+    session = Session(conv_net(seed=0), x_image())
+    session.apply("lower_modules", types=("ReLU",))
+    session.apply("fuse_conv_bn", nodes=["_0"])
+    assert [(a.pass_name, dict(a.params), a.nodes) for a in session.history] == [
+        ("lower_modules", {"types": ("ReLU",)}, ()), ("fuse_conv_bn", {}, ("_0",))
+    ]
+    other = conv_net(seed=1)
+    replayed = session.replay(other)
+    assert [s.pass_name for s in replayed.steps] == ["trace", "lower_modules", "fuse_conv_bn"]
+    assert replayed.current.code == session.current.code
+    assert replayed.current.check.status == "match"
+    assert not torch.equal(replayed.current.gm(x_image()), session.current.gm(x_image()))
+
+
+def test_a_registered_user_pass_behaves_like_a_built_in():
+    @register(name="double_output", preserves_semantics=False)
+    def double_output(gm):
+        output = gm.graph.find_nodes(op="output")[0]
+        with gm.graph.inserting_before(output):
+            output.args = (gm.graph.call_function(torch.mul, (output.args[0], 2.0)),)
+
+    try:
+        session = Session(conv_net(), x_image())
+        step = session.apply("double_output")
+        assert step.check.status == "expected to differ"
+        assert torch.allclose(step.gm(x_image()), 2 * session.steps[0].gm(x_image()))
+        assert session.replay(conv_net(seed=2)).current.pass_name == "double_output"
+    finally:
+        _REGISTRY.pop("double_output")
+
+
+def test_subscribers_hear_every_change_but_not_a_failed_apply():
+    session = Session(conv_net(), x_image())
+    seen = []
+    unsubscribe = session.subscribe(lambda s: seen.append(s.index))
+    session.apply("fuse_conv_bn")
+    session.undo()
+    session.redo()
+    session.goto(0)
+    with pytest.raises(NothingToDo):
+        session.apply("eliminate_dead_code")
+    unsubscribe()
+    session.goto(1)
+    assert seen == [1, 0, 1, 0]
+
+
+def test_step_graph_is_annotated_without_touching_the_steps_graph():
+    session = Session(conv_net(), x_image())
+    step = session.apply("fuse_conv_bn")
+    graph = step.graph
+    assert isinstance(graph, nx.DiGraph) and graph is step.graph
+    assert list(graph.nodes) == [n.name for n in step.gm.graph.nodes]
+    assert graph.nodes["_0"]["shape"] is not None
+    assert all("tensor_meta" not in n.meta for n in step.gm.graph.nodes)
+
+
+def test_step_profile_is_computed_once_per_arguments():
+    session = Session(conv_net(), x_image())
+    step = session.current
+    table = step.profile(warmup=1, repeats=3)
+    assert step.profile(warmup=1, repeats=3) is table
+    assert list(table["node"]) == [n.name for n in step.gm.graph.nodes]
+
+
+def test_compare_gives_the_comparison_of_two_steps():
+    session = Session(conv_net(), x_image())
+    session.apply("fuse_conv_bn")
+    comparison = session.compare(0, 1)
+    assert "-    _1 = getattr(self, \"1\")(_0)" in comparison.code_diff or "_1" in comparison.code_diff
