@@ -212,6 +212,14 @@ def _node_label(attrs: dict[str, Any]) -> str:
     return "<" + "<BR/>".join(rows) + ">"
 
 
+def human_flops(flops: float) -> str:
+    """``1.82 GFLOPs``, ``340 MFLOPs``, ``12 kFLOPs``."""
+    for scale, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if flops >= scale:
+            return f"{flops / scale:.3g} {prefix}FLOPs"
+    return f"{flops:.0f} FLOPs"
+
+
 def _colors(fill: str) -> str:
     """Fill plus a text colour that stays readable on it (heat colours get dark)."""
     r, g, b = (int(fill[i : i + 2], 16) for i in (1, 3, 5))
@@ -281,7 +289,7 @@ class _DotWriter:
         cid = len(self.elements)
         self.elements[f"fxco-{cid}"] = {"kind": "collapsed", "name": path, "count": len(members)}
         flops = sum(self.graph.nodes[m].get("flops") or 0 for m in members)
-        detail = f"{len(members)} nodes" + (f" · {flops / 1e9:.3g} GFLOPs" if flops else "") + " · ⊕"
+        detail = f"{len(members)} nodes" + (f" · {human_flops(flops)}" if flops else "") + " · ⊕"
         label = (f"<<B>{escape(self.plan.labels[path])}</B><BR/>"
                  f'<FONT POINT-SIZE="9">{escape(detail)}</FONT>>')
         out.append(f'{indent}{self._id("collapsed", path)} [id="fxco-{cid}" label={label} shape=box3d '
