@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -38,14 +38,17 @@ def profile(
     repeats: int = 20,
     budget_s: float | None = None,
     progress: bool = False,
+    flops: Mapping[str, int | None] | None = None,
 ) -> pd.DataFrame:
     """Time every node of ``gm`` on ``example_inputs``; one row per node, in graph order.
 
-    Each repeat runs a plain forward and a timed forward, alternately, so that the
+    Each repeat runs a timed forward; every other repeat also runs a plain one, so the
     profiler's own overhead is measured under the same conditions. ``budget_s`` bounds
-    the wall time, warm-up included: repeats stop when the next would not fit (never
-    fewer than 3). Runs under ``torch.no_grad()``; buffers (e.g. BatchNorm running
-    stats in training mode) are restored afterwards, also after Ctrl-C.
+    the wall time: warm-up stops after a quarter of it (but runs once), and repeats
+    stop when the next would not fit (but run 3 times: a forward slower than a third
+    of the budget overruns it). Runs under ``torch.no_grad()``; buffers (e.g.
+    BatchNorm running stats in training mode) are restored afterwards, also after
+    Ctrl-C. ``flops`` maps node names to FLOPs where ``node.meta`` has none.
 
     Columns: ``node``, ``op``, ``target`` (readable), ``kind`` (module class, function
     or method: what the node computes), ``module_path`` (None unless traced by
@@ -55,7 +58,7 @@ def profile(
 
     ``df.attrs``: ``plain_forward_us`` and ``profiled_forward_us`` (medians of whole
     forwards, µs), ``overhead_per_node_us`` (their difference over the node count),
-    ``device``, ``repeats``, ``warmup``.
+    ``device``, ``repeats`` and ``warmup`` (runs done).
     """
     _require_graph_module(gm)
     if repeats < 1 or warmup < 0:
@@ -65,30 +68,36 @@ def profile(
     device = device_of(gm, inputs)
     clock = Clock(len(nodes), device)
     timed = instrument(gm, clock.tick)
-    from tqdm.auto import tqdm
+    from tqdm.auto import tqdm  # here: in a kernel it imports ipywidgets, which `import fxviz` must not
 
+
+    budget = float("inf") if budget_s is None else budget_s
     started = time.perf_counter()
     plain, profiled, per_node = [], [], []
     with _quiet_run(gm), tqdm(total=warmup + repeats, desc="profile", disable=not progress, leave=False) as bar:
-        for _ in range(warmup):
+        warmed = 0
+        while warmed < warmup and not (warmed and time.perf_counter() - started > budget / 4):
             gm(*inputs)
             timed(*inputs)
+            warmed += 1
             bar.update()
         loop_start = time.perf_counter()
         for r in range(repeats):
             now = time.perf_counter()
-            if budget_s is not None and r >= MIN_REPEATS and now - started + (now - loop_start) / r > budget_s:
+            if r >= MIN_REPEATS and now - started + (now - loop_start) / r > budget:
                 break
-            plain.append(clock.wall_us(gm, inputs))
+            if r % 2 == 0:
+                plain.append(clock.wall_us(gm, inputs))
             profiled.append(clock.wall_us(timed, inputs, timed=True))
             per_node.append(clock.intervals_us())
             bar.update()
-    return _table(gm, nodes, np.array(per_node), plain, profiled, device, warmup)
+    counts = [(flops or {}).get(n.name, n.meta.get("flops")) for n in nodes]
+    return _table(gm, nodes, np.array(per_node), counts, plain, profiled, device, warmed)
 
 
-def _table(gm, nodes, times: np.ndarray, plain, profiled, device, warmup) -> pd.DataFrame:
+def _table(gm, nodes, times: np.ndarray, counts, plain, profiled, device, warmup) -> pd.DataFrame:
     p25, median, p75 = np.percentile(times, [25, 50, 75], axis=0)
-    flops = np.array([np.nan if n.meta.get("flops") is None else n.meta["flops"] for n in nodes], dtype=float)
+    flops = np.array([np.nan if c is None else c for c in counts], dtype=float)
     with np.errstate(divide="ignore", invalid="ignore"):
         gflops = np.where(median > 0, flops / (median * 1e3), np.nan)
     df = pd.DataFrame({

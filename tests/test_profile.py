@@ -113,6 +113,9 @@ def test_flops_come_from_annotate_and_give_achieved_rate(resnet18_profile):
     unannotated = profile(torch.fx.symbolic_trace(nn.Linear(4, 4)), torch.randn(2, 4), warmup=0, repeats=1)
     assert unannotated["flops"].isna().all() and unannotated["gflops"].isna().all()
     assert unannotated["module_path"].isna().all()
+    given = profile(torch.fx.symbolic_trace(nn.Linear(4, 4)), torch.randn(2, 4), warmup=0, repeats=1,
+                    flops={"linear": 64})  # e.g. annotated on a copy of the graph
+    assert given.set_index("node")["flops"].fillna(-1).to_dict() == {"input_1": -1, "weight": -1, "bias": -1, "linear": 64, "output": -1}
 
 
 def test_time_is_charged_to_the_node_that_spent_it():
@@ -135,11 +138,14 @@ def test_timed_forward_computes_what_the_module_computes():
     assert stamps == list(range(len(gm.graph.nodes)))
 
 
-def test_budget_bounds_the_repeats():
+def test_budget_bounds_warmup_and_repeats():
     gm = fx_trace(nn.Sequential(Sleep(0.01)))
-    df = profile(gm, torch.randn(2), warmup=1, repeats=1000, budget_s=0.3)
-    # each repeat runs two forwards of at least 10 ms: at most 15 fit in 0.3 s
-    assert 3 <= df.attrs["repeats"] <= 15
+    df = profile(gm, torch.randn(2), warmup=100, repeats=1000, budget_s=0.3)
+    # every forward takes at least 10 ms: warm-up (two per run) stops after 0.075 s,
+    # and at most 30 timed forwards fit in 0.3 s
+    assert 1 <= df.attrs["warmup"] <= 4
+    assert 3 <= df.attrs["repeats"] <= 30
+    assert profile(gm, torch.randn(2), warmup=0, repeats=1000, budget_s=0.0).attrs["repeats"] == 3
 
 
 def test_profile_leaves_a_training_model_unchanged():
