@@ -67,9 +67,14 @@ def profile(
     nodes = list(gm.graph.nodes)
     device = device_of(gm, inputs)
     clock = Clock(len(nodes), device)
-    timed = instrument(gm, clock.tick)
-    from tqdm.auto import tqdm  # here: in a kernel it imports ipywidgets, which `import fxviz` must not
+    measured = _measure(gm, instrument(gm, clock.tick), clock, inputs, warmup, repeats, budget_s, progress)
+    counts = [(flops or {}).get(n.name, n.meta.get("flops")) for n in nodes]
+    return _table(gm, nodes, counts, device, *measured)
 
+
+def _measure(gm, timed, clock: Clock, inputs, warmup, repeats, budget_s, progress):
+    """Warm up, then time repeats: (warm-up runs done, plain walls, timed walls, per-node times)."""
+    from tqdm.auto import tqdm  # here: in a kernel it imports ipywidgets, which `import fxviz` must not
 
     budget = float("inf") if budget_s is None else budget_s
     started = time.perf_counter()
@@ -91,11 +96,10 @@ def profile(
             profiled.append(clock.wall_us(timed, inputs, timed=True))
             per_node.append(clock.intervals_us())
             bar.update()
-    counts = [(flops or {}).get(n.name, n.meta.get("flops")) for n in nodes]
-    return _table(gm, nodes, np.array(per_node), counts, plain, profiled, device, warmed)
+    return warmed, plain, profiled, np.array(per_node)
 
 
-def _table(gm, nodes, times: np.ndarray, counts, plain, profiled, device, warmup) -> pd.DataFrame:
+def _table(gm, nodes, counts, device, warmup, plain, profiled, times: np.ndarray) -> pd.DataFrame:
     p25, median, p75 = np.percentile(times, [25, 50, 75], axis=0)
     flops = np.array([np.nan if c is None else c for c in counts], dtype=float)
     with np.errstate(divide="ignore", invalid="ignore"):

@@ -1,0 +1,114 @@
+"""Cost of fxviz.profile against a plain forward, measured in the same run.
+
+Prints, for resnet18 and resnet50 (random weights, 224x224) at batch 1 and 10: the
+plain forward, the profiled (instrumented) forward, the per-node overhead and their
+ratio; the same for a naive timed Interpreter (the tutorial's profiler) as a second
+baseline; and whether two 3-second profiles of resnet50 at batch 1 agree.
+Targets: ratio < 1.1 on resnet50 batch 10, overhead < 15 µs per node, and medians of
+nodes above 1 % share within 10 % from one profile to the next.
+"""
+from __future__ import annotations
+
+import sys
+
+# This file shares its name with the standard library's `profile`, which torch imports
+# (through cProfile): take bench/ off the import path before anything else is imported.
+sys.path = [p for p in sys.path if p != __import__("os").path.dirname(__file__)]  # noqa: E402
+
+import argparse  # noqa: E402
+import operator  # noqa: E402
+import os  # noqa: E402
+import statistics  # noqa: E402
+import time  # noqa: E402
+
+import torch  # noqa: E402
+import torch.fx  # noqa: E402
+import torchvision  # noqa: E402
+
+from fxviz.profile import profile  # noqa: E402
+from fxviz.trace import trace  # noqa: E402
+
+
+class NaiveTimer(torch.fx.Interpreter):
+    """The tutorial's profiler: time every ``run_node`` with a wall clock."""
+
+    def run_node(self, n):
+        start = time.perf_counter()
+        result = super().run_node(n)
+        self.times[n.name] = time.perf_counter() - start
+        return result
+
+    def run(self, *args):
+        self.times = {}
+        return super().run(*args)
+
+
+def chain(length: int) -> torch.fx.GraphModule:
+    """``length`` near-free adds on a one-element tensor: a forward that is all overhead."""
+    graph = torch.fx.Graph()
+    value = graph.placeholder("x")
+    for _ in range(length):
+        value = graph.call_function(operator.add, (value, 1))
+    graph.output(value)
+    return torch.fx.GraphModule(torch.nn.Module(), graph)
+
+
+def naive_overhead(gm, x, repeats: int) -> tuple[float, float]:
+    """Median plain and naive-Interpreter forwards (µs), interleaved."""
+    timer, plain, naive = NaiveTimer(gm), [], []
+    with torch.no_grad():
+        gm(x), timer.run(x)
+        for _ in range(repeats):
+            start = time.perf_counter()
+            gm(x)
+            plain.append(time.perf_counter() - start)
+            start = time.perf_counter()
+            timer.run(x)
+            naive.append(time.perf_counter() - start)
+    return statistics.median(plain) * 1e6, statistics.median(naive) * 1e6
+
+
+def row(name: str, nodes: int, plain_us: float, profiled_us: float) -> None:
+    overhead = (profiled_us - plain_us) / nodes
+    print(f"{name:<34}{nodes:>6}{plain_us / 1e3:>12.2f}{profiled_us / 1e3:>14.2f}{overhead:>14.2f}{profiled_us / plain_us:>8.3f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--threads", type=int, help="torch threads (default: torch's choice)")
+    if (threads := parser.parse_args().threads) is not None:
+        torch.set_num_threads(threads)
+    torch.manual_seed(0)
+    load = ", ".join(f"{v:.1f}" for v in os.getloadavg())
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads on {os.cpu_count()} CPUs, load average {load}")
+    print(f"{'':<34}{'nodes':>6}{'plain ms':>12}{'profiled ms':>14}{'µs/node':>14}{'ratio':>8}")
+    gm, x = chain(500), torch.ones(1)
+    df = profile(gm, x, warmup=20, repeats=200)
+    row("chain of 500 adds: fxviz", len(df), df.attrs["plain_forward_us"], df.attrs["profiled_forward_us"])
+    row("chain of 500 adds: naive Interpreter", len(df), *naive_overhead(gm, x, 200))
+
+    for arch in ("resnet18", "resnet50"):
+        gm = trace(getattr(torchvision.models, arch)(weights=None).eval())
+        for batch, repeats in ((1, 20), (10, 5)):
+            x = torch.randn(batch, 3, 224, 224)
+            df = profile(gm, x, warmup=1, repeats=repeats)
+            row(f"{arch} batch {batch}: fxviz", len(df), df.attrs["plain_forward_us"], df.attrs["profiled_forward_us"])
+            if batch == 1:
+                row(f"{arch} batch {batch}: naive Interpreter", len(df), *naive_overhead(gm, x, repeats))
+
+    gm, x = trace(torchvision.models.resnet50(weights=None).eval()), torch.randn(1, 3, 224, 224)
+    runs = []
+    for _ in range(2):
+        start = time.perf_counter()
+        runs.append(profile(gm, x, repeats=1000, budget_s=3.0).set_index("node"))
+        runs[-1].attrs["wall_s"] = time.perf_counter() - start
+    big = runs[0].index[(runs[0]["share"] > 1) & (runs[1]["share"] > 1)]
+    change = (runs[1].loc[big, "median_us"] / runs[0].loc[big, "median_us"] - 1).abs()
+    print(f"\nresnet50 batch 1, two profiles with budget_s=3: wall {runs[0].attrs['wall_s']:.2f} s and "
+          f"{runs[1].attrs['wall_s']:.2f} s, {runs[0].attrs['repeats']} and {runs[1].attrs['repeats']} repeats")
+    print(f"  {len(big)} nodes above 1 % share: {(change <= 0.10).sum()} within 10 % run to run, "
+          f"median change {change.median():.1%}, largest {change.max():.1%} ({change.idxmax()})")
+
+
+if __name__ == "__main__":
+    main()
