@@ -62,8 +62,8 @@ def browser(lab):
 
 @pytest.fixture
 def page(browser, lab, request):
-    """A fresh page (1400x1000); fails the test if a widget shows a JavaScript error."""
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    """A fresh page (1500x1300: the Explorer fits in the notebook panel); fails the test if a widget shows a JavaScript error."""
+    context = browser.new_context(viewport={"width": 1500, "height": 1300})
     context.set_default_timeout(30_000)
     pg = context.new_page()
     pg.page_errors = []  # uncaught exceptions in the page, for failure messages

@@ -227,6 +227,8 @@ def open_notebook(page, lab: Lab, name: str, timeout: float = 60) -> dict:
         k = lab.kernel_for(name)
         return k if k and k["execution_state"] == "idle" and k["connections"] >= 1 else None
 
+    # Widgets get the width a person gives them: no file browser beside the notebook.
+    page.evaluate("() => window.jupyterapp.shell.collapseLeft()")
     kernel = poll(f"an idle kernel attached to {name}", attached, timeout=timeout, interval=0.2)
     # The page's own session must also see the kernel as ready before running cells.
     page.wait_for_function(

@@ -76,15 +76,7 @@ from torch import nn
 import ipywidgets as w
 import fxviz
 from fxviz.render import render
-try:
-    from fxviz.widgets.graph_view import GraphView
-except ModuleNotFoundError:  # until widgets/__init__.py exists, load the file itself
-    import importlib.util, pathlib
-    spec = importlib.util.spec_from_file_location(
-        "fxviz_graph_view", pathlib.Path(fxviz.__file__).parents[1] / "widgets" / "graph_view.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    GraphView = module.GraphView
+from fxviz.widgets.graph_view import GraphView
 
 class Block(nn.Module):
     def __init__(self):
