@@ -104,7 +104,8 @@ def test_top_changes_rank_by_duration_or_count_and_filter_names():
     diff = diff_timing(control, test)
     assert list(top_changes(diff, 3)["target"]) == ["ProfilerStep#1", "conv", "bn"]
     assert list(top_changes(diff, 3, exclude="^ProfilerStep")["target"]) == ["conv", "bn", "relu"]
-    assert list(top_changes(diff, 9, exclude=lambda name: name.startswith("Profiler"))["target"]) == ["conv", "bn", "relu"]
+    by_predicate = top_changes(diff, 9, exclude=lambda name: name.startswith("Profiler"))
+    assert list(by_predicate["target"]) == ["conv", "bn", "relu"]
     # ties keep the diff's order (test's, then control-only); rows with no change are left out
     assert list(top_changes(diff, 9, by="count")["target"]) == ["relu", "bn"]
     with pytest.raises(FxvizError, match="'duration' or 'count'"):
@@ -114,8 +115,9 @@ def test_top_changes_rank_by_duration_or_count_and_filter_names():
 def test_plot_top_colours_increases_and_decreases():
     diff = diff_timing(timings([("a", 10, 10, 10), ("b", 10, 10, 10)]), timings([("a", 30, 30, 30), ("b", 5, 5, 5)]))
     ax = plot_top(diff, 5)
-    widths = {t.get_text(): p.get_width() for t, p in zip(ax.get_yticklabels(), ax.patches)}
-    colours = {t.get_text(): matplotlib.colors.to_hex(p.get_facecolor()) for t, p in zip(ax.get_yticklabels(), ax.patches)}
+    bars = list(zip([t.get_text() for t in ax.get_yticklabels()], ax.patches))
+    widths = {label: bar.get_width() for label, bar in bars}
+    colours = {label: matplotlib.colors.to_hex(bar.get_facecolor()) for label, bar in bars}
     assert widths == {"a": 20, "b": -5}
     assert colours == {"a": "#d62728", "b": "#2ca02c"}
 
@@ -134,7 +136,8 @@ def test_fusion_deletes_every_batchnorm_target_and_keeps_the_convs(fusion):
     convs = [n.name for n in fusion.step_a.gm.graph.nodes if "(Conv2d)" in nodes.loc[n.name, "target_a"]]
     assert len(convs) == 20
     assert set(nodes.loc[convs, "status"]) == {"changed"} and set(nodes.loc[convs, "detail"]) == {"module"}
-    assert set(fusion.timing_by_node.set_index("node").loc[convs, "category"]) <= {"increased", "decreased", "unchanged"}
+    conv_timing = fusion.timing_by_node.set_index("node").loc[convs, "category"]
+    assert set(conv_timing) <= {"increased", "decreased", "unchanged"}
     assert (nodes["status"] == "removed").sum() == 20 and (nodes["status"] == "added").sum() == 0
 
 
@@ -209,7 +212,8 @@ def test_output_diff_measures_and_explains():
     changed = compare(make_step(0, gm, x), make_step(1, with_mul(gm), x)).output_diff
     assert (changed.max_abs, changed.max_rel) == (3.0, 0.5)  # 9 against 6, relative to 6
     other_shape = torch.fx.symbolic_trace(nn.Flatten(0))
-    mismatch = compare(make_step(0, gm, (torch.ones(2, 2),)), make_step(1, other_shape, (torch.ones(2, 2),))).output_diff
+    ones = (torch.ones(2, 2),)
+    mismatch = compare(make_step(0, gm, ones), make_step(1, other_shape, ones)).output_diff
     assert mismatch.max_abs != mismatch.max_abs and "shape (2, 2) against (4,)" in mismatch.note
 
 

@@ -115,7 +115,8 @@ def test_flops_come_from_annotate_and_give_achieved_rate(resnet18_profile):
     assert unannotated["module_path"].isna().all()
     given = profile(torch.fx.symbolic_trace(nn.Linear(4, 4)), torch.randn(2, 4), warmup=0, repeats=1,
                     flops={"linear": 64})  # e.g. annotated on a copy of the graph
-    assert given.set_index("node")["flops"].fillna(-1).to_dict() == {"input_1": -1, "weight": -1, "bias": -1, "linear": 64, "output": -1}
+    assert given.set_index("node")["flops"].fillna(-1).to_dict() == {
+        "input_1": -1, "weight": -1, "bias": -1, "linear": 64, "output": -1}
 
 
 def test_time_is_charged_to_the_node_that_spent_it():
