@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import difflib
 import functools
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,10 +28,12 @@ __all__ = ["compare", "Comparison", "OutputDiff", "graph_diff", "code_diff_html"
 LEVELS = ("target", "node", "kind")
 
 
-def compare(step_a: Any, step_b: Any, *, top_n: int = 10, noise: float = 1.0) -> Comparison:
+def compare(step_a: Any, step_b: Any, *, top_n: int = 10, noise: float = 1.0,
+            profile_kwargs: Mapping[str, Any] | None = None) -> Comparison:
     """Compare ``step_a`` (control) with ``step_b`` (test). Cheap until timings or
-    outputs are read: those profile or run both steps on first use."""
-    return Comparison(step_a, step_b, top_n=top_n, noise=noise)
+    outputs are read: those profile (``step.profile(**profile_kwargs)``, which the
+    steps cache) or run both steps on first use."""
+    return Comparison(step_a, step_b, top_n=top_n, noise=noise, profile_kwargs=profile_kwargs)
 
 
 @dataclass(frozen=True)
@@ -52,9 +55,11 @@ class Comparison:
     or function), ``output_diff``, ``top()``, ``node_marks()``, ``plot_top()``.
     """
 
-    def __init__(self, step_a: Any, step_b: Any, *, top_n: int = 10, noise: float = 1.0):
+    def __init__(self, step_a: Any, step_b: Any, *, top_n: int = 10, noise: float = 1.0,
+                 profile_kwargs: Mapping[str, Any] | None = None):
         self.step_a, self.step_b = step_a, step_b
         self.top_n, self.noise = top_n, noise
+        self.profile_kwargs = dict(profile_kwargs or {})
         self.labels = (_label(step_a, "a"), _label(step_b, "b"))
 
     @functools.cached_property
@@ -91,7 +96,8 @@ class Comparison:
         return self._timing("kind")
 
     def _timing(self, key: str) -> pd.DataFrame:
-        return diff_timing(self.step_a.profile(), self.step_b.profile(), key=key, noise=self.noise)
+        control, test = (step.profile(**self.profile_kwargs) for step in (self.step_a, self.step_b))
+        return diff_timing(control, test, key=key, noise=self.noise)
 
     @functools.cached_property
     def output_diff(self) -> OutputDiff:

@@ -26,9 +26,9 @@ def make_step(index, gm, inputs, profile_df=None, pass_name=None):
     """A stand-in for Session's Step: the attributes compare() relies on."""
     cache = []
 
-    def cached_profile():
+    def cached_profile(**kwargs):
         if not cache:
-            cache.append(profile_df if profile_df is not None else profile(gm, inputs, warmup=1, repeats=3))
+            cache.append(profile_df if profile_df is not None else profile(gm, inputs, **kwargs))
         return cache[0]
 
     return SimpleNamespace(index=index, gm=gm, code=gm.code, example_inputs=inputs,
@@ -47,7 +47,8 @@ def fusion():
     model = torchvision.models.resnet18(weights=None).eval()
     x = torch.randn(1, 3, 64, 64)
     gm = trace(model)
-    return compare(make_step(0, gm, (x,)), make_step(1, fuse(gm), (x,), pass_name="fuse"))
+    return compare(make_step(0, gm, (x,)), make_step(1, fuse(gm), (x,), pass_name="fuse"),
+                   profile_kwargs={"warmup": 1, "repeats": 3})
 
 
 # -- the category logic, on synthetic timings ------------------------------------------
@@ -161,6 +162,7 @@ def test_fused_outputs_match_and_marks_colour_step_b(fusion):
     assert list(marks) == [n.name for n in fusion.step_b.gm.graph.nodes]
     assert set(marks.values()) <= {"faster", "slower", "unchanged"}
     assert "added" not in marks.values()
+    assert fusion.step_b.profile().attrs["repeats"] == 3  # profiled as profile_kwargs asked
 
 
 # -- small graphs with known differences --------------------------------------------
