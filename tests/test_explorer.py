@@ -1,0 +1,352 @@
+"""The Explorer, driven through its widgets as a user would: set ``selected``, pick
+from dropdowns, ``.click()`` buttons; then read what each panel shows."""
+from __future__ import annotations
+
+import html
+import re
+import time
+
+import pytest
+import torch
+import torch.fx
+from torch import nn
+
+import ipywidgets as w
+
+from fxviz.passes import registry
+from fxviz.session import Session
+from fxviz.widgets import Explorer, explore
+
+FAST = {"budget_s": 0.05, "warmup": 1, "repeats": 3}
+SCRIPT = "<script>alert(1)</script>"
+FAULTS = {"profile": None}  # what `probe` raises while set: a fault injected into profiling
+
+
+@torch.fx.wrap
+def probe(x):
+    """Identity, except that it raises FAULTS["profile"] when one is set."""
+    if FAULTS["profile"] is not None:
+        raise FAULTS["profile"]
+    return x
+
+
+@torch.fx.wrap
+def slow(x):
+    time.sleep(0.02)
+    return x
+
+
+class ConvBN(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 4, 3)
+        self.bn1 = nn.BatchNorm2d(4)
+        self.relu = nn.ReLU()
+
+    def forward(self, x):
+        return self.relu(self.bn1(self.conv1(x)))
+
+
+class Probed(ConvBN):
+    def forward(self, x):
+        return probe(super().forward(x))
+
+
+class Slow(ConvBN):
+    def forward(self, x):
+        return slow(super().forward(x))
+
+
+class Hostile(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.add_module(SCRIPT, nn.Linear(3, 3))
+
+    def forward(self, x):
+        return getattr(self, SCRIPT)(x).relu()
+
+
+@pytest.fixture
+def image():
+    torch.manual_seed(0)
+    return torch.randn(1, 3, 8, 8)
+
+
+@pytest.fixture
+def convbn(image):
+    torch.manual_seed(0)
+    explorer = explore(ConvBN().eval(), image, profile="sync", profile_kwargs=FAST)
+    yield explorer
+    explorer.close()
+
+
+@pytest.fixture
+def own_registry(monkeypatch):
+    """Passes registered by a test disappear after it."""
+    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
+
+
+def names(explorer):
+    return [row["name"] for row in explorer.table.rows]
+
+
+def graph_names(explorer):
+    return {e["name"] for e in explorer.graph.elements.values() if e["kind"] == "node"}
+
+
+def text(markup):
+    return html.unescape(re.sub(r"<[^>]+>", "", markup))
+
+
+def wait_for(condition, timeout=60.0):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out waiting for the Explorer to update")
+        time.sleep(0.05)
+
+
+def all_widgets(widget):
+    yield widget
+    for child in getattr(widget, "children", ()):
+        yield from all_widgets(child)
+
+
+def test_the_tutorial_graph_in_table_details_and_code(my_module):
+    explorer = explore(my_module, torch.randn(5, 4), profile="off")
+    assert names(explorer) == ["x", "linear_weight", "add", "linear", "relu", "sum_1", "topk", "output"]
+    assert [r["op"] for r in explorer.table.rows][:4] == ["placeholder", "get_attr", "call_function", "call_module"]
+    explorer.graph.selected = "sum_1"
+    details = text(explorer.details.body.value)
+    assert "call_function" in details and "torch.sum" in details and "{'dim': -1}" in details
+    assert [b.description for b in explorer.details.users.children[1:]] == ["topk"]
+    assert "def forward" in text(explorer.code.view.value)
+    marked = re.search(r'<span class="hll">(.*?)</span>\n', explorer.code.view.value)
+    assert marked and text(marked.group(1)).lstrip().startswith("sum_1 = torch.sum")
+    assert explorer.title.value == "<b>MyModule</b>"
+    explorer.close()
+
+
+def test_selection_is_shared_by_graph_table_details_and_inputs(convbn):
+    convbn.graph.selected = "bn1"
+    assert convbn.table.selected == "bn1"
+    assert "BatchNorm2d" in convbn.details.body.value
+    assert "1×4×6×6" in convbn.details.body.value and "float32" in convbn.details.body.value
+    convbn.table.selected = "relu"  # a row click in the browser
+    assert convbn.graph.selected == "relu" and "ReLU" in convbn.details.body.value
+    (link,) = convbn.details.inputs.children[1:]
+    assert link.description == "args[0]: bn1"
+    link.click()
+    assert convbn.graph.selected == convbn.table.selected == "bn1"
+    with pytest.raises(ValueError, match="no node named 'nope'"):
+        convbn.select("nope")
+
+
+def test_fuse_undo_redo_on_resnet18(resnet18):
+    explorer = explore(resnet18, torch.randn(1, 3, 32, 32), profile="off")
+    bns = {r["name"] for r in explorer.table.rows if r["target"].endswith("(BatchNorm2d)")}
+    code_before = text(explorer.code.view.value)
+    explorer.passes.select.value = "fuse_conv_bn"
+    explorer.passes.apply.click()
+    assert explorer.error.value == ""
+    assert not bns & graph_names(explorer) and len(bns) == 20
+    assert text(explorer.badge.value) == "match"
+    assert len(text(explorer.code.view.value)) < len(code_before)
+    assert "bn1" not in names(explorer) and explorer.step_label.value == "step 1 of 1 · fuse_conv_bn"
+    assert [text(row.children[1].value) for row in explorer.passes.history.children] == ["match", "match"]
+    explorer.undo_button.click()
+    assert bns <= graph_names(explorer) and text(explorer.code.view.value) == code_before
+    assert explorer.undo_button.disabled and not explorer.redo_button.disabled
+    explorer.redo_button.click()
+    assert not bns & graph_names(explorer) and explorer.session.index == 1
+    explorer.passes.history.children[0].children[0].click()  # the history list: go to step 0
+    assert explorer.session.index == 0 and "bn1" in names(explorer)
+    explorer.close()
+
+
+def test_a_failing_pass_shows_its_error_and_changes_nothing(image):
+    explorer = explore(ConvBN().train(), image, profile="off")
+    explorer.passes.select.value = "fuse_conv_bn"
+    explorer.passes.apply.click()
+    assert "needs eval mode" in explorer.error.value and "training mode" in explorer.error.value
+    assert len(explorer.session.steps) == 1 and explorer.step_label.value.startswith("step 0 of 0")
+    explorer.close()
+
+
+def test_a_user_pass_that_raises_shows_the_error(convbn, own_registry):
+    def explode(gm, *, factor: float = 2.0):
+        """Always fails."""
+        for node in gm.graph.nodes:
+            raise RuntimeError(f"cannot handle {node.name} with factor {factor}")
+
+    registry.register(explode, name="explode")
+    assert "explode" not in convbn.passes.select.options
+    convbn.tabs.selected_index = 2  # opening the Passes tab lists passes registered since
+    assert "explode" in convbn.passes.select.options
+    convbn.passes.select.value = "explode"
+    (factor,) = convbn.passes.form.children
+    assert isinstance(factor, w.FloatText) and factor.value == 2.0
+    factor.value = 3.5
+    convbn.passes.apply.click()
+    assert "Pass &#x27;explode&#x27; failed" in convbn.error.value and "factor 3.5" in convbn.error.value
+    assert len(convbn.session.steps) == 1
+    convbn.passes.select.value = "fuse_conv_bn"
+    convbn.passes.apply.click()
+    assert convbn.error.value == "" and convbn.session.index == 1
+
+
+def test_a_pass_with_nothing_to_do_says_so_without_a_step(convbn):
+    convbn.passes.select.value = "fuse_conv_bn"
+    convbn.passes.apply.click()
+    convbn.passes.apply.click()
+    assert "no conv→BN pattern found" in convbn.status.value
+    assert convbn.error.value == "" and len(convbn.session.steps) == 2
+
+
+def test_a_pass_on_selected_nodes_with_parameters(my_module):
+    explorer = explore(my_module, torch.randn(5, 4), profile="off")
+    explorer.passes.select.value = "fake_quantize"
+    (bits,) = explorer.passes.form.children
+    assert isinstance(bits, w.IntText) and bits.value == 8
+    bits.value = 4
+    explorer.passes.scope.value = "selected nodes"
+    explorer.graph.selected = "linear"
+    assert explorer.passes.nodes.value == ["linear"]
+    explorer.passes.apply.click()
+    step = explorer.session.current
+    assert (step.pass_name, dict(step.params), step.nodes) == ("fake_quantize", {"bits": 4}, ("linear",))
+    assert text(explorer.badge.value) == "expected to differ"
+    assert "fake_quant" in text(explorer.code.view.value)
+    explorer.passes.nodes.value = []
+    explorer.passes.apply.click()
+    assert "No nodes selected" in explorer.error.value and explorer.session.index == 1
+    explorer.passes.select.value = "eliminate_dead_code"  # acts on the whole graph only
+    assert explorer.passes.scope.disabled and explorer.passes.scope.value == "whole graph"
+    explorer.close()
+
+
+def test_hostile_module_names_are_escaped_everywhere(image):
+    explorer = explore(Hostile(), torch.randn(2, 3), profile="sync", profile_kwargs=FAST)
+    node = next(n for n in names(explorer) if n not in ("x", "relu", "output"))
+    explorer.graph.selected = node
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in explorer.details.body.value
+    values = [x.value for x in all_widgets(explorer) if isinstance(x, w.HTML)]
+    assert values and not any("<script>" in value for value in values)
+    assert "<script>" not in explorer.graph.svg
+    assert any(SCRIPT in r["target"] for r in explorer.table.rows)  # plain text for textContent
+    explorer.close()
+
+
+def test_changes_from_another_cell_refresh_it_until_closed(convbn):
+    convbn.session.apply("fuse_conv_bn")
+    assert convbn.step_label.value.startswith("step 1 of 1") and "bn1" not in names(convbn)
+    convbn.close()
+    convbn.session.undo()
+    assert convbn.step_label.value.startswith("step 1 of 1")
+
+
+def test_colour_modes(convbn):
+    convbn.graph.color_mode = "diff"
+    assert "step 0 has no previous step" in convbn.graph.status
+    assert {item["label"] for item in convbn.graph.legend} == {"placeholder", "call_module", "output"}
+    convbn.graph.color_mode = "flops"
+    assert convbn.graph.legend[0]["label"].startswith("flops")
+    convbn.graph.color_mode = "time"
+    assert convbn.graph.legend[0]["label"].startswith("time") and "time share" in convbn.graph.status
+    convbn.graph.color_mode = "diff"
+    convbn.passes.select.value = "fuse_conv_bn"
+    convbn.passes.apply.click()
+    assert "diff against step 0" in convbn.graph.status
+    assert {item["label"] for item in convbn.graph.legend} == {"added", "faster", "slower", "unchanged"}
+
+
+def test_collapsing_a_module_in_the_view_redraws(resnet18):
+    explorer = explore(resnet18, torch.randn(1, 3, 32, 32), profile="off")
+    assert "layer1_0_conv1" in graph_names(explorer)
+    explorer.graph.collapsed = ["layer1"]  # a click on the cluster in the browser
+    kinds = {e["name"]: e["kind"] for e in explorer.graph.elements.values()}
+    assert kinds.get("layer1") == "collapsed" and "layer1_0_conv1" not in graph_names(explorer)
+    explorer.close()
+
+
+def test_timing_panel_table_chart_and_node_times(convbn):
+    assert "forward" in convbn.timing.summary.value and "repeats" in convbn.timing.summary.value
+    assert bytes(convbn.timing.chart.value).startswith(b"\x89PNG")
+    assert "conv1" in convbn.timing.table.value
+    rows = {r["name"]: r for r in convbn.table.rows}
+    assert rows["conv1"]["time_us"] > 0 and rows["conv1"]["flops"] > 0
+    assert sum(r["share"] for r in rows.values()) == pytest.approx(100)
+    assert convbn.graph.nodes["conv1"]["time"].endswith("%)")
+    convbn.graph.selected = "conv1"
+    assert "aten::conv2d" in convbn.details.aten.value and "µs" in convbn.details.body.value
+
+
+def test_compare_steps_shows_the_timing_diff(convbn):
+    convbn.passes.select.value = "fuse_conv_bn"
+    convbn.passes.apply.click()
+    assert (convbn.timing.step_a.value, convbn.timing.step_b.value) == (0, 1)
+    convbn.timing.compare_button.click()
+    result = convbn.timing.comparison.value
+    assert "1 deleted" in result and "bn1 (BatchNorm2d)" in result
+    assert bytes(convbn.timing.comparison_chart.value).startswith(b"\x89PNG")
+
+
+def test_code_diff_against_the_previous_or_a_chosen_step(convbn):
+    assert convbn.code.diff.disabled  # step 0 alone: nothing to diff against
+    convbn.passes.select.value = "fuse_conv_bn"
+    convbn.passes.apply.click()
+    convbn.code.diff.value = True
+    assert 'class="fxviz-diff"' in convbn.code.view.value and "step 0 (trace)" in convbn.code.view.value
+    assert "bn1 = self.bn1" in text(convbn.code.view.value)
+    convbn.passes.select.value = "lower_modules"
+    convbn.passes.apply.click()
+    assert convbn.code.base.value == 1
+    convbn.code.base.value = 0
+    assert "step 0 (trace)" in convbn.code.view.value and "step 2 (lower_modules)" in convbn.code.view.value
+    convbn.code.diff.value = False
+    assert "fxviz-code-hl" in convbn.code.view.value
+
+
+def test_background_profiling_never_holds_up_the_graph(image):
+    explorer = explore(Slow().eval(), image, profile="background", profile_kwargs=FAST)
+    assert explorer.graph.svg and explorer.table.rows[1]["time_us"] is None
+    assert "Profiling this step" in explorer.timing.summary.value
+    wait_for(lambda: explorer.table.rows[1]["time_us"] is not None)
+    assert "forward" in explorer.timing.summary.value
+    wait_for(lambda: explorer.profiler.progress.layout.display == "none")
+    explorer.close()
+
+
+@pytest.mark.parametrize("fault, shown", [(RuntimeError("boom"), "profiling failed: RuntimeError: boom"),
+                                          (KeyboardInterrupt(), "interrupted")])
+def test_a_failure_in_profiling_shows_in_the_timing_panel(image, fault, shown):
+    session = Session(Probed().eval(), (image,))
+    session.current.graph  # shapes are known before the fault is injected
+    FAULTS["profile"] = fault
+    try:
+        explorer = explore(session, profile="sync", profile_kwargs=FAST)
+    finally:
+        FAULTS["profile"] = None
+    assert shown in explorer.timing.summary.value and explorer.table.rows[1]["time_us"] is None
+    assert session.index == 0 and len(session.steps) == 1
+    explorer.timing.profile_button.click()  # retried on request: now it works
+    assert "forward" in explorer.timing.summary.value
+    explorer.close()
+
+
+def test_profile_off_profiles_on_request_in_the_background(convbn, image):
+    explorer = explore(ConvBN().eval(), image, profile="off", profile_kwargs=FAST)
+    assert "Profiling is off" in explorer.timing.summary.value
+    explorer.timing.profile_button.click()
+    wait_for(lambda: "forward" in explorer.timing.summary.value)
+    explorer.close()
+
+
+def test_explore_arguments(convbn, image):
+    assert isinstance(convbn, Explorer) and isinstance(convbn, w.VBox)
+    with pytest.raises(TypeError, match="needs example inputs"):
+        explore(ConvBN())
+    with pytest.raises(TypeError, match="session has them"):
+        explore(convbn.session, image)
+    with pytest.raises(ValueError, match="profile must be one of"):
+        explore(convbn.session, profile="fast")

@@ -1,0 +1,56 @@
+"""TableView on the kernel side: its synced state, JSON-safe rows, messages from the
+browser, and CSS/JS that stay inside the fxviz- namespace. The sorting itself is
+tested in tests/js/table_view.test.mjs; a browser drives it in the e2e tests."""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("anywidget")
+
+from test_graph_view import _selectors, from_browser  # noqa: E402  (same helpers, one copy)
+
+from fxviz.widgets import TableView  # noqa: E402
+
+WIDGETS = Path(__file__).resolve().parents[1] / "widgets"
+COLUMNS = [{"key": "name", "label": "name"}, {"key": "time_us", "label": "time", "numeric": True, "digits": 1}]
+
+
+def test_synced_state_and_defaults():
+    table = TableView()
+    assert {"columns", "rows", "selected", "sort_by", "descending"} <= set(table.trait_names(sync=True))
+    state = table.get_state()
+    assert (state["rows"], state["selected"], state["sort_by"], state["descending"]) == ([], "", "", False)
+    assert "export default { render }" in table._esm
+
+
+def test_missing_numbers_travel_as_null():
+    table = TableView(columns=COLUMNS, rows=[{"name": "x", "time_us": float("nan")}, {"name": "y", "time_us": 2.5}])
+    assert table.rows == [{"name": "x", "time_us": None}, {"name": "y", "time_us": 2.5}]
+    assert json.loads(json.dumps(table.get_state()["rows"], allow_nan=False))[0]["time_us"] is None
+
+
+def test_row_clicks_and_header_clicks_reach_python():
+    table = TableView(columns=COLUMNS, rows=[{"name": "x", "time_us": 1.0}])
+    seen = []
+    table.observe(lambda change: seen.append((change["name"], change["new"])), ["selected", "sort_by", "descending"])
+    from_browser(table, selected="x")
+    from_browser(table, sort_by="time_us", descending=True)
+    assert seen == [("selected", "x"), ("sort_by", "time_us"), ("descending", True)]
+
+
+@pytest.mark.parametrize("css", ["table_view.css", "explorer.css"])
+def test_every_css_rule_is_scoped_by_a_prefixed_class(css):
+    selectors = _selectors((WIDGETS / css).read_text())
+    assert len(selectors) > 10
+    assert [s for s in selectors if not s.startswith(".fxviz-")] == []
+
+
+def test_every_class_the_script_sets_is_prefixed():
+    js = (WIDGETS / "table_view.js").read_text()
+    names = re.findall(r'h\("\w+", "([^"]*)"', js) + re.findall(r'classList\.\w+\("([^"]+)"', js)
+    assert len(names) > 5
+    assert all(n == "" or n.startswith("fxviz-") for n in names), names

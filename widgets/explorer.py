@@ -1,0 +1,294 @@
+"""The Explorer: a Session as one workbench widget.
+
+A header (model name, step, undo/redo, the step's numeric check, profiling progress,
+a status line), an error line, the graph view beside the Details / Code / Passes /
+Timing tabs, and the node table below. It calls only fxviz's public API and follows
+the session (``session.subscribe``), so ``session.apply(...)`` in another cell
+refreshes it. Rendering never waits for profiling: timings fill in when known.
+
+Stable CSS classes (browser tests and styling rely on them):
+  fxviz-explorer        the whole widget
+  fxviz-title, fxviz-step   model name; "step i of n · pass"
+  fxviz-undo, fxviz-redo    buttons
+  fxviz-badge           a step's numeric check (the first one: the current step's);
+                        inside it fxviz-badge-match | -expected | -mismatch
+  fxviz-error           error line (empty when none); fxviz-status: info line
+  fxviz-progress        profiling progress bar (hidden when idle)
+  fxviz-graph           the GraphView;  fxviz-node-table: the TableView
+  fxviz-tabs            the Details / Code / Passes / Timing tabs
+  fxviz-details         node details table; fxviz-details-inputs / -users hold
+                        fxviz-node-link buttons; fxviz-details-aten: ATen operators
+  fxviz-code            highlighted code or diff; fxviz-code-diff (toggle), fxviz-code-base
+  fxviz-pass-select, fxviz-param, fxviz-pass-scope, fxviz-pass-nodes, fxviz-apply
+  fxviz-history         step list: fxviz-history-step buttons (fxviz-history-current)
+                        each beside a fxviz-badge
+  fxviz-timing-summary, fxviz-timing-table, fxviz-timing-chart, fxviz-profile (button),
+  fxviz-compare-a, fxviz-compare-b, fxviz-compare (button), fxviz-compare-result,
+  fxviz-compare-chart
+"""
+from __future__ import annotations
+
+import pathlib
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import ipywidgets as w
+
+from fxviz._html import escape
+from fxviz.errors import FxvizError
+from fxviz.graph import shape_text
+from fxviz.passes import NothingToDo
+from fxviz.render import render
+from fxviz.session import Session
+
+from .graph_view import GraphView
+from .panel_code import CodePanel
+from .panel_details import DetailsPanel
+from .panel_passes import PassPanel, badge_html
+from .panel_timing import TimingPanel
+from .profiling import Profiler, Timings
+from .table_view import TableView
+
+CSS = (pathlib.Path(__file__).parent / "explorer.css").read_text()
+DEFAULT_PROFILE_KWARGS = {"budget_s": 1.0}
+COLUMNS = [
+    {"key": "index", "label": "#", "numeric": True},
+    {"key": "name", "label": "name"},
+    {"key": "op", "label": "op"},
+    {"key": "target", "label": "target"},
+    {"key": "module_path", "label": "module"},
+    {"key": "shape", "label": "shape"},
+    {"key": "flops", "label": "FLOPs", "numeric": True},
+    {"key": "time_us", "label": "time (µs)", "numeric": True, "digits": 1},
+    {"key": "share", "label": "share (%)", "numeric": True, "digits": 1},
+]
+
+
+def explore(model_or_session: Any, *example_inputs: Any, profile: str = "background",
+            profile_kwargs: Mapping[str, Any] | None = None, **session_kwargs: Any) -> Explorer:
+    """The Explorer on ``Session(model, example_inputs, **session_kwargs)``, or on an
+    existing Session. ``profile``: "background" (a worker thread, with a progress bar),
+    "sync" (inline; for tests) or "off" (only on request); timings are
+    ``step.profile(**profile_kwargs)`` (default ``budget_s=1.0``)."""
+    if isinstance(model_or_session, Session):
+        if example_inputs or session_kwargs:
+            raise TypeError("explore(session) takes no example inputs or session options: the session has them.")
+        session = model_or_session
+    elif not example_inputs:
+        raise TypeError("explore(model, *example_inputs) needs example inputs, "
+                        "e.g. explore(model, torch.randn(1, 3, 224, 224)).")
+    else:
+        session = Session(model_or_session, example_inputs, **session_kwargs)
+    return Explorer(session, profile=profile, profile_kwargs=profile_kwargs)
+
+
+class Explorer(w.VBox):
+    """The workbench over ``session`` (see the module doc). ``select(name)`` selects a
+    node everywhere; ``close()`` unsubscribes from the session and stops profiling."""
+
+    _unsubscribe: Callable[[], None] | None = None
+
+    def __init__(self, session: Session, *, profile: str = "background",
+                 profile_kwargs: Mapping[str, Any] | None = None, title: str | None = None):
+        self.session = session
+        self.profiler = Profiler(profile, DEFAULT_PROFILE_KWARGS if profile_kwargs is None else profile_kwargs)
+        self._ui = threading.RLock()  # panels change from the kernel's thread and the profiler's
+        self._drawn_collapsed: list[str] | None = None  # None: not drawn yet, so auto-collapse
+        self.graph = _named(GraphView(layout=w.Layout(width="60%")), "fxviz-graph")
+        self.table = _named(TableView(columns=COLUMNS, sort_by="index"), "fxviz-node-table")
+        self.details = DetailsPanel(select=self.select)
+        self.code = CodePanel()
+        self.passes = PassPanel(goto=lambda index: self._act(session.goto, index))
+        self.timing = TimingPanel(self.profiler, profile_step=self._profile_now)
+        self.tabs = _named(w.Tab([self.details, self.code, self.passes, self.timing],
+                                 titles=("Details", "Code", "Passes", "Timing"), layout=w.Layout(width="40%")),
+                           "fxviz-tabs")
+        name = title or type(session.steps[0].gm).__name__
+        self.title = _named(w.HTML(f"<b>{escape(name)}</b>"), "fxviz-title")
+        self.step_label = _named(w.Label(), "fxviz-step")
+        self.undo_button = _named(w.Button(description="undo", icon="undo"), "fxviz-undo")
+        self.redo_button = _named(w.Button(description="redo", icon="repeat"), "fxviz-redo")
+        self.badge = _named(w.HTML(), "fxviz-badge")
+        self.status = _named(w.Label(), "fxviz-status")
+        self.error = _named(w.HTML(), "fxviz-error")
+        header = _named(w.HBox([self.title, self.step_label, self.undo_button, self.redo_button, self.badge,
+                                self.profiler.progress, self.status]), "fxviz-header")
+        style = w.HTML(f"<style>{CSS}</style>", layout=w.Layout(display="none"))
+        super().__init__([style, header, self.error, w.HBox([self.graph, self.tabs]), self.table])
+        self.add_class("fxviz-explorer")
+
+        w.link((self.graph, "selected"), (self.table, "selected"))
+        self.graph.observe(self._on_selected, "selected")
+        self.graph.observe(self._on_collapsed, "collapsed")
+        self.graph.observe(lambda _: self._request_profiles(), "color_mode")
+        # Opening the Passes tab lists passes registered since (e.g. in another cell).
+        self.tabs.observe(lambda _: self.passes.show(session, self.graph.selected), "selected_index")
+        self.undo_button.on_click(lambda _: self._act(session.undo))
+        self.redo_button.on_click(lambda _: self._act(session.redo))
+        self.passes.apply.on_click(lambda _: self._act(self._apply))
+        self._unsubscribe = session.subscribe(lambda _: self._refresh())
+        self._refresh()
+
+    def select(self, name: str) -> None:
+        """Select FX node ``name`` ("" clears) in the graph, table, details and code."""
+        self.graph.select(name)
+
+    def close(self) -> None:
+        # Widget.__del__ runs this too, also on an Explorer whose __init__ raised.
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+            self._unsubscribe = None
+        if hasattr(self, "profiler"):
+            self.profiler.close()
+        super().close()
+
+    # --- user actions ----------------------------------------------------------
+    def _act(self, action: Callable[..., Any], *args: Any) -> None:
+        """Run an action on the session and show its error, if any. The session is
+        transactional: a failed pass leaves it as it was."""
+        self._say("")
+        try:
+            action(*args)
+        except NothingToDo as exc:
+            self._say(f"Nothing to do: {exc}", error=False)
+        except Exception as exc:  # shown to the user, who cannot see a callback's traceback
+            self._say(str(exc) if isinstance(exc, FxvizError) else f"{type(exc).__name__}: {exc}")
+
+    def _apply(self) -> None:
+        name, params, nodes = self.passes.request()
+        with self.profiler.paused():  # the pass's check and the new step's shapes run the model
+            self.session.apply(name, nodes=nodes, **params)
+
+    def _profile_now(self) -> None:
+        self._request_profiles(force=True)
+
+    def _say(self, message: str, *, error: bool = True) -> None:
+        self.error.value = f"<div role='alert'>{escape(message)}</div>" if message and error else ""
+        self.status.value = "" if error else message
+
+    # --- showing the session ---------------------------------------------------
+    def _refresh(self) -> None:
+        """Show the current step: everything, then ask for its timings."""
+        with self._ui:
+            step, session = self.session.current, self.session
+            self.step_label.value = f"step {step.index} of {len(session.steps) - 1} · {step.pass_name}"
+            self.undo_button.disabled, self.redo_button.disabled = not session.can_undo, not session.can_redo
+            self.badge.value = badge_html(step.check)
+            if self.graph.selected not in step.graph:
+                self.graph.selected = ""
+            self.passes.show(session, self.graph.selected)
+            self.code.show(session, self.graph.selected, self._op(self.graph.selected))
+            self._request_profiles()
+
+    def _request_profiles(self, force: bool = False) -> None:
+        """Show what is known now; profile what the panels need (the current step, and
+        the previous one for the diff colouring), showing the result when it arrives."""
+        step = self.session.current
+        wanted = [step]
+        if self.graph.color_mode == "diff" and step.index > 0:
+            wanted.insert(0, self.session.steps[step.index - 1])
+        self.profiler.request(wanted, lambda: self._measured(step), force=force)
+        self._show_measured()
+
+    def _measured(self, step: Any) -> None:
+        with self._ui:
+            if step is self.session.current:
+                self._show_measured()
+
+    def _show_measured(self) -> None:
+        """Everything that shows timings: graph, table, details, timing panel."""
+        with self._ui:
+            step = self.session.current
+            timings = self.profiler.known(step)
+            rows = _rows(step.graph, timings)
+            self.graph.nodes = {r["name"]: _tooltip(r) for r in rows}
+            self._draw()
+            self.table.rows = rows
+            self.details.show(step.graph, self.graph.selected, timings)
+            self.timing.show(self.session, timings)
+
+    def _draw(self) -> None:
+        step = self.session.current
+        coloring, note = self._coloring(step)
+        try:
+            rendering = render(step.graph, collapse=self.graph.collapsed,
+                               auto_collapse=self._drawn_collapsed is None, **coloring)
+            svg = rendering.svg
+        except FxvizError as exc:
+            self._say(str(exc))
+            return
+        self._drawn_collapsed = list(rendering.collapsed)
+        with self.graph.hold_sync():
+            self.graph.svg, self.graph.elements, self.graph.legend = svg, rendering.elements, rendering.legend
+            self.graph.collapsed = self._drawn_collapsed
+            self.graph.status = " · ".join(filter(None, [f"{len(step.graph)} nodes", f"step {step.index}", note]))
+
+    def _coloring(self, step: Any) -> tuple[dict[str, Any], str]:
+        """``render`` options for the colour mode, and a note when it falls back to op."""
+        mode = self.graph.color_mode
+        if mode == "flops":
+            return {"color_by": "flops"}, ""
+        if mode not in ("time", "diff"):
+            return {}, ""
+        if mode == "diff" and step.index == 0:
+            return {}, "step 0 has no previous step: coloured by op"
+        steps = [step] if mode == "time" else [self.session.steps[step.index - 1], step]
+        timings = [self.profiler.known(s) for s in steps]
+        if any(t is None or t.error for t in timings):
+            return {}, f"{mode}: {_why_untimed(self.profiler, timings)}; coloured by op"
+        if mode == "time":
+            table = timings[0].table
+            return {"color_by": "time", "values": dict(zip(table["node"], table["share"]))}, "time share (%)"
+        marks = self.profiler.comparison(*steps).node_marks()
+        return {"color_by": "diff", "marks": marks}, f"diff against step {step.index - 1}"
+
+    def _on_selected(self, change: dict[str, Any]) -> None:
+        with self._ui:
+            name, step = change["new"], self.session.current
+            self.details.show(step.graph, name, self.profiler.known(step))
+            self.code.show(self.session, name, self._op(name))
+            self.passes.select_node(name)
+
+    def _on_collapsed(self, change: dict[str, Any]) -> None:
+        if change["new"] != self._drawn_collapsed:  # a click in the view, not our own draw
+            with self._ui:
+                self._draw()
+
+    def _op(self, name: str) -> str:
+        graph = self.session.current.graph
+        return graph.nodes[name]["op"] if name in graph else ""
+
+
+def _named(widget: Any, css_class: str) -> Any:
+    widget.add_class(css_class)
+    return widget
+
+
+def _rows(graph: Any, timings: Timings | None) -> list[dict[str, Any]]:
+    """One node-table row per node, in graph order, with its time when profiled."""
+    table = timings.table.set_index("node") if timings is not None and timings.table is not None else None
+    rows = []
+    for name, a in graph.nodes(data=True):
+        timed = table is not None and name in table.index
+        rows.append({
+            "index": a["index"], "name": name, "op": a["op"], "target": a["target"],
+            "module_path": a["module_path"] or "", "shape": shape_text(a["shape"]),
+            "flops": None if a["flops"] is None else int(a["flops"]),
+            "time_us": float(table.at[name, "median_us"]) if timed else None,
+            "share": float(table.at[name, "share"]) if timed else None,
+        })
+    return rows
+
+
+def _tooltip(row: dict[str, Any]) -> dict[str, str]:
+    time = "" if row["time_us"] is None else f"{row['time_us']:.1f} µs ({row['share']:.1f} %)"
+    return {"op": row["op"], "target": row["target"], "module_path": row["module_path"],
+            "shape": row["shape"], "time": time}
+
+
+def _why_untimed(profiler: Profiler, timings: list[Timings | None]) -> str:
+    errors = [t.error for t in timings if t is not None and t.error]
+    if errors:
+        return errors[0]
+    return "profiling is off (Timing tab: profile this step)" if profiler.mode == "off" else "waiting for the profile"

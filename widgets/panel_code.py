@@ -1,0 +1,73 @@
+"""The code panel: a step's generated Python, highlighted with pygments, with the
+selected node's line marked, or its diff against another step of the session."""
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import ipywidgets as w
+from pygments import highlight
+from pygments.formatters import HtmlFormatter
+from pygments.lexers import PythonLexer
+
+
+def node_line(code: str, name: str, op: str) -> int | None:
+    """1-based line of ``code`` where node ``name`` is computed: its assignment, the
+    ``def forward`` line for a placeholder, the ``return`` for the output."""
+    pattern = {"placeholder": r"\s*def forward\(", "output": r"\s*return\b"}.get(op, rf"\s*{re.escape(name)} = ")
+    for number, line in enumerate(code.splitlines(), start=1):
+        if re.match(pattern, line):
+            return number
+    return None
+
+
+def code_html(code: str, line: int | None = None) -> str:
+    """``code`` as highlighted HTML (pygments escapes it), ``line`` marked."""
+    formatter = HtmlFormatter(cssclass="fxviz-code-hl", hl_lines=[line] if line else [], nobackground=True)
+    return highlight(code, PythonLexer(stripnl=False), formatter)
+
+
+class CodePanel(w.VBox):
+    """The current step's code, or (with the diff toggle on) its diff against ``base``."""
+
+    def __init__(self):
+        self.diff = w.ToggleButton(description="diff", value=False, tooltip="show the diff against another step")
+        self.diff.add_class("fxviz-code-diff")
+        self.base = w.Dropdown(description="against", layout=w.Layout(width="auto"))
+        self.base.add_class("fxviz-code-base")
+        self.view = w.HTML()
+        self.view.add_class("fxviz-code")
+        super().__init__([w.HBox([self.diff, self.base]), self.view])
+        self.add_class("fxviz-code-panel")
+        self._session: Any = None
+        self._selected = ("", "")
+        self.diff.observe(lambda _: self._draw(), "value")
+        self.base.observe(lambda _: self._draw(), "value")
+
+    def show(self, session: Any, selected: str = "", op: str = "") -> None:
+        """Show ``session.current``; ``selected``/``op``: the node whose line to mark.
+        On a new step the diff base resets to the previous step."""
+        step_changed = self._session is None or self._step is not session.current
+        kept = self.base.value
+        self._session = None  # no drawing while the pickers change
+        others = [(f"step {s.index} · {s.pass_name}", s.index) for s in session.steps if s is not session.current]
+        self.base.options = others
+        if step_changed or kept not in [index for _, index in others]:
+            kept = session.index - 1 if session.index > 0 else (others[0][1] if others else None)
+        self.base.value = kept
+        self.diff.disabled = self.base.disabled = not others
+        if not others:
+            self.diff.value = False
+        self._session, self._step, self._selected = session, session.current, (selected, op)
+        self._draw()
+
+    def _draw(self) -> None:
+        if self._session is None:
+            return
+        step = self._step
+        if self.diff.value and self.base.value is not None:
+            self.view.value = self._session.compare(self.base.value, step.index).code_diff_html()
+        else:
+            name, op = self._selected
+            code = step.code.lstrip("\n")  # torch.fx starts its code with blank lines
+            self.view.value = code_html(code, node_line(code, name, op) if name else None)

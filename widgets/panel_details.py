@@ -1,0 +1,106 @@
+"""The node details panel: everything torch.fx and fxviz know about one node.
+
+Op, name, target, args/kwargs, users and module path (the FX tutorial's concepts),
+shape/dtype/stride/memory format and FLOPs (from ``step.graph``), and, once the step
+is profiled, its time and the ATen operators it ran. Input and user nodes are
+buttons that select them.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import ipywidgets as w
+import networkx as nx
+import pandas as pd
+
+from fxviz._html import escape
+from fxviz.graph import shape_text
+
+from .profiling import Timings
+
+ATEN_COLUMNS = ["aten_op", "count", "self_us", "total_us"]
+
+
+class DetailsPanel(w.VBox):
+    """Shows one node of a step's annotated graph; ``select(name)`` is called when a
+    linked node is clicked."""
+
+    def __init__(self, select: Callable[[str], Any]):
+        self._select = select
+        self.body = w.HTML()
+        self.body.add_class("fxviz-details")
+        self.inputs = w.HBox()
+        self.inputs.add_class("fxviz-details-inputs")
+        self.users = w.HBox()
+        self.users.add_class("fxviz-details-users")
+        self.aten = w.HTML()
+        self.aten.add_class("fxviz-details-aten")
+        super().__init__([self.body, self.inputs, self.users, self.aten])
+        self.add_class("fxviz-details-panel")
+
+    def show(self, graph: nx.DiGraph, name: str, timings: Timings | None) -> None:
+        """Describe node ``name`` of ``graph`` ("" or unknown: a hint instead)."""
+        if name not in graph:
+            self.body.value = '<p class="fxviz-hint">Select a node in the graph or the table.</p>'
+            self.inputs.children = self.users.children = ()
+            self.aten.value = ""
+            return
+        attrs = graph.nodes[name]
+        rows = [
+            ("op", attrs["op"]), ("name", name), ("target", attrs["target"]),
+            ("args", attrs["args"]), ("kwargs", attrs["kwargs"]),
+            ("module path", _module_path(attrs["module_path"])),
+            ("shape", shape_text(attrs["shape"]) or "unknown"), ("dtype", attrs["dtype"]),
+            ("stride", attrs["stride"]), ("memory format", attrs["memory_format"]),
+            ("FLOPs", _count(attrs["flops"])), ("MACs", _count(attrs["macs"])),
+            *_time_rows(name, timings),
+        ]
+        cells = "".join(f"<tr><th>{escape(k)}</th><td>{escape('—' if v is None else v)}</td></tr>" for k, v in rows)
+        self.body.value = f'<table class="fxviz-kv">{cells}</table>'
+        inputs = [(f"{use}: {p}", p) for p in graph.predecessors(name) for use in graph.edges[p, name]["uses"]]
+        self.inputs.children = self._links("inputs", inputs)
+        self.users.children = self._links("users", [(u, u) for u in graph.successors(name)])
+        self.aten.value = _aten_html(name, timings)
+
+    def _links(self, title: str, targets: list[tuple[str, str]]) -> tuple[w.Widget, ...]:
+        label = w.Label(f"{title}:" if targets else f"{title}: none")
+        label.add_class("fxviz-details-label")
+        buttons = []
+        for text, node in targets:
+            button = w.Button(description=text, tooltip=f"select {node}", layout=w.Layout(width="auto"))
+            button.add_class("fxviz-node-link")
+            button.on_click(lambda _, node=node: self._select(node))
+            buttons.append(button)
+        return (label, *buttons)
+
+
+def _module_path(path: str | None) -> str | None:
+    return "(top level)" if path == "" else path
+
+
+def _count(value: Any) -> str | None:
+    return None if value is None else f"{int(value):,}"
+
+
+def _time_rows(name: str, timings: Timings | None) -> list[tuple[str, str]]:
+    if timings is None:
+        return [("time", "not profiled yet")]
+    if timings.error:
+        return [("time", timings.error)]
+    row = timings.table.set_index("node").loc[name]
+    return [("time", f"{row.median_us:.1f} µs (p25–p75 {row.p25_us:.1f}–{row.p75_us:.1f})"),
+            ("share", f"{row.share:.1f} % of the step's node time")]
+
+
+def _aten_html(name: str, timings: Timings | None) -> str:
+    if timings is not None and timings.aten_error:
+        return f'<p class="fxviz-timing-error">{escape(timings.aten_error)}</p>'
+    if timings is None or timings.aten is None:
+        return ""
+    ops: pd.DataFrame = timings.aten[timings.aten["node"] == name]
+    if ops.empty:
+        return '<p class="fxviz-hint">No ATen operators ran for this node.</p>'
+    table = ops[ATEN_COLUMNS].to_html(index=False, escape=True, border=0, float_format="{:.1f}".format,
+                                      classes="fxviz-table")
+    return f"<div><b>ATen operators (µs per forward)</b></div>{table}"

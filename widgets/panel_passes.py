@@ -1,0 +1,172 @@
+"""The pass panel: pick a registered pass, fill in its parameters, choose the whole
+graph or selected nodes, and see the session's steps with their numeric checks.
+
+The form is built from the pass's :class:`fxviz.passes.PassSpec`, so a user's own
+registered pass gets a form like the built-ins. Applying is the Explorer's job: it
+reads :meth:`PassPanel.request` when the apply button is clicked.
+"""
+from __future__ import annotations
+
+import ast
+from collections.abc import Callable
+from typing import Any
+
+import ipywidgets as w
+
+from fxviz import passes
+from fxviz._html import escape
+from fxviz.passes import PassParam, PassSpec
+
+WHOLE, SELECTED = "whole graph", "selected nodes"
+BADGE_SLUGS = {"match": "match", "expected to differ": "expected", "mismatch": "mismatch"}
+
+
+def badge_html(check: Any) -> str:
+    """A step's numeric check as a small badge; the full message is its tooltip."""
+    text = check.status
+    if check.status == "mismatch":
+        text += f" (max abs {check.max_abs:.3g}, max rel {check.max_rel:.3g})"
+    slug = BADGE_SLUGS.get(check.status, "mismatch")
+    return f'<span class="fxviz-badge-{slug}" title="{escape(check.message)}">{escape(text)}</span>'
+
+
+class PassPanel(w.VBox):
+    """Pass picker, parameter form, scope, apply button and the step history.
+    ``goto(index)`` is called when a step in the history is clicked."""
+
+    def __init__(self, goto: Callable[[int], Any]):
+        self._goto = goto
+        self.select = w.Dropdown(description="pass", layout=w.Layout(width="auto"))
+        self.select.add_class("fxviz-pass-select")
+        self.doc = w.Label()
+        self.doc.add_class("fxviz-pass-doc")
+        self.form = w.VBox()
+        self.form.add_class("fxviz-pass-form")
+        self.scope = w.ToggleButtons(options=[WHOLE, SELECTED], value=WHOLE)
+        self.scope.add_class("fxviz-pass-scope")
+        self.nodes = w.TagsInput(value=[], allowed_tags=[], allow_duplicates=False,
+                                 layout=w.Layout(display="none"))
+        self.nodes.add_class("fxviz-pass-nodes")
+        self.apply = w.Button(description="apply", button_style="primary", icon="play")
+        self.apply.add_class("fxviz-apply")
+        self.history = w.VBox()
+        self.history.add_class("fxviz-history")
+        self._fields: list[tuple[PassParam, w.Widget]] = []
+        self._selected = ""
+        super().__init__([self.select, self.doc, self.form, self.scope, self.nodes, self.apply,
+                          w.HTML("<b>Steps</b>"), self.history])
+        self.add_class("fxviz-pass-panel")
+        self.select.observe(lambda _: self._build_form(), "value")
+        self.scope.observe(self._on_scope, "value")
+
+    @property
+    def spec(self) -> PassSpec:
+        return passes.get(self.select.value)
+
+    def show(self, session: Any, selected: str) -> None:
+        """Refresh the list of passes (a user may have registered one since), the node
+        names the selection may use, and the history of ``session``."""
+        names = passes.available()
+        if tuple(self.select.options) != names:
+            self.select.options = names
+        self.nodes.allowed_tags = [n.name for n in session.current.gm.graph.nodes]
+        self.nodes.value = [n for n in self.nodes.value if n in self.nodes.allowed_tags]
+        self.select_node(selected)
+        self.history.children = [self._history_row(step, step.index == session.index) for step in session.steps]
+
+    def select_node(self, name: str) -> None:
+        """While the scope is "selected nodes", every node the user selects is added."""
+        self._selected = name
+        if name and self.scope.value == SELECTED and name not in self.nodes.value:
+            self.nodes.value = [*self.nodes.value, name]
+
+    def request(self) -> tuple[str, dict[str, Any], tuple[str, ...] | None]:
+        """``(pass name, parameters, nodes or None)`` from the form; ValueError names a
+        field that cannot be read."""
+        params = {}
+        for param, field in self._fields:
+            value = _value(param, field)
+            if value is not None:
+                params[param.name] = value
+        nodes = None
+        if self.scope.value == SELECTED:
+            if not self.nodes.value:
+                raise ValueError("No nodes selected: click nodes in the graph or table, or apply to the whole graph.")
+            nodes = tuple(self.nodes.value)
+        return self.select.value, params, nodes
+
+    def _build_form(self) -> None:
+        if self.select.value is None:
+            return
+        spec = self.spec
+        flags = [("changes the outputs" if not spec.preserves_semantics else ""),
+                 ("needs eval mode" if spec.needs_eval else "")]
+        self.doc.value = " · ".join(filter(None, [spec.doc, *flags]))
+        self._fields = [(p, _field(p)) for p in spec.params]
+        self.form.children = [field for _, field in self._fields]
+        self.scope.disabled = not spec.targets_nodes
+        if not spec.targets_nodes:
+            self.scope.value = WHOLE
+
+    def _on_scope(self, change: dict[str, Any]) -> None:
+        chosen = change["new"] == SELECTED
+        self.nodes.layout.display = "" if chosen else "none"
+        if chosen:
+            self.select_node(self._selected)
+
+    def _history_row(self, step: Any, current: bool) -> w.HBox:
+        button = w.Button(description=f"{step.index} · {step.pass_name}", tooltip=_action_text(step),
+                          layout=w.Layout(width="auto"))
+        button.add_class("fxviz-history-step")
+        if current:
+            button.add_class("fxviz-history-current")
+        button.on_click(lambda _, index=step.index: self._goto(index))
+        badge = w.HTML(badge_html(step.check))
+        badge.add_class("fxviz-badge")
+        return w.HBox([button, badge])
+
+
+def _action_text(step: Any) -> str:
+    params = ", ".join(f"{k}={v!r}" for k, v in step.params.items())
+    nodes = f" on {', '.join(step.nodes)}" if step.nodes else ""
+    return f"{step.pass_name}({params}){nodes}"
+
+
+def _field(param: PassParam) -> w.Widget:
+    """A form field for ``param``: a picker for choices, a checkbox or number box for a
+    bool/int/float default, else free text read as a literal (see :func:`_value`)."""
+    kind = param.annotation if isinstance(param.annotation, type) else type(param.default)
+    common = {"description": param.name, "style": {"description_width": "initial"}}
+    if param.choices is not None and isinstance(param.default, (tuple, list)):
+        field = w.SelectMultiple(options=param.choices, value=tuple(param.default), **common)
+    elif param.choices is not None:
+        field = w.Dropdown(options=param.choices, value=param.default if param.default in param.choices else None,
+                           **common)
+    elif not param.required and kind is bool:
+        field = w.Checkbox(value=param.default, indent=False, description=param.name)
+    elif not param.required and kind in (int, float):
+        field = (w.IntText if kind is int else w.FloatText)(value=param.default, **common)
+    else:
+        text = "" if param.required else param.default if isinstance(param.default, str) else repr(param.default)
+        field = w.Text(value=text, placeholder="required" if param.required else "", **common)
+    field.add_class("fxviz-param")
+    return field
+
+
+def _value(param: PassParam, field: w.Widget) -> Any:
+    """What a field holds, None when left empty. Free text is a string for ``str``
+    parameters, else a Python literal (``3``, ``0.5``, ``("a", "b")``)."""
+    if isinstance(field, w.SelectMultiple):
+        return tuple(field.value)
+    if not isinstance(field, w.Text):
+        return field.value
+    text = field.value
+    if not text.strip():
+        return None
+    if param.annotation is str or isinstance(param.default, str):
+        return text
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        raise ValueError(f"Parameter '{param.name}': {text!r} is not a Python literal (a number, string, "
+                         "tuple, list or dict).") from None

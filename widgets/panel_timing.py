@@ -1,0 +1,131 @@
+"""The timing panel: per-node timing of the current step (summary, chart, table) and a
+comparison of any two steps in TraceDiff's terms (added / deleted / increased /
+decreased), with the top changes as a table and a chart."""
+from __future__ import annotations
+
+import io
+from collections.abc import Callable
+from typing import Any
+
+import ipywidgets as w
+from matplotlib.figure import Figure
+
+from fxviz._html import escape
+from fxviz.profile import plot_profile
+from fxviz.timing_diff import CATEGORIES
+
+from .profiling import Profiler, Timings
+
+TOP = 15
+TIMING_COLUMNS = ["node", "kind", "median_us", "p25_us", "p75_us", "share"]
+
+
+def chart_png(draw: Callable[[Any], Any], rows: int) -> bytes:
+    """A PNG of ``draw(ax)`` on a white card (readable in light and dark themes).
+    Uses a bare Figure, not pyplot: no global state, safe off the main thread."""
+    fig = Figure(figsize=(6, 0.28 * rows + 1.2), facecolor="white")
+    draw(fig.subplots())
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=90)
+    return buf.getvalue()
+
+
+def table_html(df: Any) -> str:
+    return df.to_html(index=False, escape=True, border=0, na_rep="", float_format="{:.1f}".format,
+                      classes="fxviz-table")
+
+
+class TimingPanel(w.VBox):
+    """Timings of the step given to :meth:`show`; "compare" profiles the two picked
+    steps through ``profiler`` (in the background unless it is synchronous)."""
+
+    def __init__(self, profiler: Profiler, profile_step: Callable[[], Any]):
+        self._profiler = profiler
+        self._session: Any = None
+        self._step: Any = None
+        self.summary = w.HTML()
+        self.summary.add_class("fxviz-timing-summary")
+        self.profile_button = w.Button(description="profile this step", icon="clock-o")
+        self.profile_button.add_class("fxviz-profile")
+        self.profile_button.on_click(lambda _: profile_step())
+        self.chart = w.Image(format="png", layout=w.Layout(display="none", max_width="100%"))
+        self.chart.add_class("fxviz-timing-chart")
+        self.table = w.HTML()
+        self.table.add_class("fxviz-timing-table")
+        self.step_a = w.Dropdown(description="control", layout=w.Layout(width="auto"))
+        self.step_a.add_class("fxviz-compare-a")
+        self.step_b = w.Dropdown(description="test", layout=w.Layout(width="auto"))
+        self.step_b.add_class("fxviz-compare-b")
+        self.level = w.Dropdown(options=["target", "kind", "node"], value="target", description="per",
+                                layout=w.Layout(width="auto"))
+        self.compare_button = w.Button(description="compare steps", icon="exchange")
+        self.compare_button.add_class("fxviz-compare")
+        self.compare_button.on_click(lambda _: self.compare())
+        self.comparison = w.HTML()
+        self.comparison.add_class("fxviz-compare-result")
+        self.comparison_chart = w.Image(format="png", layout=w.Layout(display="none", max_width="100%"))
+        self.comparison_chart.add_class("fxviz-compare-chart")
+        super().__init__([
+            self.summary, self.profile_button, self.chart, self.table,
+            w.HTML("<b>Compare steps</b>"), w.HBox([self.step_a, self.step_b]),
+            w.HBox([self.level, self.compare_button]), self.comparison, self.comparison_chart,
+        ])
+        self.add_class("fxviz-timing-panel")
+
+    def show(self, session: Any, timings: Timings | None) -> None:
+        """Show the current step's ``timings`` (None: not profiled yet) and offer the
+        session's steps for comparison (default: previous against current)."""
+        if self._step is not session.current:
+            options = [(f"step {s.index} · {s.pass_name}", s.index) for s in session.steps]
+            self.step_a.options = self.step_b.options = options
+            self.step_a.value, self.step_b.value = max(session.index - 1, 0), session.index
+        self._session, self._step = session, session.current
+        self.profile_button.layout.display = "none" if timings is not None and not timings.error else ""
+        if timings is None or timings.error:
+            self.summary.value = _pending_text(self._profiler, timings)
+            self.table.value = ""
+            self.chart.layout.display = "none"
+            return
+        df, attrs = timings.table, timings.table.attrs
+        self.summary.value = escape(
+            f"Step {session.index}: forward {attrs['plain_forward_us']:.0f} µs "
+            f"({attrs['profiled_forward_us']:.0f} µs profiled, {attrs['overhead_per_node_us']:.1f} µs overhead "
+            f"per node), median of {attrs['repeats']} repeats on {attrs['device']}.")
+        rows = df.nlargest(TOP, "median_us")
+        self.table.value = table_html(rows[TIMING_COLUMNS])
+        self.chart.value = chart_png(lambda ax: plot_profile(df, top=TOP, ax=ax), len(rows))
+        self.chart.layout.display = ""
+
+    def compare(self) -> None:
+        """Profile the two picked steps if needed, then show their timing diff."""
+        steps = self._session.steps
+        a, b, level = steps[self.step_a.value], steps[self.step_b.value], self.level.value
+        self.comparison.value = escape(f"Profiling steps {a.index} and {b.index}…")
+        self.comparison_chart.layout.display = "none"
+        if not self._profiler.request([a, b], lambda: self._show_comparison(a, b, level), force=True):
+            self._show_comparison(a, b, level)
+
+    def _show_comparison(self, a: Any, b: Any, level: str) -> None:
+        errors = [t.error for t in map(self._profiler.known, (a, b)) if t is not None and t.error]
+        if errors:
+            self.comparison.value = f'<div class="fxviz-timing-error">{escape(errors[0])}</div>'
+            return
+        cmp = self._profiler.comparison(a, b)
+        diff = {"target": cmp.timing, "kind": cmp.timing_by_kind, "node": cmp.timing_by_node}[level]
+        counts = diff["category"].value_counts()
+        summary = ", ".join(f"{counts.get(c, 0)} {c}" for c in CATEGORIES)
+        top = cmp.top(level=level)
+        self.comparison.value = (f"<div>{escape(f'{cmp.labels[0]} → {cmp.labels[1]}, per {level}: {summary}.')}</div>"
+                                 + (table_html(top) if len(top) else "<div>No timing changes beyond the noise.</div>"))
+        if len(top):
+            self.comparison_chart.value = chart_png(lambda ax: cmp.plot_top(level=level, ax=ax), len(top))
+            self.comparison_chart.layout.display = ""
+
+
+def _pending_text(profiler: Profiler, timings: Timings | None) -> str:
+    if timings is not None:
+        return f'<div class="fxviz-timing-error">{escape(timings.error)}</div>'
+    if profiler.mode == "off":
+        return "Profiling is off for this Explorer: click “profile this step”."
+    return "Profiling this step…"
