@@ -105,6 +105,14 @@ def test_unknown_pass_names_list_the_available_ones():
         passes.get("fuse")
 
 
+def test_unregister_forgets_a_pass(registry):
+    register(scale_outputs)
+    passes.unregister("scale_outputs")
+    assert "scale_outputs" not in passes.available()
+    with pytest.raises(PassError, match="No pass named 'scale_outputs'"):
+        passes.unregister("scale_outputs")
+
+
 def test_return_values_are_normalised_to_a_pass_result():
     gm = trace(nn.ReLU())
     result = describe(scale_outputs)(gm)

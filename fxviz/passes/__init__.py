@@ -13,6 +13,7 @@ from fxviz.passes.registry import (
     get,
     register,
     resolve,
+    unregister,
 )
 from fxviz.passes.fusion import fuse_conv_bn
 from fxviz.passes.lowering import lower_modules
@@ -23,7 +24,7 @@ from fxviz.passes.memory_format import channels_last
 from fxviz.passes.quantize import fake_quantize
 
 __all__ = [
-    "NothingToDo", "PassParam", "PassSpec", "available", "describe", "get", "register", "resolve",
+    "NothingToDo", "PassParam", "PassSpec", "available", "describe", "get", "register", "resolve", "unregister",
     "fuse_conv_bn", "lower_modules", "replace_op", "inline_module", "eliminate_dead_code",
     "channels_last", "fake_quantize",
 ]

@@ -44,10 +44,8 @@ def inline_module(gm: torch.fx.GraphModule, *, nodes=None) -> PassResult:
 def _inline(gm: torch.fx.GraphModule, node: torch.fx.Node) -> None:
     path = node.target
     block = gm.get_submodule(path)
-    tracer = _OneLevelTracer()
-    tracer.root = block
     try:
-        body = tracer.trace(block)
+        body = _OneLevelTracer().trace(block)
     except Exception as exc:
         raise PassError(
             f"inline_module: cannot trace the forward of '{path}' ({type(block).__name__}, node '{node.name}'): "

@@ -173,6 +173,12 @@ def register(fn: Callable[..., Any] | None = None, *, replace: bool = False, **o
     return add if fn is None else add(fn)
 
 
+def unregister(name: str) -> None:
+    """Forget the pass called ``name`` (a user's experiment, say)."""
+    get(name)  # the same error for an unknown name
+    del _REGISTRY[name]
+
+
 def get(name: str) -> PassSpec:
     """The registered pass called ``name``."""
     try:
