@@ -7,7 +7,7 @@ the session (``session.subscribe``), so ``session.apply(...)`` in another cell
 refreshes it. Rendering never waits for profiling: timings fill in when known.
 
 Stable CSS classes (browser tests and styling rely on them):
-  fxviz-explorer        the whole widget
+  fxviz-explorer        the whole widget; fxviz-header: its first row
   fxviz-title, fxviz-step   model name; "step i of n · pass"
   fxviz-undo, fxviz-redo    buttons
   fxviz-badge           a step's numeric check (the first one: the current step's);
@@ -100,7 +100,7 @@ class Explorer(w.VBox):
         self.details = DetailsPanel(select=self.select)
         self.code = CodePanel()
         self.passes = PassPanel(goto=lambda index: self._act(session.goto, index))
-        self.timing = TimingPanel(self.profiler, profile_step=self._profile_now)
+        self.timing = TimingPanel(self.profiler, profile_step=lambda: self._request_profiles(force=True))
         self.tabs = _named(w.Tab([self.details, self.code, self.passes, self.timing],
                                  titles=("Details", "Code", "Passes", "Timing"), layout=w.Layout(width="40%")),
                            "fxviz-tabs")
@@ -127,7 +127,7 @@ class Explorer(w.VBox):
         self.undo_button.on_click(lambda _: self._act(session.undo))
         self.redo_button.on_click(lambda _: self._act(session.redo))
         self.passes.apply.on_click(lambda _: self._act(self._apply))
-        self._unsubscribe = session.subscribe(lambda _: self._refresh())
+        self._unsubscribe = session.subscribe(self._on_session)
         self._refresh()
 
     def select(self, name: str) -> None:
@@ -160,14 +160,17 @@ class Explorer(w.VBox):
         with self.profiler.paused():  # the pass's check and the new step's shapes run the model
             self.session.apply(name, nodes=nodes, **params)
 
-    def _profile_now(self) -> None:
-        self._request_profiles(force=True)
-
     def _say(self, message: str, *, error: bool = True) -> None:
         self.error.value = f"<div role='alert'>{escape(message)}</div>" if message and error else ""
         self.status.value = "" if error else message
 
     # --- showing the session ---------------------------------------------------
+    def _on_session(self, _: Session) -> None:
+        try:
+            self._refresh()
+        except Exception as exc:  # raising here would break the caller's session.apply
+            self._say(f"The Explorer could not show step {self.session.index}: {type(exc).__name__}: {exc}")
+
     def _refresh(self) -> None:
         """Show the current step: everything, then ask for its timings."""
         with self._ui:

@@ -69,8 +69,9 @@ class PassPanel(w.VBox):
         names = passes.available()
         if tuple(self.select.options) != names:
             self.select.options = names
-        self.nodes.allowed_tags = [n.name for n in session.current.gm.graph.nodes]
-        self.nodes.value = [n for n in self.nodes.value if n in self.nodes.allowed_tags]
+        names = [n.name for n in session.current.gm.graph.nodes]
+        self.nodes.value = [n for n in self.nodes.value if n in names]  # valid before and after
+        self.nodes.allowed_tags = names
         self.select_node(selected)
         self.history.children = [self._history_row(step, step.index == session.index) for step in session.steps]
 

@@ -40,21 +40,6 @@ class Timings:
     aten_error: str = ""
 
 
-@dataclass(frozen=True, eq=False)
-class ProfiledStep:
-    """A Step whose ``profile()`` is the Explorer's profile (``fxviz.compare`` calls
-    ``profile()`` without arguments, which would profile again with the defaults)."""
-
-    step: Any
-    kwargs: Mapping[str, Any]
-
-    def __getattr__(self, name: str) -> Any:  # gm, code, example_inputs, index, pass_name
-        return getattr(self.step, name)
-
-    def profile(self) -> pd.DataFrame:
-        return self.step.profile(**self.kwargs)
-
-
 class Profiler:
     """Computes :class:`Timings` per step, one measurement at a time, and remembers them."""
 
@@ -82,7 +67,7 @@ class Profiler:
 
     def comparison(self, step_a: Any, step_b: Any) -> Comparison:
         """``fxviz.compare.compare`` of two steps, timed with this profiler's settings."""
-        return compare(ProfiledStep(step_a, self.kwargs), ProfiledStep(step_b, self.kwargs))
+        return compare(step_a, step_b, profile_kwargs=self.kwargs)
 
     def request(self, steps: Iterable[Any], then: Callable[[], Any], *, force: bool = False) -> bool:
         """Make the timings of ``steps`` known. Returns True when work was queued for the
