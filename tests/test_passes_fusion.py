@@ -130,6 +130,12 @@ def test_batchnorm_without_a_conv_before_it_is_nothing_to_do():
         fused(model)
 
 
+def test_an_aten_graph_has_no_pattern_and_the_message_says_why():
+    model = randomize_bn(nn.Sequential(nn.Conv2d(3, 3, 1), nn.BatchNorm2d(3)))
+    with pytest.raises(NothingToDo, match="the graph calls no modules \\(traced with make_fx\\?\\)"):
+        FUSE(trace(model, (torch.randn(1, 3, 4, 4),), tracer="make_fx"))
+
+
 def test_batchnorm_without_running_statistics_is_skipped():
     model = nn.Sequential(nn.Conv2d(3, 3, 1), nn.BatchNorm2d(3, track_running_stats=False)).eval()
     with pytest.raises(NothingToDo, match="has no running statistics"):

@@ -38,3 +38,9 @@ def test_bits_out_of_range_are_refused():
 def test_no_layers_is_nothing_to_do():
     with pytest.raises(NothingToDo, match="no conv or linear output found"):
         QUANTIZE(trace(nn.Sequential(nn.ReLU())))
+
+
+def test_aten_convolutions_are_quantized_too():
+    model, x = nn.Sequential(nn.Conv2d(1, 2, 3)), torch.randn(1, 1, 4, 4)
+    gm = QUANTIZE(trace(model, (x,), tracer="make_fx")).graph_module
+    assert [n.target for n in gm.graph.nodes if n.op == "call_function"] == [torch.ops.aten.convolution.default, fake_quant]

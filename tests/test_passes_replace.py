@@ -47,3 +47,11 @@ def test_same_old_and_new_is_refused():
 def test_unknown_operator_names_the_choices():
     with pytest.raises(PassError, match=r"new='modulo' is not one of 'add', 'sub'"):
         REPLACE(trace(ThreeAdds()), old="add", new="modulo")
+
+
+def test_aten_graphs_from_make_fx_are_rewritten_overload_by_overload():
+    x, y = torch.randn(3), torch.randn(3)
+    gm = REPLACE(trace(ThreeAdds(), (x, y), tracer="make_fx"), old="add", new="sub").graph_module
+    targets = [n.target for n in gm.graph.nodes if n.op == "call_function"]
+    assert targets == [torch.ops.aten.sub.Tensor] * 3
+    assert all(torch.equal(out, x - y) for out in gm(x, y))

@@ -41,6 +41,8 @@ def fuse_conv_bn(gm: torch.fx.GraphModule, *, nodes=None) -> PassResult:
         _fold(gm, layer_node, bn_node)
         fused += 1
     if not fused:
+        if not gm.graph.find_nodes(op="call_module"):
+            skipped.append("the graph calls no modules (traced with make_fx?): fusion needs tracer='symbolic'")
         raise NothingToDo("no conv→BN pattern found" + "".join(f"; {r}" for r in skipped))
     gm.delete_all_unused_submodules()
     return PassResult(gm, True)

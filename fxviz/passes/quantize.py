@@ -17,7 +17,10 @@ from fxviz.errors import PassError
 from fxviz.passes.registry import NothingToDo, register
 
 _LAYERS = (nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.Linear)
-_FUNCTIONS = (F.conv1d, F.conv2d, F.conv3d, F.linear, torch.conv1d, torch.conv2d, torch.conv3d)
+_FUNCTIONS = (
+    F.conv1d, F.conv2d, F.conv3d, F.linear, torch.conv1d, torch.conv2d, torch.conv3d,
+    torch.ops.aten.convolution.default, torch.ops.aten.linear.default, torch.ops.aten.addmm.default,
+)
 
 
 def fake_quant(x: torch.Tensor, bits: int) -> torch.Tensor:

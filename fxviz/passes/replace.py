@@ -1,8 +1,9 @@
 """Replacing one binary operator by another, in every spelling it has in a graph.
 
 ``x + y``, ``torch.add(x, y)`` and ``x.add(y)`` trace to three different nodes
-(``operator.add``, ``torch.add``, method ``add``); replacing "add" rewrites all
-three, each in the matching spelling of the new operator. This changes what
+(``operator.add``, ``torch.add``, method ``add``), and to ``aten.add.Tensor`` in a
+make_fx graph; replacing "add" rewrites them all, each in the matching spelling
+of the new operator (the same ATen overload, e.g. ``aten.mul.Tensor``). This changes what
 the model computes, and is labelled so.
 """
 from __future__ import annotations
@@ -18,16 +19,19 @@ from torch.fx.passes.infra.pass_base import PassResult
 from fxviz.errors import PassError
 from fxviz.passes.registry import NothingToDo, register
 
-# name -> (Python operator or None, torch function, Tensor method name)
-OPS: dict[str, tuple[Callable[..., Any] | None, Callable[..., Any], str]] = {
-    "add": (operator.add, torch.add, "add"),
-    "sub": (operator.sub, torch.sub, "sub"),
-    "mul": (operator.mul, torch.mul, "mul"),
-    "div": (operator.truediv, torch.div, "div"),
-    "pow": (operator.pow, torch.pow, "pow"),
-    "matmul": (operator.matmul, torch.matmul, "matmul"),
-    "maximum": (None, torch.maximum, "maximum"),
-    "minimum": (None, torch.minimum, "minimum"),
+aten = torch.ops.aten
+# Where a node came from carries over to its replacement; shapes and values may not.
+_PROVENANCE = ("module_path", "nn_module_stack", "stack_trace")
+# name -> (Python operator or None, torch function, Tensor method, ATen op packet)
+OPS: dict[str, tuple[Callable[..., Any] | None, Callable[..., Any], str, Any]] = {
+    "add": (operator.add, torch.add, "add", aten.add),
+    "sub": (operator.sub, torch.sub, "sub", aten.sub),
+    "mul": (operator.mul, torch.mul, "mul", aten.mul),
+    "div": (operator.truediv, torch.div, "div", aten.div),
+    "pow": (operator.pow, torch.pow, "pow", aten.pow),
+    "matmul": (operator.matmul, torch.matmul, "matmul", aten.matmul),
+    "maximum": (None, torch.maximum, "maximum", aten.maximum),
+    "minimum": (None, torch.minimum, "minimum", aten.minimum),
 }
 
 
@@ -46,10 +50,13 @@ def replace_op(gm: torch.fx.GraphModule, *, nodes=None, old: str = "add", new: s
         if node.kwargs:  # e.g. torch.add(x, y, alpha=2): the new op may not take them
             skipped.append(f"'{node.name}' has keyword arguments {sorted(node.kwargs)}")
             continue
-        op, target = _respelled(spelling, new)
+        op, target = _respelled(node, spelling, new)
+        if target is None:
+            skipped.append(f"'{node.name}' is {node.target}, which has no {new} counterpart")
+            continue
         with gm.graph.inserting_before(node):
             replacement = gm.graph.create_node(op, target, node.args)
-        replacement.meta = dict(node.meta)
+        replacement.meta = {k: node.meta[k] for k in _PROVENANCE if k in node.meta}
         node.replace_all_uses_with(replacement)
         gm.graph.erase_node(node)
         replaced += 1
@@ -59,21 +66,29 @@ def replace_op(gm: torch.fx.GraphModule, *, nodes=None, old: str = "add", new: s
 
 
 def _spelling(node: torch.fx.Node, name: str) -> str | None:
-    """How ``node`` spells operator ``name``: "operator", "torch", "method", or None."""
-    py_op, torch_fn, method = OPS[name]
-    if node.op == "call_method" and node.target == method:
-        return "method"
-    if node.op == "call_function" and py_op is not None and node.target is py_op:
+    """How ``node`` spells operator ``name``: "operator", "torch", "method", "aten", or None."""
+    py_op, torch_fn, method, packet = OPS[name]
+    if node.op == "call_method":
+        return "method" if node.target == method else None
+    if node.op != "call_function":
+        return None
+    if py_op is not None and node.target is py_op:
         return "operator"
-    if node.op == "call_function" and node.target is torch_fn:
+    if node.target is torch_fn:
         return "torch"
+    if isinstance(node.target, torch._ops.OpOverload) and node.target.overloadpacket is packet:
+        return "aten"
     return None
 
 
-def _respelled(spelling: str, name: str) -> tuple[str, Any]:
-    py_op, torch_fn, method = OPS[name]
+def _respelled(node: torch.fx.Node, spelling: str, name: str) -> tuple[str, Any]:
+    """``(op, target)`` of operator ``name`` spelled like ``node``; target None if the
+    ATen overload (e.g. ``Tensor_Scalar``) does not exist for it."""
+    py_op, torch_fn, method, packet = OPS[name]
     if spelling == "method":
         return "call_method", method
+    if spelling == "aten":
+        return "call_function", getattr(packet, node.target._overloadname, None)
     if spelling == "operator" and py_op is not None:
         return "call_function", py_op
     return "call_function", torch_fn
