@@ -124,6 +124,15 @@ def test_a_conv_whose_output_has_two_users_is_skipped_with_the_reason():
         fused(randomize_bn(TwoUsers()))
 
 
+def test_a_conv_whose_weight_is_read_elsewhere_is_skipped():
+    class ReadsWeight(TwoUsers):
+        def forward(self, x):
+            return self.bn(self.conv(x)) + self.conv.weight.sum()
+
+    with pytest.raises(NothingToDo, match="the weights of 'conv' are also read directly"):
+        fused(randomize_bn(ReadsWeight()))
+
+
 def test_batchnorm_without_a_conv_before_it_is_nothing_to_do():
     model = nn.Sequential(nn.ReLU(), nn.BatchNorm2d(3)).eval()
     with pytest.raises(NothingToDo, match="no conv→BN pattern found"):

@@ -67,6 +67,8 @@ def _why_not(gm: torch.fx.GraphModule, layer_node: torch.fx.Node, bn_node: torch
     calls = len(gm.graph.find_nodes(op="call_module", target=layer_node.target))
     if calls > 1:
         return f"module '{layer_node.target}' is called {calls} times"
+    if any(str(n.target).startswith(f"{layer_node.target}.") for n in gm.graph.find_nodes(op="get_attr")):
+        return f"the weights of '{layer_node.target}' are also read directly"
     if bn.running_mean is None or bn.running_var is None:
         return f"'{bn_node.name}' has no running statistics (track_running_stats=False)"
     if isinstance(layer, nn.Linear):
