@@ -168,7 +168,8 @@ def _pairs(expected: Any, actual: Any, path: str) -> Iterator[tuple[str, Any, An
             yield from _pairs(expected[key], actual[key], f"{path}[{key!r}]")
     elif isinstance(expected, torch.Tensor):
         if not isinstance(actual, torch.Tensor) or actual.shape != expected.shape:
-            yield path, None, None, f"{path}: expected a tensor of shape {tuple(expected.shape)}, got {_describe(actual)}"
+            problem = f"{path}: expected a tensor of shape {tuple(expected.shape)}, got {_describe(actual)}"
+            yield path, None, None, problem
         else:
             yield path, expected, actual, None
     elif expected != actual:

@@ -173,7 +173,8 @@ class Session:
             check_inputs = tuple(spec.convert_inputs(inputs) for inputs in check_inputs)
         outputs = _run(result.graph_module, check_inputs, f"pass '{spec.name}'", PassError)
         differs = not spec.preserves_semantics or prev.check.status == "expected to differ"
-        action = Action(spec.name, MappingProxyType(spec.bind(params)), () if nodes is None else selection_names(nodes), spec)
+        selection = () if nodes is None else selection_names(nodes)
+        action = Action(spec.name, MappingProxyType(spec.bind(params)), selection, spec)
         check = compare_outputs(self._reference, outputs, expected_to_differ=differs)
         step = Step(prev.index + 1, result.graph_module, action, check, check_inputs[0], check_inputs)
         self._steps[self._index + 1 :] = [step]
@@ -202,7 +203,8 @@ class Session:
 
     def replay(self, other_model: nn.Module | Callable[..., Any], example_inputs: Any = None) -> Session:
         """A new Session on ``other_model`` with this session's history applied."""
-        session = Session(other_model, self.example_inputs if example_inputs is None else example_inputs, **self._options)
+        inputs = self.example_inputs if example_inputs is None else example_inputs
+        session = Session(other_model, inputs, **self._options)
         for action in self.history:
             session.apply(action.spec, nodes=action.nodes or None, **action.params)
         return session

@@ -153,7 +153,8 @@ def test_batchnorm_without_running_statistics_is_skipped():
 
 def test_training_mode_is_refused_naming_the_module():
     model = nn.Sequential(nn.Conv2d(3, 3, 1), nn.BatchNorm2d(3)).train()
-    with pytest.raises(PassError, match=r"needs eval mode, but module '0' \(node '_0', Conv2d\) is in training mode; call model.eval\(\)"):
+    message = r"needs eval mode, but module '0' \(node '_0', Conv2d\) is in training mode; call model.eval\(\)"
+    with pytest.raises(PassError, match=message):
         fused(model)
 
 

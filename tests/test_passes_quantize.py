@@ -20,7 +20,8 @@ def test_fake_quant_rounds_to_a_symmetric_grid_scaled_to_the_tensor():
 def test_a_fake_quant_node_follows_each_conv_and_linear():
     model = nn.Sequential(nn.Conv2d(1, 2, 3), nn.Flatten(), nn.Linear(8, 2))
     gm = QUANTIZE(trace(model), bits=4).graph_module
-    ops = [(n.op, n.target if n.op != "call_module" else type(gm.get_submodule(n.target)).__name__) for n in gm.graph.nodes]
+    ops = [(n.op, type(gm.get_submodule(n.target)).__name__ if n.op == "call_module" else n.target)
+           for n in gm.graph.nodes]
     assert ops[1:-1] == [
         ("call_module", "Conv2d"), ("call_function", fake_quant), ("call_module", "Flatten"),
         ("call_module", "Linear"), ("call_function", fake_quant),
@@ -43,4 +44,5 @@ def test_no_layers_is_nothing_to_do():
 def test_aten_convolutions_are_quantized_too():
     model, x = nn.Sequential(nn.Conv2d(1, 2, 3)), torch.randn(1, 1, 4, 4)
     gm = QUANTIZE(trace(model, (x,), tracer="make_fx")).graph_module
-    assert [n.target for n in gm.graph.nodes if n.op == "call_function"] == [torch.ops.aten.convolution.default, fake_quant]
+    calls = [n.target for n in gm.graph.nodes if n.op == "call_function"]
+    assert calls == [torch.ops.aten.convolution.default, fake_quant]

@@ -88,7 +88,8 @@ def test_a_name_taken_by_another_function_is_refused(registry):
     def fuse_conv_bn(gm):
         return gm
 
-    with pytest.raises(PassError, match=r"A pass named 'fuse_conv_bn' is already registered \(fxviz.passes.fusion.fuse_conv_bn\)"):
+    message = r"A pass named 'fuse_conv_bn' is already registered \(fxviz.passes.fusion.fuse_conv_bn\)"
+    with pytest.raises(PassError, match=message):
         register(fuse_conv_bn)
     register(fuse_conv_bn, replace=True)
     assert passes.get("fuse_conv_bn").fn is fuse_conv_bn
@@ -157,7 +158,8 @@ def test_a_graph_that_fails_lint_is_refused_naming_the_node():
         with gm.graph.inserting_before(relu):
             gm.graph.call_function(torch.neg, (relu,))
 
-    with pytest.raises(PassError, match=r"Pass 'use_before_definition' produced an invalid graph: .*'relu' of Node 'neg'"):
+    message = r"Pass 'use_before_definition' produced an invalid graph: .*'relu' of Node 'neg'"
+    with pytest.raises(PassError, match=message):
         describe(use_before_definition)(trace(WithRelu()))
 
 

@@ -116,7 +116,8 @@ class History(RuleBasedStateMachine):
 
     @invariant()
     def matches_the_editor_model(self):
-        names = [s.pass_name + (f" {s.params['types'][0]}" if s.params.get("types") else "") for s in self.session.steps]
+        steps = self.session.steps
+        names = [s.pass_name + (f" {s.params['types'][0]}" if s.params.get("types") else "") for s in steps]
         assert names == self.expected
         assert self.session.index == self.cursor
         assert [s.index for s in self.session.steps] == list(range(len(self.expected)))
@@ -152,7 +153,8 @@ def test_a_graph_that_cannot_run_is_refused_naming_the_node():
         relu.replace_all_uses_with(bad, delete_user_cb=lambda user: user is not bad)
 
     session = Session(conv_net(), x_image())
-    with pytest.raises(PassError, match=r"after pass 'wrong_shape' cannot run on the example inputs at node 'mm' .*The session is unchanged"):
+    message = r"after pass 'wrong_shape' cannot run on the example inputs at node 'mm' .*The session is unchanged"
+    with pytest.raises(PassError, match=message):
         session.apply(wrong_shape)
     assert len(session.steps) == 1
 

@@ -74,7 +74,9 @@ def _bound_arguments(block: nn.Module, node: torch.fx.Node) -> list[Any]:
     try:
         bound = inspect.signature(block.forward).bind(*node.args, **node.kwargs)
     except TypeError as exc:
-        raise PassError(f"inline_module: node '{node.name}' does not match {type(block).__name__}.forward: {exc}") from exc
+        raise PassError(
+            f"inline_module: node '{node.name}' does not match {type(block).__name__}.forward: {exc}"
+        ) from exc
     bound.apply_defaults()
     return list(bound.arguments.values())
 

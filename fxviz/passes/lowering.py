@@ -53,7 +53,9 @@ LOWERINGS: dict[str, Callable[[nn.Module], Call]] = {
     "AlphaDropout": _dropout(F.alpha_dropout),
     "MaxPool1d": _pool(F.max_pool1d, "kernel_size", "stride", "padding", "dilation", "ceil_mode", "return_indices"),
     "MaxPool2d": _pool(F.max_pool2d, "kernel_size", "stride", "padding", "dilation", "ceil_mode", "return_indices"),
-    "AvgPool2d": _pool(F.avg_pool2d, "kernel_size", "stride", "padding", "ceil_mode", "count_include_pad", "divisor_override"),
+    "AvgPool2d": _pool(
+        F.avg_pool2d, "kernel_size", "stride", "padding", "ceil_mode", "count_include_pad", "divisor_override"
+    ),
     "AdaptiveAvgPool1d": _pool(F.adaptive_avg_pool1d, "output_size"),
     "AdaptiveAvgPool2d": _pool(F.adaptive_avg_pool2d, "output_size"),
 }
@@ -70,7 +72,9 @@ def lower_modules(
     for node in list(gm.graph.find_nodes(op="call_module")):
         module = gm.get_submodule(node.target)
         name = type(module).__name__
-        if name not in wanted or type(module) is not getattr(nn, name) or (selected is not None and node not in selected):
+        if name not in wanted or type(module) is not getattr(nn, name):
+            continue
+        if selected is not None and node not in selected:
             continue
         function, kwargs = LOWERINGS[name](module)
         (source,) = _inputs(node)
