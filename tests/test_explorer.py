@@ -144,6 +144,8 @@ def test_selection_is_shared_by_graph_table_details_and_inputs(convbn):
 
 def test_fuse_undo_redo_on_resnet18(resnet18):
     explorer = explore(resnet18, torch.randn(1, 3, 32, 32), profile="off")
+    assert explorer.passes.select.value == "fuse_conv_bn"  # the first pass, with its form, from the start
+    assert "eval mode" in explorer.passes.doc.value
     bns = {r["name"] for r in explorer.table.rows if r["target"].endswith("(BatchNorm2d)")}
     code_before = text(explorer.code.view.value)
     explorer.passes.select.value = "fuse_conv_bn"

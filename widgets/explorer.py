@@ -101,14 +101,16 @@ class Explorer(w.VBox):
         self.code = CodePanel()
         self.passes = PassPanel(goto=lambda index: self._act(session.goto, index))
         self.timing = TimingPanel(self.profiler, profile_step=lambda: self._request_profiles(force=True))
+        for panel in (self.details, self.code, self.passes, self.timing):  # scroll beside the graph
+            panel.layout = w.Layout(max_height="580px", overflow="auto")
         self.tabs = _named(w.Tab([self.details, self.code, self.passes, self.timing],
                                  titles=("Details", "Code", "Passes", "Timing"), layout=w.Layout(width="40%")),
                            "fxviz-tabs")
         name = title or type(session.steps[0].gm).__name__
         self.title = _named(w.HTML(f"<b>{escape(name)}</b>"), "fxviz-title")
         self.step_label = _named(w.Label(), "fxviz-step")
-        self.undo_button = _named(w.Button(description="undo", icon="undo"), "fxviz-undo")
-        self.redo_button = _named(w.Button(description="redo", icon="repeat"), "fxviz-redo")
+        self.undo_button = _named(w.Button(description="undo", icon="undo", layout=w.Layout(width="auto")), "fxviz-undo")
+        self.redo_button = _named(w.Button(description="redo", icon="repeat", layout=w.Layout(width="auto")), "fxviz-redo")
         self.badge = _named(w.HTML(), "fxviz-badge")
         self.status = _named(w.Label(), "fxviz-status")
         self.error = _named(w.HTML(), "fxviz-error")
@@ -161,7 +163,8 @@ class Explorer(w.VBox):
             self.session.apply(name, nodes=nodes, **params)
 
     def _say(self, message: str, *, error: bool = True) -> None:
-        self.error.value = f"<div role='alert'>{escape(message)}</div>" if message and error else ""
+        shown = message and error
+        self.error.value = f"<div class='fxviz-error-message' role='alert'>{escape(message)}</div>" if shown else ""
         self.status.value = "" if error else message
 
     # --- showing the session ---------------------------------------------------

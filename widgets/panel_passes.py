@@ -69,6 +69,8 @@ class PassPanel(w.VBox):
         names = passes.available()
         if tuple(self.select.options) != names:
             self.select.options = names
+            if self.select.value is None:  # ipywidgets leaves a new Dropdown unselected
+                self.select.value = names[0]
         names = [n.name for n in session.current.gm.graph.nodes]
         self.nodes.value = [n for n in self.nodes.value if n in names]  # valid before and after
         self.nodes.allowed_tags = names

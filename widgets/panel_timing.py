@@ -18,6 +18,7 @@ from .profiling import Profiler, Timings
 
 TOP = 15
 TIMING_COLUMNS = ["node", "kind", "median_us", "p25_us", "p75_us", "share"]
+DIFF_COLUMNS = ["control_us", "test_us", "diff_duration", "control_count", "test_count", "category"]
 
 
 def chart_png(draw: Callable[[Any], Any], rows: int) -> bytes:
@@ -115,7 +116,7 @@ class TimingPanel(w.VBox):
         diff = {"target": cmp.timing, "kind": cmp.timing_by_kind, "node": cmp.timing_by_node}[level]
         counts = diff["category"].value_counts()
         summary = ", ".join(f"{counts.get(c, 0)} {c}" for c in CATEGORIES)
-        top = cmp.top(level=level)
+        top = cmp.top(level=level)[[level, *DIFF_COLUMNS]]
         self.comparison.value = (f"<div>{escape(f'{cmp.labels[0]} → {cmp.labels[1]}, per {level}: {summary}.')}</div>"
                                  + (table_html(top) if len(top) else "<div>No timing changes beyond the noise.</div>"))
         if len(top):
