@@ -99,7 +99,10 @@ class Session:
     ``Session(model, example_inputs)`` traces step 0 (``tracer`` and
     ``trace_kwargs`` go to :func:`fxviz.trace`). Every step is checked against
     the model's own outputs on the example inputs and ``n_random_inputs`` random
-    inputs of the same shapes.
+    inputs of the same shapes, computed once here (so step 0 checks the trace).
+    Steps share the model's parameter tensors: train the model after creating a
+    session and every step sees the new weights while the checks compare with
+    the old outputs; start a new session instead.
     """
 
     def __init__(

@@ -12,15 +12,21 @@ from fxviz.errors import PassError
 from fxviz.passes import NothingToDo, register, unregister
 
 
-def conv_net(seed: int = 0) -> nn.Module:
-    """conv -> BN -> ReLU -> pool -> linear, eval mode, non-trivial BN statistics."""
-    torch.manual_seed(seed)
-    model = nn.Sequential(
-        nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4, 2)
-    )
-    model[1].running_mean.uniform_(-1, 1)
-    model[1].running_var.uniform_(0.5, 2)
+def with_bn_stats(model: nn.Module) -> nn.Module:
+    """Eval mode with non-trivial BatchNorm statistics, so that a wrong fold shows."""
+    for m in model.modules():
+        if isinstance(m, nn.BatchNorm2d):
+            m.running_mean.uniform_(-1, 1)
+            m.running_var.uniform_(0.5, 2)
     return model.eval()
+
+
+def conv_net(seed: int = 0) -> nn.Module:
+    """conv -> BN -> ReLU -> pool -> linear."""
+    torch.manual_seed(seed)
+    return with_bn_stats(nn.Sequential(
+        nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4, 2)
+    ))
 
 
 def x_image() -> torch.Tensor:
@@ -79,22 +85,53 @@ def test_undo_redo_and_goto_refuse_to_leave_the_history():
     assert session.goto(-2).index == 0 and session.redo().index == 1
 
 
-class History(RuleBasedStateMachine):
-    """Undo, redo, goto and apply behave like an editor's history (a list and a cursor)."""
+class Residual(nn.Module):
+    """A conv block with a skip connection: something for every built-in pass."""
 
     def __init__(self):
         super().__init__()
-        self.session = Session(nn.Sequential(nn.ReLU(), nn.Tanh(), nn.Sigmoid()), torch.randn(2, 3), n_random_inputs=0)
-        self.expected = ["trace"]
+        self.body = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU())
+        self.skip = nn.Conv2d(3, 4, 1)
+        self.pool = nn.AdaptiveAvgPool2d(1)
+        self.fc = nn.Linear(4, 2)
+
+    def forward(self, x):
+        return self.fc(torch.flatten(self.pool(self.body(x) + self.skip(x)), 1))
+
+
+# Every built-in pass, with parameters that fit Residual; later ones may find nothing
+# left to do (or a node already gone) on some branches.
+ACTIONS = [
+    ("fuse_conv_bn", {}), ("lower_modules", {"types": ("ReLU",)}), ("lower_modules", {"types": ("AdaptiveAvgPool2d",)}),
+    ("channels_last", {}), ("fake_quantize", {"bits": 6}), ("replace_op", {"old": "add", "new": "sub"}),
+    ("inline_module", {"nodes": ["fc"]}), ("eliminate_dead_code", {}),
+]
+
+
+class History(RuleBasedStateMachine):
+    """Any sequence of passes, undo, redo and goto behaves like an editor's history (a
+    list and a cursor), checks stay honest, and the model is never changed."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.model = with_bn_stats(Residual())
+        self.saved = snapshot(self.model)
+        self.session = Session(self.model, torch.randn(2, 3, 6, 6), n_random_inputs=1)
+        self.expected = [("trace", True)]  # (pass name, outputs should match) per step
         self.cursor = 0
 
-    @rule(kind=st.sampled_from(["ReLU", "Tanh", "Sigmoid"]))
-    def apply(self, kind):
+    @rule(action=st.sampled_from(ACTIONS))
+    def apply(self, action):
+        name, params = action
+        before = self.session.steps
         try:
-            self.session.apply("lower_modules", types=(kind,))
-        except NothingToDo:
-            return  # already lowered on this branch: no step
-        self.expected[self.cursor + 1 :] = [f"lower_modules {kind}"]
+            self.session.apply(name, **params)
+        except PassError:  # NothingToDo included: nothing changes
+            assert self.session.steps == before
+            return
+        matches = self.expected[self.cursor][1] and name not in ("fake_quantize", "replace_op")
+        self.expected[self.cursor + 1 :] = [(name, matches)]
         self.cursor += 1
 
     @precondition(lambda self: self.cursor > 0)
@@ -117,11 +154,11 @@ class History(RuleBasedStateMachine):
     @invariant()
     def matches_the_editor_model(self):
         steps = self.session.steps
-        names = [s.pass_name + (f" {s.params['types'][0]}" if s.params.get("types") else "") for s in steps]
-        assert names == self.expected
-        assert self.session.index == self.cursor
-        assert [s.index for s in self.session.steps] == list(range(len(self.expected)))
-        assert len(self.session.history) == self.cursor
+        expected = [(name, "match" if matches else "expected to differ") for name, matches in self.expected]
+        assert [(s.pass_name, s.check.status) for s in steps] == expected
+        assert [s.index for s in steps] == list(range(len(steps)))
+        assert self.session.index == self.cursor and len(self.session.history) == self.cursor
+        assert bit_identical(self.model, self.saved)
 
 
 TestHistory = History.TestCase

@@ -141,7 +141,7 @@ def describe(
     """The PassSpec of ``fn`` without registering it. ``targets_nodes`` defaults to
     whether ``fn`` takes a ``nodes`` parameter; ``choices`` maps parameter names to
     allowed values (``Literal[...]`` annotations give them too)."""
-    name = name or fn.__name__
+    name = name or getattr(fn, "__name__", type(fn).__name__)
     signature = _signature(fn)
     takes_nodes = "nodes" in signature.parameters
     if targets_nodes is None:
@@ -209,7 +209,7 @@ def resolve(pass_: str | PassSpec | Callable[..., Any]) -> PassSpec:
 def _signature(fn: Callable[..., Any]) -> inspect.Signature:
     try:
         return inspect.signature(fn, eval_str=True)
-    except NameError:  # an annotation that cannot be resolved stays a string
+    except (NameError, AttributeError):  # an annotation that cannot be resolved stays a string
         return inspect.signature(fn)
 
 
