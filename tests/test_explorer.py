@@ -13,6 +13,8 @@ from torch import nn
 
 import ipywidgets as w
 
+import fxviz.render
+from fxviz.errors import RenderError
 from fxviz.passes import registry
 from fxviz.session import Session
 from fxviz.widgets import Explorer, explore
@@ -32,7 +34,7 @@ def probe(x):
 
 @torch.fx.wrap
 def slow(x):
-    time.sleep(0.02)
+    time.sleep(0.05)
     return x
 
 
@@ -271,6 +273,18 @@ def test_collapsing_a_module_in_the_view_redraws(resnet18):
     explorer.close()
 
 
+def test_a_graph_that_cannot_be_laid_out_shows_why_and_no_stale_picture(convbn, monkeypatch):
+    def too_slow(source, **_):
+        raise RenderError("Laying out 9999 boxes took longer than 10 s, so it was stopped.")
+
+    monkeypatch.setattr(fxviz.render, "layout_svg", too_slow)
+    convbn.passes.select.value = "fuse_conv_bn"
+    convbn.passes.apply.click()
+    assert "took longer than 10 s" in convbn.error.value
+    assert convbn.graph.svg == "" and convbn.graph.elements == {} and "not drawn" in convbn.graph.status
+    assert convbn.session.index == 1 and "bn1" not in names(convbn)  # the rest still shows step 1
+
+
 def test_timing_panel_table_chart_and_node_times(convbn):
     assert "forward" in convbn.timing.summary.value and "repeats" in convbn.timing.summary.value
     assert bytes(convbn.timing.chart.value).startswith(b"\x89PNG")
@@ -313,6 +327,7 @@ def test_background_profiling_never_holds_up_the_graph(image):
     explorer = explore(Slow().eval(), image, profile="background", profile_kwargs=FAST)
     assert explorer.graph.svg and explorer.table.rows[1]["time_us"] is None
     assert "Profiling this step" in explorer.timing.summary.value
+    assert explorer.profiler.progress.layout.display == ""  # the progress bar shows
     wait_for(lambda: explorer.table.rows[1]["time_us"] is not None)
     assert "forward" in explorer.timing.summary.value
     wait_for(lambda: explorer.profiler.progress.layout.display == "none")

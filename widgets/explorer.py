@@ -221,8 +221,11 @@ class Explorer(w.VBox):
             rendering = render(step.graph, collapse=self.graph.collapsed,
                                auto_collapse=self._drawn_collapsed is None, **coloring)
             svg = rendering.svg
-        except FxvizError as exc:
+        except FxvizError as exc:  # e.g. a layout that would take too long: no stale picture
             self._say(str(exc))
+            with self.graph.hold_sync():
+                self.graph.svg, self.graph.elements, self.graph.legend = "", {}, []
+                self.graph.status = f"step {step.index} not drawn: see the error above"
             return
         self._drawn_collapsed = list(rendering.collapsed)
         with self.graph.hold_sync():

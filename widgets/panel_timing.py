@@ -109,10 +109,15 @@ class TimingPanel(w.VBox):
 
     def _show_comparison(self, a: Any, b: Any, level: str) -> None:
         errors = [t.error for t in map(self._profiler.known, (a, b)) if t is not None and t.error]
+        try:
+            if not errors:
+                self._draw_comparison(self._profiler.comparison(a, b), level)
+        except Exception as exc:  # shown here: a button callback's traceback is invisible
+            errors.append(f"comparing failed: {type(exc).__name__}: {exc}")
         if errors:
             self.comparison.value = f'<div class="fxviz-timing-error">{escape(errors[0])}</div>'
-            return
-        cmp = self._profiler.comparison(a, b)
+
+    def _draw_comparison(self, cmp: Any, level: str) -> None:
         diff = {"target": cmp.timing, "kind": cmp.timing_by_kind, "node": cmp.timing_by_node}[level]
         counts = diff["category"].value_counts()
         summary = ", ".join(f"{counts.get(c, 0)} {c}" for c in CATEGORIES)

@@ -82,6 +82,7 @@ class Profiler:
             self._run(todo, self._table, contextlib.nullcontext, "profiling")
             self._run(todo, self._aten, contextlib.nullcontext, "ATen ops")
             return False
+        self.progress.layout.display = ""  # at once: the worker may be busy with earlier steps
         with self._wake:
             self._pending += [s for s in todo if s not in self._pending]
             self._callbacks.append(then)
