@@ -108,12 +108,13 @@ def compare_outputs(
         for path, e, a, problem in _pairs(exp, act, f"input {i}: output"):
             if problem:
                 problems.append(problem)
+                worst_abs = worst_rel = math.inf
                 continue
             abs_err, scale, (leaf_atol, leaf_rtol) = _leaf_error(e, a)
             allowed = leaf_atol + leaf_rtol * scale
             ratio = abs_err / allowed if allowed else (math.inf if abs_err else 0.0)
             worst_abs = max(worst_abs, abs_err)
-            worst_rel = max(worst_rel, abs_err / scale if scale else ratio)
+            worst_rel = max(worst_rel, abs_err / scale if scale else (math.inf if abs_err else 0.0))
             if ratio >= worst_ratio:
                 worst_ratio, atol, rtol = ratio, leaf_atol, leaf_rtol
             if ratio > 1:
