@@ -199,6 +199,22 @@ def test_a_user_pass_that_raises_shows_the_error(convbn, own_registry):
     assert convbn.error.value == "" and convbn.session.index == 1
 
 
+def test_a_pass_that_breaks_the_outputs_gets_a_mismatch_badge_with_the_error(convbn, own_registry):
+    def negate(gm):
+        """Negates the output (wrongly claims to preserve semantics)."""
+        (output,) = gm.graph.find_nodes(op="output")
+        with gm.graph.inserting_before(output):
+            output.args = (gm.graph.call_function(torch.neg, output.args),)
+
+    registry.register(negate, name="negate")
+    convbn.tabs.selected_index = 2
+    convbn.passes.select.value = "negate"
+    convbn.passes.apply.click()
+    assert re.fullmatch(r"mismatch \(max abs [\d.e+-]+, max rel [\d.e+-]+\)", text(convbn.badge.value))
+    assert 'class="fxviz-badge-mismatch"' in convbn.badge.value and "beyond tolerance" in convbn.badge.value
+    assert [text(row.children[1].value)[:8] for row in convbn.passes.history.children] == ["match", "mismatch"]
+
+
 def test_a_pass_with_nothing_to_do_says_so_without_a_step(convbn):
     convbn.passes.select.value = "fuse_conv_bn"
     convbn.passes.apply.click()
