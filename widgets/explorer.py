@@ -109,8 +109,8 @@ class Explorer(w.VBox):
         name = title or type(session.steps[0].gm).__name__
         self.title = _named(w.HTML(f"<b>{escape(name)}</b>"), "fxviz-title")
         self.step_label = _named(w.Label(), "fxviz-step")
-        self.undo_button = _named(w.Button(description="undo", icon="undo", layout=w.Layout(width="auto")), "fxviz-undo")
-        self.redo_button = _named(w.Button(description="redo", icon="repeat", layout=w.Layout(width="auto")), "fxviz-redo")
+        self.undo_button = _named(w.Button(description="undo", icon="undo", layout={"width": "auto"}), "fxviz-undo")
+        self.redo_button = _named(w.Button(description="redo", icon="repeat", layout={"width": "auto"}), "fxviz-redo")
         self.badge = _named(w.HTML(), "fxviz-badge")
         self.status = _named(w.Label(), "fxviz-status")
         self.error = _named(w.HTML(), "fxviz-error")
