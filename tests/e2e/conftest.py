@@ -41,6 +41,8 @@ def lab(tmp_path_factory):
     missing = labdriver.missing_requirements()
     if missing:
         pytest.skip(f"end-to-end tests need {missing} (`make system-test setup` installs them)")
+    for stale in labdriver.ARTIFACTS.glob("e2e-FAILED-*.png"):  # from an earlier run
+        stale.unlink()
     server = labdriver.start_lab(tmp_path_factory.mktemp("jupyterlab"))
     try:
         yield server

@@ -198,16 +198,20 @@ def stop_lab(lab: Lab) -> None:
 # --- helpers -----------------------------------------------------------
 
 def assert_no_js_error(page) -> None:
-    """Fail if any widget shows JupyterLab's "Click to show javascript error"."""
-    shown = page.get_by_text(JS_ERROR_TEXT)
-    if shown.count():
-        detail = ""
+    """Fail if any widget shows JupyterLab's "Click to show javascript error" (the message
+    says which error: clicking the box reveals it)."""
+    shown = page.get_by_text(JS_ERROR_TEXT).count()
+    if not shown:
+        return
+    details = []
+    for box in page.locator(".jupyter-widgets-error-widget").all():
         try:
-            shown.first.click()
-            detail = shown.first.locator("xpath=..").inner_text(timeout=2000)
-        except Exception:
-            pass
-        raise LabError(f"the page shows {JS_ERROR_TEXT!r}: {detail}\npage errors: {page.page_errors}")
+            box.click(timeout=2000)
+            details.append(box.inner_text(timeout=2000).strip())
+        except Exception as exc:  # the box may be out of view; the count still fails below
+            details.append(f"(could not read the error: {exc})")
+    raise LabError(f"the page shows {JS_ERROR_TEXT!r} {shown} time(s): {details}\n"
+                   f"uncaught page errors: {getattr(page, 'page_errors', '(not collected)')}")
 
 
 def open_notebook(page, lab: Lab, name: str, timeout: float = 60) -> dict:

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from labdriver import assert_no_js_error, open_notebook, output_area, run_all, shoot_themes
+from labdriver import (JS_ERROR_TEXT, LabError, assert_no_js_error, open_notebook, output_area,
+                       run_all, shoot_themes)
 
 pytestmark = pytest.mark.e2e
 
@@ -119,3 +120,27 @@ def test_graph_view_click_selects_the_node_in_the_kernel(lab, page):
 
     shots = shoot_themes(page, output_area(page, 0), "e2e-graph-view")
     assert all(Path(p).stat().st_size > 0 for p in shots)
+
+
+BROKEN_NB = [
+    """\
+import ipywidgets as w, traitlets
+
+class Broken(w.DOMWidget):
+    _view_name = traitlets.Unicode("BrokenView").tag(sync=True)
+    _view_module = traitlets.Unicode("fxviz-no-such-module").tag(sync=True)
+    _view_module_version = traitlets.Unicode("1.0.0").tag(sync=True)
+
+Broken()""",
+]
+
+
+def test_the_javascript_error_guard_catches_a_broken_widget(lab, page):
+    """The guard every e2e test relies on does fail on a widget that cannot render."""
+    name = lab.write_notebook("e2e_broken_widget.ipynb", BROKEN_NB)
+    open_notebook(page, lab, name)
+    run_all(page)
+    page.get_by_text(JS_ERROR_TEXT).wait_for()
+    with pytest.raises(LabError, match="fxviz-no-such-module"):
+        assert_no_js_error(page)
+    page.goto("about:blank")  # the `page` fixture checks the page again when the test ends
