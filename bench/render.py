@@ -7,6 +7,8 @@ Run: .venv/bin/python bench/render.py
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
+import signal
 import sys
 import time
 
@@ -22,6 +24,8 @@ BASELINE_LIMIT_S = 60.0
 def _fxgraphdrawer(gm, queue):
     from torch.fx.passes.graph_drawer import FxGraphDrawer
 
+    os.setsid()  # its own process group, so a kill also reaches the `dot` it starts
+
     start = time.perf_counter()
     FxGraphDrawer(gm, "g").get_dot_graph().create_svg()
     queue.put(time.perf_counter() - start)
@@ -35,7 +39,7 @@ def baseline_seconds(gm) -> float | None:
     proc.start()
     proc.join(BASELINE_LIMIT_S)
     if proc.is_alive():
-        proc.kill()
+        os.killpg(proc.pid, signal.SIGKILL)
         proc.join()
         return None
     return queue.get() if not queue.empty() else None
