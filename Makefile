@@ -41,4 +41,4 @@ test-fast: system-lab $(STAMP)
 	$(PY) -m pytest -p no:cacheprovider -m "not e2e and not slow" -x -q $(PYTEST_ARGS)
 
 bench: system-lab $(STAMP)
-	for b in bench/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+	for b in bench/*.py; do echo "== $$b"; $(PY) -P $$b || exit 1; done

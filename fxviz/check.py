@@ -76,10 +76,17 @@ def run_outputs(module: Callable[..., Any], inputs_list: Sequence[tuple]) -> lis
     outputs = []
     with torch.no_grad(), _buffers_kept(module):
         for inputs in inputs_list:
-            with torch.random.fork_rng(devices=_devices(inputs)):
-                torch.manual_seed(0)
+            with seeded(inputs):
                 outputs.append(call(*inputs))
     return outputs
+
+
+@contextlib.contextmanager
+def seeded(inputs: tuple) -> Iterator[None]:
+    """The same random stream for every run that is compared, restored afterwards."""
+    with torch.random.fork_rng(devices=_devices(inputs)):
+        torch.manual_seed(0)
+        yield
 
 
 def check_outputs(

@@ -9,6 +9,8 @@ replace (see :mod:`fxviz._cow`), and the user's model is never changed.
 from __future__ import annotations
 
 import copy
+import math
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -20,8 +22,9 @@ import torch.fx
 from torch import nn
 
 from fxviz import _cow
-from fxviz._runtime import preserved_buffers
-from fxviz.check import CheckResult, compare_outputs, random_like, run_outputs
+from fxviz.check import CheckResult, compare_outputs, random_like, run_outputs, seeded
+from fxviz.graph import to_networkx
+from fxviz.shapes import annotated_run
 from fxviz.errors import PassError, TraceError
 from fxviz.passes.registry import PassSpec, resolve, selection_names
 
@@ -39,15 +42,19 @@ class Action:
 
 @dataclass(frozen=True, eq=False, repr=False)
 class Step:
-    """One state of the model: its GraphModule, how it was made, and how its
-    outputs compare with the original model's on the session's check inputs."""
+    """One state of the model: its GraphModule, how it was made, its annotated graph,
+    and (computed on first use) how its outputs compare with the original model's."""
 
     index: int
     gm: torch.fx.GraphModule
     action: Action
-    check: CheckResult
     example_inputs: tuple
     check_inputs: tuple[tuple, ...]
+    #: The annotated ``networkx.DiGraph`` (shapes, FLOPs), from the run that proved
+    #: the step runs; annotation wrote to a copy of the graph, not to ``gm``'s.
+    graph: Any
+    expected_to_differ: bool
+    _checker: Callable[[], CheckResult] = field(repr=False)
     _profiles: dict = field(default_factory=dict)
 
     @property
@@ -71,14 +78,16 @@ class Step:
         return self.gm.code
 
     @cached_property
-    def graph(self) -> Any:
-        """The annotated ``networkx.DiGraph`` (shapes, FLOPs) of this step. Annotation
-        writes node metadata, so it runs on a copy of the graph, not on ``gm``'s."""
-        from fxviz.graph import to_networkx
-        from fxviz.shapes import annotate
+    def check(self) -> CheckResult:
+        """The numeric check against the original model on the example inputs and the
+        random ones. Computed on first use: each random input costs two forwards, which
+        a UI can spend in the background after drawing the step."""
+        return self._checker()
 
-        scratch = torch.fx.GraphModule(self.gm, copy.deepcopy(self.gm.graph), type(self.gm).__name__)
-        return to_networkx(annotate(scratch, self.example_inputs))
+    @property
+    def check_done(self) -> bool:
+        """Whether :attr:`check` is computed already (reading it then costs nothing)."""
+        return "check" in self.__dict__
 
     def profile(self, **kwargs: Any) -> Any:
         """``fxviz.profile(gm, example_inputs, **kwargs)``, computed once per kwargs."""
@@ -90,7 +99,8 @@ class Step:
         return self._profiles[key]
 
     def __repr__(self) -> str:
-        return f"<Step {self.index}: {self.pass_name}, {self.check.status}>"
+        check = self.check.status if self.check_done else "check pending"
+        return f"<Step {self.index}: {self.pass_name}, {check}>"
 
 
 class Session:
@@ -117,14 +127,14 @@ class Session:
         from fxviz.trace import as_inputs, trace
 
         inputs = as_inputs(example_inputs)
-        root = _cow.skeleton(model) if isinstance(model, nn.Module) else model
-        gm = trace(root, inputs, tracer=tracer, **trace_kwargs)
+        self._root = _cow.skeleton(model) if isinstance(model, nn.Module) else model
+        gm = trace(self._root, inputs, tracer=tracer, **trace_kwargs)
         check_inputs = (inputs, *(random_like(inputs, seed) for seed in range(1, n_random_inputs + 1)))
         self._options = {"tracer": tracer, "n_random_inputs": n_random_inputs, **trace_kwargs}
-        self._reference = run_outputs(root, check_inputs)
-        outputs = _run(gm, check_inputs, "the trace", TraceError)
+        self._reference_outputs: list | None = None
+        self._reference_lock = threading.Lock()
         action = Action("trace", MappingProxyType({"tracer": _label(tracer), **trace_kwargs}))
-        self._steps = [Step(0, gm, action, compare_outputs(self._reference, outputs), inputs, check_inputs)]
+        self._steps = [self._make_step(0, gm, action, check_inputs, False, "the trace", TraceError)]
         self._index = 0
         self._subscribers: list[Callable[[Session], Any]] = []
 
@@ -174,12 +184,11 @@ class Session:
         check_inputs = prev.check_inputs
         if spec.convert_inputs is not None:
             check_inputs = tuple(spec.convert_inputs(inputs) for inputs in check_inputs)
-        outputs = _run(result.graph_module, check_inputs, f"pass '{spec.name}'", PassError)
-        differs = not spec.preserves_semantics or prev.check.status == "expected to differ"
         selection = () if nodes is None else selection_names(nodes)
         action = Action(spec.name, MappingProxyType(spec.bind(params)), selection, spec)
-        check = compare_outputs(self._reference, outputs, expected_to_differ=differs)
-        step = Step(prev.index + 1, result.graph_module, action, check, check_inputs[0], check_inputs)
+        differs = prev.expected_to_differ or not spec.preserves_semantics
+        step = self._make_step(prev.index + 1, result.graph_module, action, check_inputs, differs,
+                               f"pass '{spec.name}'", PassError)
         self._steps[self._index + 1 :] = [step]
         self._index = step.index
         self._notify()
@@ -218,6 +227,39 @@ class Session:
 
         return compare(self._steps[i], self._steps[j])
 
+    def _make_step(self, index: int, gm: torch.fx.GraphModule, action: Action, check_inputs: tuple[tuple, ...],
+                   differs: bool, what: str, error: type[Exception]) -> Step:
+        """One annotated run on the example inputs proves the graph runs (else ``error``,
+        and nothing changes), draws it, and is the check's first output."""
+        scratch = torch.fx.GraphModule(gm, copy.deepcopy(gm.graph), type(gm).__name__)
+        scratch.meta = dict(gm.meta)
+        try:
+            with seeded(check_inputs[0]):
+                first = annotated_run(scratch, check_inputs[0])
+        except Exception as exc:
+            cause = exc.__cause__ or exc
+            raise error(
+                f"The graph after {what} cannot run on the example inputs{_node_of(exc)}: "
+                f"{type(cause).__name__}: {cause}. The session is unchanged."
+            ) from exc
+
+        def check() -> CheckResult:
+            try:
+                rest = run_outputs(gm, check_inputs[1:])
+            except Exception as exc:  # ran on the example inputs, fails on a random one
+                return CheckResult("mismatch", math.inf, math.inf, 0.0, 0.0, len(check_inputs),
+                                   f"fails on a random input of the example's shapes: {type(exc).__name__}: {exc}")
+            return compare_outputs(self._reference(), [first, *rest], expected_to_differ=differs)
+
+        return Step(index, gm, action, check_inputs[0], check_inputs, to_networkx(scratch), differs, check)
+
+    def _reference(self) -> list:
+        """The model's own outputs on the check inputs, computed once, when first needed."""
+        with self._reference_lock:
+            if self._reference_outputs is None:
+                self._reference_outputs = run_outputs(self._root, self._steps[0].check_inputs)
+            return self._reference_outputs
+
     def subscribe(self, callback: Callable[[Session], Any]) -> Callable[[], None]:
         """Call ``callback(session)`` after every change of steps or index; returns
         a function that unsubscribes it."""
@@ -232,33 +274,9 @@ class Session:
         return f"<Session: {len(self._steps)} steps, at {self._index} ({self.current.pass_name})>"
 
 
-def _run(gm: torch.fx.GraphModule, inputs_list: tuple[tuple, ...], what: str, error: type[Exception]) -> list:
-    """Outputs of ``gm`` on every input tuple; on failure, an error naming the node."""
-    try:
-        return run_outputs(gm, inputs_list)
-    except Exception as exc:
-        node = _failing_node(gm, inputs_list)
-        where = f" at node '{node.name}' ({node.op} {node.target})" if node is not None else ""
-        raise error(
-            f"The graph after {what} cannot run on the example inputs{where}: {type(exc).__name__}: {exc}. "
-            "The session is unchanged."
-        ) from exc
-
-
-def _failing_node(gm: torch.fx.GraphModule, inputs_list: tuple[tuple, ...]) -> torch.fx.Node | None:
-    """The first node that raises, found by running the graph node by node.
-    (Interpreter.run is not used: on error it symbolizes tracebacks, which imports
-    torch._dynamo and takes seconds.)"""
-    for inputs in inputs_list:
-        interpreter = torch.fx.Interpreter(gm, garbage_collect_values=False)
-        interpreter.env, interpreter.args_iter = {}, iter(inputs)
-        with torch.no_grad(), preserved_buffers(gm):
-            for node in gm.graph.nodes:
-                try:
-                    interpreter.env[node] = interpreter.run_node(node)
-                except Exception:
-                    return node
-    return None
+def _node_of(exc: BaseException) -> str:
+    node = getattr(exc, "node_name", None)
+    return f" at node '{node}'" if node else ""
 
 
 def _require_untouched(gm: torch.fx.GraphModule, versions: dict[str, int], name: str) -> None:

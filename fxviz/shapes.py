@@ -26,11 +26,13 @@ class _Annotator(torch.fx.Interpreter):
         try:
             result = super().run_node(n)
         except Exception as exc:
-            raise FxvizError(
+            error = FxvizError(
                 f"Running node '{n.name}' ({n.op} {n.target}) on the example inputs failed: "
                 f"{type(exc).__name__}: {exc}. Check that the example inputs have the shapes "
                 "and dtypes the model expects."
-            ) from exc
+            )
+            error.node_name = n.name
+            raise error from exc
         flops = self.counter.get_total_flops() - before
         meta = map_aggregate(result, lambda v: _extract_tensor_metadata(v) if isinstance(v, torch.Tensor) else v)
         if _has_tensor(meta):
@@ -55,9 +57,15 @@ def annotate(gm: torch.fx.GraphModule, example_inputs: Any) -> torch.fx.GraphMod
     """Run ``gm`` once on ``example_inputs`` and record, per node, ``meta["tensor_meta"]``
     (shape, dtype, stride, memory format; nested for tuple outputs), ``meta["flops"]``
     and ``meta["macs"]``. Buffers are restored afterwards, so the model is unchanged."""
-    with torch.no_grad(), preserved_buffers(gm), FlopCounterMode(display=False) as counter:
-        _Annotator(gm, counter).run(*as_inputs(example_inputs))
+    annotated_run(gm, example_inputs)
     return gm
+
+
+def annotated_run(gm: torch.fx.GraphModule, example_inputs: Any) -> Any:
+    """:func:`annotate`, returning the outputs of the run: one forward then serves
+    both the drawing and a numeric check, and proves the graph runs at all."""
+    with torch.no_grad(), preserved_buffers(gm), FlopCounterMode(display=False) as counter:
+        return _Annotator(gm, counter).run(*as_inputs(example_inputs))
 
 
 def memory_format_name(fmt: torch.memory_format | None) -> str:

@@ -190,7 +190,7 @@ def test_a_graph_that_cannot_run_is_refused_naming_the_node():
         relu.replace_all_uses_with(bad, delete_user_cb=lambda user: user is not bad)
 
     session = Session(conv_net(), x_image())
-    message = r"after pass 'wrong_shape' cannot run on the example inputs at node 'mm' .*The session is unchanged"
+    message = r"after pass 'wrong_shape' cannot run on the example inputs at node 'mm': .*The session is unchanged"
     with pytest.raises(PassError, match=message):
         session.apply(wrong_shape)
     assert len(session.steps) == 1
@@ -342,3 +342,44 @@ def test_compare_gives_the_comparison_of_two_steps():
     session.apply("fuse_conv_bn")
     diff = session.compare(0, 1).graph_diff.set_index("node")["status"]
     assert (diff["_1"], diff["_0"]) == ("removed", "changed")  # the BN went, the conv got its weights
+
+
+class _CountingModel(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+        self.calls = 0
+
+    def forward(self, x):
+        self.calls += 1
+        return self.fc(x)
+
+
+def test_the_check_runs_on_first_use_and_drawing_needs_one_run():
+    model = _CountingModel()
+    session = Session(model, torch.randn(2, 4))
+    step = session.current
+    assert not step.check_done
+    assert step.graph.nodes["fc"]["shape"] == (2, 4)  # drawn from the one annotated run
+    assert step.check.status == "match" and step.check.n_inputs == 3
+    assert step.check_done and "check pending" not in repr(step)
+
+
+def _only_ones(t):
+    if not torch.all(t == 1):
+        raise RuntimeError("this graph only accepts ones")
+    return t
+
+
+def test_a_graph_that_fails_only_on_random_inputs_is_a_mismatch():
+    def gate_input(gm, *, nodes=None):
+        x = next(n for n in gm.graph.nodes if n.op == "placeholder")
+        with gm.graph.inserting_after(x):
+            gate = gm.graph.call_function(_only_ones, (x,))
+        x.replace_all_uses_with(gate, delete_user_cb=lambda user: user is not gate)
+        return gm
+
+    session = Session(nn.Linear(4, 4), torch.ones(2, 4))
+    step = session.apply(gate_input)  # runs on the example inputs, so the step exists
+    assert step.check.status == "mismatch"
+    assert "fails on a random input" in step.check.message and "only accepts ones" in step.check.message

@@ -45,7 +45,7 @@ from fxviz.session import Session
 from .graph_view import GraphView
 from .panel_code import CodePanel
 from .panel_details import DetailsPanel
-from .panel_passes import PassPanel, badge_html
+from .panel_passes import PassPanel, step_badge
 from .panel_timing import TimingPanel
 from .profiling import Profiler, Timings
 from .table_view import TableView
@@ -180,7 +180,7 @@ class Explorer(w.VBox):
             step, session = self.session.current, self.session
             self.step_label.value = f"step {step.index} of {len(session.steps) - 1} · {step.pass_name}"
             self.undo_button.disabled, self.redo_button.disabled = not session.can_undo, not session.can_redo
-            self.badge.value = badge_html(step.check)
+            self.badge.value = step_badge(step)
             if self.graph.selected not in step.graph:
                 self.graph.selected = ""
             self.passes.show(session, self.graph.selected)
@@ -203,9 +203,11 @@ class Explorer(w.VBox):
                 self._show_measured()
 
     def _show_measured(self) -> None:
-        """Everything that shows timings: graph, table, details, timing panel."""
+        """Everything that shows measurements: badges, graph, table, details, timing panel."""
         with self._ui:
             step = self.session.current
+            self.badge.value = step_badge(step)
+            self.passes.show_history(self.session)
             timings = self.profiler.known(step)
             rows = _rows(step.graph, timings)
             self.graph.nodes = {r["name"]: _tooltip(r) for r in rows}

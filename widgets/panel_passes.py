@@ -19,6 +19,13 @@ from fxviz.passes import PassParam, PassSpec
 
 WHOLE, SELECTED = "whole graph", "selected nodes"
 BADGE_SLUGS = {"match": "match", "expected to differ": "expected", "mismatch": "mismatch"}
+PENDING_BADGE = '<span class="fxviz-badge-pending" title="comparing outputs with the original model">checking…</span>'
+
+
+def step_badge(step: Any) -> str:
+    """The step's check badge, or "checking…" while the check has not run: reading
+    ``step.check`` would run the model on the kernel's thread."""
+    return badge_html(step.check) if step.check_done else PENDING_BADGE
 
 
 def badge_html(check: Any) -> str:
@@ -75,6 +82,10 @@ class PassPanel(w.VBox):
         self.nodes.value = [n for n in self.nodes.value if n in names]  # valid before and after
         self.nodes.allowed_tags = names
         self.select_node(selected)
+        self.show_history(session)
+
+    def show_history(self, session: Any) -> None:
+        """The steps, each with its check badge; the current one marked."""
         self.history.children = [self._history_row(step, step.index == session.index) for step in session.steps]
 
     def select_node(self, name: str) -> None:
@@ -124,7 +135,7 @@ class PassPanel(w.VBox):
         if current:
             button.add_class("fxviz-history-current")
         button.on_click(lambda _, index=step.index: self._goto(index))
-        badge = w.HTML(badge_html(step.check))
+        badge = w.HTML(step_badge(step))
         badge.add_class("fxviz-badge")
         return w.HBox([button, badge])
 

@@ -75,10 +75,15 @@ class Profiler:
         the ATen breakdowns are; False when there is nothing left to wait for (known
         already, measured inline in "sync" mode, or "off" without ``force``), and
         ``then`` is not called. A failed step is tried again only with ``force``."""
-        todo = [s for s in dict.fromkeys(steps) if self._stale(s, force)]
-        if not todo or (self.mode == "off" and not force):
+        todo = [s for s in dict.fromkeys(steps) if self._stale(s, force) or not s.check_done]
+        if not todo:
+            return False
+        if self.mode == "off" and not force:  # the badge still needs the check; timing waits for a click
+            for step in todo:
+                self._check(step)
             return False
         if self.mode == "sync":
+            self._run(todo, self._check, contextlib.nullcontext, "checking")
             self._run(todo, self._table, contextlib.nullcontext, "profiling")
             self._run(todo, self._aten, contextlib.nullcontext, "ATen ops")
             return False
@@ -108,13 +113,18 @@ class Profiler:
                 self._waiting -= 1
                 self._gate.notify_all()
 
-    def close(self) -> None:
-        """Stop the worker once its measurement ends; pending requests are dropped."""
+    def close(self, timeout: float = 10.0) -> None:
+        """Stop the worker and wait (up to ``timeout`` s) for its measurement to end, so
+        that no torch work is left running when the interpreter exits; pending requests
+        are dropped."""
         with self._wake:
             self._closed = True
             self._pending.clear()
             self._callbacks.clear()
             self._wake.notify()
+        worker = self._worker
+        if worker is not None and worker is not threading.current_thread():
+            worker.join(timeout)
 
     def _stale(self, step: Any, force: bool) -> bool:
         known = self._known.get(step)
@@ -128,7 +138,7 @@ class Profiler:
                     return
                 steps, callbacks = self._pending, self._callbacks
                 self._pending, self._callbacks = [], []
-            for measure, label in ((self._table, "profiling"), (self._aten, "ATen ops")):
+            for measure, label in ((self._check, "checking"), (self._table, "profiling"), (self._aten, "ATen ops")):
                 self._run(steps, measure, self._turn, label)
                 for callback in callbacks:
                     try:
@@ -159,6 +169,11 @@ class Profiler:
                 bar.value = k + 1
         finally:
             bar.layout.display = "none"
+
+    def _check(self, step: Any) -> None:
+        """The numeric check, which runs the model too: in the same queue, before timing."""
+        if not step.check_done:
+            _attempt(lambda: step.check, "the numeric check")
 
     def _table(self, step: Any) -> None:
         if self._stale(step, force=True):
