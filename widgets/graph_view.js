@@ -73,6 +73,23 @@ export function fitBox(box, width, height, padding = 16, maxScale = NATURAL_SCAL
   };
 }
 
+/** Below this zoom node labels are unreadable, so a first view never starts smaller. */
+export const READABLE_SCALE = 0.75;
+
+/**
+ * The first view of a new graph: the whole graph when it fits at a readable zoom,
+ * else readable and starting at the top (the inputs), centred across; "Fit" still
+ * shows everything.
+ * @param {Box} box @param {number} width @param {number} height
+ * @returns {View | null}
+ */
+export function initialView(box, width, height) {
+  const whole = fitBox(box, width, height);
+  if (!whole || whole.k >= READABLE_SCALE) return whole;
+  const k = Math.min(READABLE_SCALE, NATURAL_SCALE);
+  return { k, x: (width - box.width * k) / 2 - box.x * k, y: 16 - box.y * k };
+}
+
 /**
  * `view` unchanged when `box` is already on screen (so clicking a node never
  * moves the graph), else the same zoom centred on it.
@@ -418,8 +435,9 @@ function render({ model, el }) {
     return { x: p.x * view.k + view.x, y: p.y * view.k + view.y };
   }
 
-  function fit() {
-    const v = svgSize && fitBox({ x: 0, y: 0, ...svgSize }, width(), height());
+  /** @param {typeof fitBox} choose */
+  function fit(choose = fitBox) {
+    const v = svgSize && choose({ x: 0, y: 0, ...svgSize }, width(), height());
     needsFit = !v;
     if (v) setView(v);
   }
@@ -504,7 +522,8 @@ function render({ model, el }) {
     const id = anchor && anchor.find();
     const e = id && byId.get(id);
     if (anchor && e) setView(anchorView(view, anchor.screen, center(boxOf(e))));
-    else if (!oldSize || oldSize.width !== svgSize.width || oldSize.height !== svgSize.height) fit();
+    else if (!oldSize) fit(initialView);
+    else if (oldSize.width !== svgSize.width || oldSize.height !== svgSize.height) fit();
   }
 
   // --- selection and search marks -----------------------------------------
@@ -715,7 +734,7 @@ function render({ model, el }) {
 
   // The widget may be rendered before it is attached: fit once it has a size.
   const resize = new ResizeObserver(() => {
-    if (needsFit && width() > 0) fit();
+    if (needsFit && width() > 0) fit(initialView);
   });
   resize.observe(viewport);
 

@@ -184,3 +184,15 @@ test("safeColor accepts hex colours only", () => {
   assert.equal(safeColor("red; background: url(x)"), "transparent");
   assert.equal(safeColor(undefined), "transparent");
 });
+
+test("initialView shows a small graph whole and starts a tall one readable at its top", async () => {
+  const { initialView, fitBox, READABLE_SCALE } = await import("../../widgets/graph_view.js");
+  const small = { x: 0, y: 0, width: 200, height: 300 };
+  assert.deepEqual(initialView(small, 800, 600), fitBox(small, 800, 600));
+  const tall = { x: 0, y: 0, width: 300, height: 6000 };
+  const v = initialView(tall, 800, 600);
+  assert.equal(v.k, READABLE_SCALE);
+  assert.equal(v.y, 16); // the top of the graph (its inputs) is in view
+  assert.equal(v.x, (800 - 300 * READABLE_SCALE) / 2);
+  assert.ok(fitBox(tall, 800, 600).k < READABLE_SCALE);
+});
