@@ -57,8 +57,9 @@ def profile(
     else NaN) and ``gflops`` (achieved GFLOP/s at the median time).
 
     ``df.attrs``: ``plain_forward_us`` and ``profiled_forward_us`` (medians of whole
-    forwards, µs), ``overhead_per_node_us`` (their difference over the node count),
-    ``device``, ``repeats`` and ``warmup`` (runs done).
+    forwards, µs), ``overhead_per_node_us`` (median over repeats of timed minus the
+    plain forward run just before it, over the node count: pairing cancels slow drift
+    of a shared machine), ``device``, ``repeats`` and ``warmup`` (runs done).
     """
     _require_graph_module(gm)
     if repeats < 1 or warmup < 0:
@@ -117,11 +118,11 @@ def _table(gm, nodes, counts, device, warmup, plain, profiled, times: np.ndarray
         "flops": flops,
         "gflops": gflops,
     })
-    plain_us, profiled_us = float(np.median(plain)), float(np.median(profiled))
+    paired = np.subtract(profiled[::2], plain)  # plain forwards ran before every other timed one
     df.attrs.update(
-        plain_forward_us=plain_us,
-        profiled_forward_us=profiled_us,
-        overhead_per_node_us=(profiled_us - plain_us) / len(nodes),
+        plain_forward_us=float(np.median(plain)),
+        profiled_forward_us=float(np.median(profiled)),
+        overhead_per_node_us=float(np.median(paired)) / len(nodes),
         device=str(device),
         repeats=len(times),
         warmup=warmup,

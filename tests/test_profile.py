@@ -4,6 +4,7 @@ import time
 from types import SimpleNamespace
 
 import matplotlib
+import numpy as np
 
 matplotlib.use("Agg")
 
@@ -15,7 +16,7 @@ from torch import nn
 
 from fxviz._clock import instrument
 from fxviz.errors import FxvizError
-from fxviz.profile import attribute_events, plot_profile, profile, profile_aten
+from fxviz.profile import _table, attribute_events, plot_profile, profile, profile_aten
 from fxviz.shapes import annotate
 from fxviz.trace import trace
 
@@ -101,8 +102,17 @@ def test_attrs_report_overhead_against_a_plain_forward(resnet18_profile):
     attrs = resnet18_profile.attrs
     assert attrs["repeats"] == 3 and attrs["warmup"] == 1 and attrs["device"] == "cpu"
     assert attrs["plain_forward_us"] > 0 and attrs["profiled_forward_us"] > 0
-    expected = (attrs["profiled_forward_us"] - attrs["plain_forward_us"]) / 71
-    assert attrs["overhead_per_node_us"] == pytest.approx(expected)
+
+
+def test_overhead_pairs_each_plain_forward_with_the_timed_one_after_it():
+    gm = torch.fx.symbolic_trace(nn.ReLU())  # 3 nodes
+    nodes = list(gm.graph.nodes)
+    times = np.ones((5, 3))
+    # a burst slows repeat 2 only; the paired differences are 3, 6, 9 µs
+    df = _table(gm, nodes, [None] * 3, torch.device("cpu"), 1,
+                plain=[100, 500, 100], profiled=[103, 104, 506, 900, 109], times=times)
+    assert df.attrs["overhead_per_node_us"] == pytest.approx(6 / 3)
+    assert (df.attrs["plain_forward_us"], df.attrs["profiled_forward_us"]) == (100, 109)
 
 
 def test_flops_come_from_annotate_and_give_achieved_rate(resnet18_profile):
