@@ -95,7 +95,9 @@ class Step:
 
         key = repr(sorted(kwargs.items()))
         if key not in self._profiles:
-            self._profiles[key] = profile(self.gm, self.example_inputs, **kwargs)
+            # FLOPs live on the annotated graph: annotation never touches ``gm`` itself.
+            flops = {name: attrs["flops"] for name, attrs in self.graph.nodes(data=True)}
+            self._profiles[key] = profile(self.gm, self.example_inputs, **{"flops": flops, **kwargs})
         return self._profiles[key]
 
     def __repr__(self) -> str:

@@ -383,3 +383,10 @@ def test_a_graph_that_fails_only_on_random_inputs_is_a_mismatch():
     step = session.apply(gate_input)  # runs on the example inputs, so the step exists
     assert step.check.status == "mismatch"
     assert "fails on a random input" in step.check.message and "only accepts ones" in step.check.message
+
+
+def test_step_profiles_carry_the_flops_of_the_annotated_graph():
+    session = Session(nn.Linear(4, 5), torch.randn(3, 4))
+    table = session.current.profile(warmup=1, repeats=3).set_index("node")
+    assert table.at["linear", "flops"] == 2 * 3 * 4 * 5
+    assert table.at["linear", "gflops"] > 0

@@ -194,8 +194,11 @@ class Explorer(w.VBox):
         wanted = [step]
         if self.graph.color_mode == "diff" and step.index > 0:
             wanted.insert(0, self.session.steps[step.index - 1])
+        self._show_measured()  # draw what is known before any measuring competes for the CPU
+        timings, checked = self.profiler.known(step), step.check_done
         self.profiler.request(wanted, lambda: self._measured(step), force=force)
-        self._show_measured()
+        if self.profiler.known(step) is not timings or step.check_done != checked:  # measured inline
+            self._show_measured()
 
     def _measured(self, step: Any) -> None:
         with self._ui:

@@ -13,6 +13,7 @@ import contextlib
 import dataclasses
 import logging
 import threading
+import time
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -25,6 +26,7 @@ from fxviz.compare import Comparison, compare
 from fxviz.profile import profile_aten
 
 MODES = ("background", "sync", "off")
+START_DELAY_S = 0.5
 _log = logging.getLogger(__name__)
 
 
@@ -138,6 +140,9 @@ class Profiler:
                     return
                 steps, callbacks = self._pending, self._callbacks
                 self._pending, self._callbacks = [], []
+            # Measuring holds the GIL often; a pause first lets the kernel send the
+            # redraw it just made to the browser.
+            time.sleep(START_DELAY_S)
             for measure, label in ((self._check, "checking"), (self._table, "profiling"), (self._aten, "ATen ops")):
                 self._run(steps, measure, self._turn, label)
                 for callback in callbacks:
