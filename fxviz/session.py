@@ -223,11 +223,12 @@ class Session:
             session.apply(action.spec, nodes=action.nodes or None, **action.params)
         return session
 
-    def compare(self, i: int, j: int) -> Any:
-        """``fxviz.compare`` of steps ``i`` and ``j``."""
+    def compare(self, i: int, j: int, **options: Any) -> Any:
+        """``fxviz.compare`` of steps ``i`` and ``j`` (``options``: its keyword arguments,
+        e.g. ``profile_kwargs={"budget_s": 1}``)."""
         from fxviz.compare import compare
 
-        return compare(self._steps[i], self._steps[j])
+        return compare(self._steps[i], self._steps[j], **options)
 
     def _make_step(self, index: int, gm: torch.fx.GraphModule, action: Action, check_inputs: tuple[tuple, ...],
                    differs: bool, what: str, error: type[Exception]) -> Step:

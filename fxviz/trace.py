@@ -85,6 +85,7 @@ def trace(
             f"{(exc.text or '').strip()}). A module or attribute name with quotes or brackets "
             "is the usual cause: rename it (nn.Module.add_module) and trace again."
         ) from exc
+    gm.graph.output_node().meta["module_path"] = None  # the output belongs to no module
     gm.meta["fxviz"] = {
         "tracer": type(tracer_obj).__name__,
         "leaves_added": added,

@@ -21,6 +21,7 @@ def test_resnet18_has_71_nodes_and_the_tutorial_module_paths(resnet18):
     assert p["layer2_0_downsample_0"] == "layer2.0.downsample.0"
     assert p["flatten"] == ""
     assert p["output"] is None
+    assert "module_path" in gm.graph.output_node().meta
 
 
 def test_trace_shares_modules_and_keeps_class_names(resnet18):
