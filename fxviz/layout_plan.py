@@ -60,6 +60,23 @@ def _segment(graph: nx.DiGraph, paths: dict[str, str]) -> None:
                 paths[name] = f"{path}.{label}" if path else label
 
 
+def _gather_scattered(graph: nx.DiGraph, paths: dict[str, str]) -> None:
+    """Draw in the parent module the nodes of a module whose nodes lie far apart in
+    graph order: a module called from several places (torchvision's shared ReLU once
+    lowered) would otherwise wrap distant nodes in one box and tangle the layout."""
+    spans: dict[str, list[int]] = {}  # path -> [first index, last index, node count]
+    for name, path in paths.items():
+        index = graph.nodes[name]["index"]
+        for prefix in _prefixes(path):
+            span = spans.setdefault(prefix, [index, index, 0])
+            span[0], span[1], span[2] = min(span[0], index), max(span[1], index), span[2] + 1
+    scattered = {p for p, (first, last, count) in spans.items() if last - first + 1 > 2 * count}
+    for name, path in paths.items():
+        while path in scattered:
+            path = path.rpartition(".")[0]
+        paths[name] = path
+
+
 def _units(paths: dict[str, str], collapsed: set[str]) -> dict[str, Unit]:
     units: dict[str, Unit] = {}
     for name, path in paths.items():
@@ -88,6 +105,7 @@ def _choose_collapsed(paths: dict[str, str], collapse: set[str], expand: set[str
 def plan_layout(graph: nx.DiGraph, *, collapse: set[str], expand: set[str], auto: bool,
                 max_nodes: int, long_edge: int) -> LayoutPlan:
     paths = {name: effective_path(attrs) for name, attrs in graph.nodes(data=True)}
+    _gather_scattered(graph, paths)
     if len(paths) > max_nodes and auto:
         _segment(graph, paths)
     collapsed = _choose_collapsed(paths, collapse, expand, auto, max_nodes)

@@ -143,3 +143,11 @@ def test_slow_layout_is_stopped_with_advice(my_module, monkeypatch):
     monkeypatch.setattr("fxviz.render.subprocess.run", too_slow)
     with pytest.raises(RenderError, match="longer than 0.5 s.*collapse"):
         render(fxviz.trace(my_module), layout_timeout=0.5).svg
+
+
+def test_a_module_called_from_several_places_gets_no_box(resnet18):
+    # Lowered, torchvision's shared `relu` of each block runs at two distant places.
+    gm = fxviz.trace(resnet18, lower=[nn.ReLU])
+    clusters = {e["name"] for e in render(gm).elements.values() if e["kind"] == "cluster"}
+    assert "layer1.0" in clusters
+    assert not any(path.endswith(".relu") for path in clusters)
