@@ -3,10 +3,15 @@ built with ``weights=None`` (nothing is ever downloaded)."""
 from __future__ import annotations
 
 import functools
+import sys
+from pathlib import Path
 
 import pytest
 import torch
 from torch import nn
+
+sys.path.insert(0, str(Path(__file__).parent / "e2e"))
+import labdriver  # noqa: E402  (after the path is set)
 
 
 class MyModule(nn.Module):
@@ -45,3 +50,19 @@ def resnet18() -> nn.Module:
 def small_image() -> torch.Tensor:
     torch.manual_seed(0)
     return torch.randn(1, 3, 64, 64)
+
+
+@pytest.fixture(scope="session")
+def chromium():
+    """The one Playwright driver and Debian Chromium of the run: Playwright's sync API
+    allows one driver per process, and both the harness and the JupyterLab tests need one."""
+    if not Path(labdriver.CHROMIUM).exists():
+        pytest.skip(f"browser tests need {labdriver.CHROMIUM} (`make system-test` installs it)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = labdriver.launch_chromium(p)
+        try:
+            yield browser
+        finally:
+            browser.close()

@@ -51,15 +51,8 @@ def lab(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def browser(lab):
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = labdriver.launch_chromium(p)
-        try:
-            yield b
-        finally:
-            b.close()
+def browser(lab, chromium):
+    return chromium
 
 
 @pytest.fixture

@@ -101,6 +101,8 @@ def test_fuse_conv_bn_apply_and_undo(lab, page):
     assert _batchnorm_nodes(explorer) == []
     explorer.locator(".fxviz-gv-status", has_text=f"{nodes_before - RESNET18_BATCHNORMS} nodes").wait_for()
     header_badge = explorer.locator(".fxviz-header .fxviz-badge")
+    # The check runs in the background after the redraw: "checking…" first, then the verdict.
+    header_badge.locator(".fxviz-badge-match").wait_for(timeout=120_000)
     assert header_badge.inner_text().strip() == "match"
     assert "outputs match" in header_badge.locator(".fxviz-badge-match").get_attribute("title")
     history = explorer.locator(".fxviz-history .fxviz-history-step")
