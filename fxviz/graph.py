@@ -81,11 +81,11 @@ def _tensor_fields(meta: Any) -> dict[str, Any]:
 
 
 def shape_text(shape: Any) -> str:
-    """``1×64×32×32``; tuple outputs joined with commas; ``''`` when unknown."""
+    """``1×64×32×32``; a tuple output as ``(3), (3)``; ``''`` when unknown."""
     if shape is None:
         return ""
     if shape and all(isinstance(s, tuple) for s in shape):
-        return ", ".join(shape_text(s) for s in shape)
+        return ", ".join(f"({shape_text(s)})" for s in shape)
     return "×".join(str(d) for d in shape) if shape else "scalar"
 
 

@@ -1,6 +1,7 @@
 import torch
 
 import fxviz
+from fxviz.graph import shape_text
 
 
 def test_my_module_table_matches_print_tabular(my_module):
@@ -45,4 +46,6 @@ def test_shapes_and_cost_appear_once_annotated(my_module):
     # topk returns (values, indices): one entry per output
     assert g.nodes["topk"]["shape"] == ((3,), (3,))
     assert g.nodes["topk"]["dtype"] == ("float32", "int64")
+    assert shape_text(g.nodes["topk"]["shape"]) == "(3), (3)"
+    assert shape_text(g.nodes["linear"]["shape"]) == "5×5"
     assert g.nodes["x"]["module_path"] == ""
