@@ -8,7 +8,6 @@ from collections.abc import Callable
 from typing import Any
 
 import ipywidgets as w
-from matplotlib.figure import Figure
 
 from fxviz._html import escape
 from fxviz.profile import plot_profile
@@ -23,7 +22,10 @@ DIFF_COLUMNS = ["control_us", "test_us", "diff_duration", "control_count", "test
 
 def chart_png(draw: Callable[[Any], Any], rows: int) -> bytes:
     """A PNG of ``draw(ax)`` on a white card (readable in light and dark themes).
-    Uses a bare Figure, not pyplot: no global state, safe off the main thread."""
+    Uses a bare Figure, not pyplot: no global state, safe off the main thread.
+    Imported here: matplotlib costs half a second, which the first graph should not wait for."""
+    from matplotlib.figure import Figure
+
     fig = Figure(figsize=(6, 0.28 * rows + 1.2), facecolor="white")
     draw(fig.subplots())
     fig.tight_layout()
