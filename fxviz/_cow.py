@@ -14,6 +14,7 @@ import torch
 import torch.fx
 from torch import nn
 from torch.fx.graph_module import _get_attr as _fx_get_attr
+from torch.utils._python_dispatch import TorchDispatchMode
 
 
 def module_copy(module: nn.Module) -> nn.Module:
@@ -79,3 +80,36 @@ def tensor_versions(module: nn.Module) -> dict[str, int]:
     """The in-place version counter of every parameter and buffer, by name."""
     tensors = {**dict(module.named_parameters()), **dict(module.named_buffers())}
     return {name: t._version for name, t in tensors.items()}
+
+
+class SharedTensorWrite(RuntimeError):
+    """A pass tried to write into a tensor shared with earlier steps and the model."""
+
+
+class guard_writes(TorchDispatchMode):
+    """Refuse, before it happens, any in-place ATen write into the storage of
+    ``module``'s parameters and buffers: those are shared with earlier steps and the
+    user's model. Storage identity also catches ``.data`` writes and views, which
+    version counters miss."""
+
+    def __init__(self, module: nn.Module):
+        super().__init__()
+        tensors = {**dict(module.named_parameters()), **dict(module.named_buffers())}
+        self.shared = {t.untyped_storage().data_ptr(): name for name, t in tensors.items() if t.numel()}
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        for index, argument in enumerate(func._schema.arguments):
+            if argument.alias_info is None or not argument.alias_info.is_write:
+                continue
+            value = args[index] if index < len(args) else kwargs.get(argument.name)
+            for tensor in value if isinstance(value, (list, tuple)) else (value,):
+                if isinstance(tensor, torch.Tensor) and not tensor.is_meta:
+                    name = self.shared.get(tensor.untyped_storage().data_ptr())
+                    if name is not None:
+                        raise SharedTensorWrite(
+                            f"{func} would write in place into '{name}', which is shared with earlier "
+                            "steps and the model. Build a new tensor or nn.Parameter and assign it to a "
+                            "copy of the module (fxviz._cow.module_copy) instead."
+                        )
+        return func(*args, **kwargs)

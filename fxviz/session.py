@@ -111,10 +111,10 @@ class Session:
     ``Session(model, example_inputs)`` traces step 0 (``tracer`` and
     ``trace_kwargs`` go to :func:`fxviz.trace`). Every step is checked against
     the model's own outputs on the example inputs and ``n_random_inputs`` random
-    inputs of the same shapes, computed once here (so step 0 checks the trace).
-    Steps share the model's parameter tensors: train the model after creating a
-    session and every step sees the new weights while the checks compare with
-    the old outputs; start a new session instead.
+    inputs of the same shapes (so step 0 checks the trace), when its check is first
+    read. Steps share the model's parameter tensors: train the model after creating
+    a session and every step sees the new weights, and checks compare with the model
+    as it is then.
     """
 
     def __init__(
@@ -133,7 +133,7 @@ class Session:
         gm = trace(self._root, inputs, tracer=tracer, **trace_kwargs)
         check_inputs = (inputs, *(random_like(inputs, seed) for seed in range(1, n_random_inputs + 1)))
         self._options = {"tracer": tracer, "n_random_inputs": n_random_inputs, **trace_kwargs}
-        self._reference_outputs: list | None = None
+        self._reference_outputs: tuple[dict, list] | None = None  # (tensor versions, outputs)
         self._reference_lock = threading.Lock()
         action = Action("trace", MappingProxyType({"tracer": _label(tracer), **trace_kwargs}))
         self._steps = [self._make_step(0, gm, action, check_inputs, False, "the trace", TraceError)]
@@ -180,9 +180,8 @@ class Session:
         spec = resolve(pass_)
         prev = self.current
         gm = _cow.fork(prev.gm)
-        versions = _cow.tensor_versions(prev.gm)
-        result = spec(gm, nodes=nodes, **params)
-        _require_untouched(prev.gm, versions, spec.name)
+        with _cow.guard_writes(prev.gm):
+            result = spec(gm, nodes=nodes, **params)
         check_inputs = prev.check_inputs
         if spec.convert_inputs is not None:
             check_inputs = tuple(spec.convert_inputs(inputs) for inputs in check_inputs)
@@ -246,22 +245,30 @@ class Session:
                 f"{type(cause).__name__}: {cause}. The session is unchanged."
             ) from exc
 
+        versions = _cow.tensor_versions(gm)
+
         def check() -> CheckResult:
+            # The model (whose tensors the steps share) may have been trained since:
+            # then the first output is stale and everything runs again, now.
+            fresh = _cow.tensor_versions(gm) == versions
             try:
-                rest = run_outputs(gm, check_inputs[1:])
+                rest = run_outputs(gm, check_inputs[1:] if fresh else check_inputs)
             except Exception as exc:  # ran on the example inputs, fails on a random one
                 return CheckResult("mismatch", math.inf, math.inf, 0.0, 0.0, len(check_inputs),
                                    f"fails on a random input of the example's shapes: {type(exc).__name__}: {exc}")
-            return compare_outputs(self._reference(), [first, *rest], expected_to_differ=differs)
+            outputs = [first, *rest] if fresh else rest
+            return compare_outputs(self._reference(), outputs, expected_to_differ=differs)
 
         return Step(index, gm, action, check_inputs[0], check_inputs, to_networkx(scratch), differs, check)
 
     def _reference(self) -> list:
-        """The model's own outputs on the check inputs, computed once, when first needed."""
+        """The model's own outputs on the check inputs, computed when first needed and
+        again only if the model's tensors changed since."""
         with self._reference_lock:
-            if self._reference_outputs is None:
-                self._reference_outputs = run_outputs(self._root, self._steps[0].check_inputs)
-            return self._reference_outputs
+            versions = _cow.tensor_versions(self._root)
+            if self._reference_outputs is None or self._reference_outputs[0] != versions:
+                self._reference_outputs = (versions, run_outputs(self._root, self._steps[0].check_inputs))
+            return self._reference_outputs[1]
 
     def subscribe(self, callback: Callable[[Session], Any]) -> Callable[[], None]:
         """Call ``callback(session)`` after every change of steps or index; returns
@@ -280,18 +287,6 @@ class Session:
 def _node_of(exc: BaseException) -> str:
     node = getattr(exc, "node_name", None)
     return f" at node '{node}'" if node else ""
-
-
-def _require_untouched(gm: torch.fx.GraphModule, versions: dict[str, int], name: str) -> None:
-    """A pass must replace tensors, not write into them: those are shared with
-    earlier steps and the user's model."""
-    written = [n for n, v in _cow.tensor_versions(gm).items() if versions.get(n, v) != v]
-    if written:
-        raise PassError(
-            f"Pass '{name}' wrote in place into {', '.join(map(repr, written[:3]))}, which is shared with "
-            "earlier steps and the model: they now see the change. Build a new tensor or nn.Parameter "
-            "and assign it to a copy of the module (fxviz._cow.module_copy) instead."
-        )
 
 
 def _label(tracer: Any) -> str:

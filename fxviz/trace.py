@@ -15,6 +15,7 @@ import torch
 import torch.fx
 from torch import nn
 
+from fxviz._cow import skeleton
 from fxviz.errors import TraceError
 
 Tracer = torch.fx.Tracer
@@ -48,8 +49,8 @@ def trace(
     ``module``: with make_fx and a plain function (e.g. a training step), the model it
     calls, so that forward nodes get module paths too.
 
-    The returned GraphModule shares submodules and tensors with ``model``; nothing
-    is copied and nothing of the model is changed.
+    The returned GraphModule shares parameters and buffers with ``model`` (its module
+    objects are its own, so nothing of the model is changed, not even by tracing).
     """
     if tracer == "make_fx":
         if leaf_modules or lower or concrete_args:
@@ -65,12 +66,15 @@ def trace(
         )
     leaves = set(leaf_modules)
     added: list[str] = []
+    # Tracing stores tensors created in forward as attributes on the root: trace new
+    # module objects over the same tensors, so the model itself gains nothing.
+    root = skeleton(model, clone_buffers=False)
     while True:
         tracer_obj = _make_tracer(tracer, leaves, set(lower))
         try:
-            graph = tracer_obj.trace(model, concrete_args=concrete_args)
+            graph = tracer_obj.trace(root, concrete_args=concrete_args)
         except Exception as exc:  # any trace failure becomes one clear TraceError
-            path, culprit = _failing_module(exc, model)
+            path, culprit = _failing_module(exc, root)
             if fallback and path and len(added) < MAX_FALLBACK_LEAVES and path not in leaves:
                 leaves.add(path)
                 added.append(path)

@@ -203,16 +203,24 @@ def test_nothing_to_do_creates_no_step():
     assert len(session.steps) == 1
 
 
-def test_a_pass_writing_into_a_shared_tensor_is_caught():
+@pytest.mark.parametrize("write", [
+    lambda w: w.mul_(2),
+    lambda w: w.data.mul_(2),  # .data has its own version counter: only storage identity sees it
+    lambda w: w[0].zero_(),  # a view
+])
+def test_a_pass_writing_into_a_shared_tensor_is_refused_before_it_writes(write):
     def scale_in_place(gm):
         with torch.no_grad():
-            gm.get_submodule("0").weight.mul_(2)
+            write(gm.get_submodule("0").weight)
         return gm
 
-    session = Session(nn.Sequential(nn.Linear(2, 2)), torch.randn(1, 2))
-    with pytest.raises(PassError, match=r"Pass 'scale_in_place' wrote in place into '0.weight', which is shared"):
+    model = nn.Sequential(nn.Linear(2, 2))
+    saved = snapshot(model)
+    session = Session(model, torch.randn(1, 2))
+    with pytest.raises(PassError, match=r"Pass 'scale_in_place' failed.*write in place into '0.weight'"):
         session.apply(scale_in_place)
     assert len(session.steps) == 1
+    assert bit_identical(model, saved)
 
 
 def test_training_mode_models_cannot_be_fused_and_keep_their_buffers():
@@ -390,3 +398,11 @@ def test_step_profiles_carry_the_flops_of_the_annotated_graph():
     table = session.current.profile(warmup=1, repeats=3).set_index("node")
     assert table.at["linear", "flops"] == 2 * 3 * 4 * 5
     assert table.at["linear", "gflops"] > 0
+
+
+def test_the_check_compares_the_model_as_it_is_when_checked():
+    model = nn.Linear(4, 4)
+    session = Session(model, torch.randn(2, 4))
+    with torch.no_grad():
+        model.weight.add_(1.0)  # e.g. a training step between tracing and checking
+    assert session.current.check.status == "match"

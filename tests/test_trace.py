@@ -24,9 +24,9 @@ def test_resnet18_has_71_nodes_and_the_tutorial_module_paths(resnet18):
     assert "module_path" in gm.graph.output_node().meta
 
 
-def test_trace_shares_modules_and_keeps_class_names(resnet18):
+def test_trace_shares_tensors_and_keeps_class_names(resnet18):
     gm = fxviz.trace(resnet18)
-    assert gm.get_submodule("layer1.0.conv1") is resnet18.layer1[0].conv1
+    assert gm.get_submodule("layer1.0.conv1").weight is resnet18.layer1[0].conv1.weight
     assert gm.meta["fxviz"]["module_types"]["layer1.0"] == "BasicBlock"
 
 
@@ -145,3 +145,15 @@ def test_custom_tracer_subclass_is_honoured():
     gm = fxviz.trace(ReluNet(), tracer=TaggingTracer)
     assert all(getattr(n, "tag", None) == "seen" for n in gm.graph.nodes)
     assert {n.meta.get("module_path") for n in gm.graph.nodes if n.op != "output"} == {"", "fc", "act"}
+
+
+def test_tracing_adds_nothing_to_the_model():
+    class MakesConstants(nn.Module):
+        def forward(self, x):
+            return x + torch.tensor([1.0, 2.0, 3.0])
+
+    model = MakesConstants()
+    before = set(vars(model))
+    gm = fxviz.trace(model)
+    assert set(vars(model)) == before
+    torch.testing.assert_close(gm(torch.zeros(3)), torch.tensor([1.0, 2.0, 3.0]))
