@@ -383,3 +383,31 @@ def test_explore_arguments(convbn, image):
         explore(convbn.session, image)
     with pytest.raises(ValueError, match="profile must be one of"):
         explore(convbn.session, profile="fast")
+
+
+def test_the_same_drawing_is_laid_out_once(image, monkeypatch):
+    import fxviz.render
+
+    layouts = []
+    real = fxviz.render.layout_svg
+    monkeypatch.setattr(fxviz.render, "layout_svg", lambda *a, **k: layouts.append(1) or real(*a, **k))
+    explorer = explore(ConvBN().eval(), image, profile="sync", profile_kwargs=FAST)
+    assert len(layouts) == 1  # the timings that arrived later change nothing in "op" colouring
+    explorer.graph.color_mode = "time"
+    assert len(layouts) == 2 and "time share" in explorer.graph.status
+    explorer.close()
+
+
+def test_refreshing_and_closing_leave_no_widgets_behind(image):
+    from ipywidgets.widgets.widget import _instances as live
+
+    existing = set(live)
+    explorer = explore(ConvBN().eval(), image, profile="off")
+    explorer.session.apply("fuse_conv_bn")
+    drawn = len(set(live) - existing)
+    for _ in range(5):
+        explorer.undo_button.click()
+        explorer.redo_button.click()
+    assert len(set(live) - existing) <= drawn + 20  # history rows replaced, not piled up
+    explorer.close()
+    assert len(set(live) - existing) < 10

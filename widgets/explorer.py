@@ -48,6 +48,7 @@ from .panel_details import DetailsPanel
 from .panel_passes import PassPanel, step_badge
 from .panel_timing import TimingPanel
 from .profiling import Profiler, Timings
+from ._tree import close_tree
 from .table_view import TableView
 
 CSS = (pathlib.Path(__file__).parent / "explorer.css").read_text()
@@ -95,6 +96,7 @@ class Explorer(w.VBox):
         self.profiler = Profiler(profile, DEFAULT_PROFILE_KWARGS if profile_kwargs is None else profile_kwargs)
         self._ui = threading.RLock()  # panels change from the kernel's thread and the profiler's
         self._drawn_collapsed: list[str] | None = None  # None: not drawn yet, so auto-collapse
+        self._drawn_source = ""  # the DOT on screen: the same DOT is not laid out twice
         self.graph = _named(GraphView(layout=w.Layout(width="60%")), "fxviz-graph")
         self.table = _named(TableView(columns=COLUMNS, sort_by="index"), "fxviz-node-table")
         self.details = DetailsPanel(select=self.select)
@@ -137,12 +139,14 @@ class Explorer(w.VBox):
         self.graph.select(name)
 
     def close(self) -> None:
-        # Widget.__del__ runs this too, also on an Explorer whose __init__ raised.
+        """Unsubscribe, stop the profiler and close every widget of the workbench."""
         if self._unsubscribe is not None:
             self._unsubscribe()
             self._unsubscribe = None
-        if hasattr(self, "profiler"):
+        if hasattr(self, "profiler"):  # absent when __init__ raised early
             self.profiler.close()
+        for child in self.children:
+            close_tree(child)
         super().close()
 
     # --- user actions ----------------------------------------------------------
@@ -222,21 +226,28 @@ class Explorer(w.VBox):
     def _draw(self) -> None:
         step = self.session.current
         coloring, note = self._coloring(step)
+        status = " · ".join(filter(None, [f"{len(step.graph)} nodes", f"step {step.index}", note]))
         try:
             rendering = render(step.graph, collapse=self.graph.collapsed,
                                auto_collapse=self._drawn_collapsed is None, **coloring)
-            svg = rendering.svg
+            same = rendering.dot.source == self._drawn_source  # e.g. timings arrived in "op" colouring
+            svg = None if same else rendering.svg
         except FxvizError as exc:  # e.g. a layout that would take too long: no stale picture
             self._say(str(exc))
+            self._drawn_source = ""
             with self.graph.hold_sync():
                 self.graph.svg, self.graph.elements, self.graph.legend = "", {}, []
                 self.graph.status = f"step {step.index} not drawn: see the error above"
             return
+        if same:
+            self.graph.status = status
+            return
         self._drawn_collapsed = list(rendering.collapsed)
+        self._drawn_source = rendering.dot.source
         with self.graph.hold_sync():
             self.graph.svg, self.graph.elements, self.graph.legend = svg, rendering.elements, rendering.legend
             self.graph.collapsed = self._drawn_collapsed
-            self.graph.status = " · ".join(filter(None, [f"{len(step.graph)} nodes", f"step {step.index}", note]))
+            self.graph.status = status
 
     def _coloring(self, step: Any) -> tuple[dict[str, Any], str]:
         """``render`` options for the colour mode, and a note when it falls back to op."""

@@ -17,6 +17,7 @@ import pandas as pd
 from fxviz._html import escape
 from fxviz.graph import shape_text
 
+from ._tree import replace_children
 from .profiling import Timings
 
 ATEN_COLUMNS = ["aten_op", "count", "self_us", "total_us"]
@@ -43,7 +44,8 @@ class DetailsPanel(w.VBox):
         """Describe node ``name`` of ``graph`` ("" or unknown: a hint instead)."""
         if name not in graph:
             self.body.value = '<p class="fxviz-hint">Select a node in the graph or the table.</p>'
-            self.inputs.children = self.users.children = ()
+            replace_children(self.inputs, ())
+            replace_children(self.users, ())
             self.aten.value = ""
             return
         attrs = graph.nodes[name]
@@ -59,8 +61,8 @@ class DetailsPanel(w.VBox):
         cells = "".join(f"<tr><th>{escape(k)}</th><td>{escape('—' if v is None else v)}</td></tr>" for k, v in rows)
         self.body.value = f'<table class="fxviz-kv">{cells}</table>'
         inputs = [(f"{use}: {p}", p) for p in graph.predecessors(name) for use in graph.edges[p, name]["uses"]]
-        self.inputs.children = self._links("inputs", inputs)
-        self.users.children = self._links("users", [(u, u) for u in graph.successors(name)])
+        replace_children(self.inputs, self._links("inputs", inputs))
+        replace_children(self.users, self._links("users", [(u, u) for u in graph.successors(name)]))
         self.aten.value = _aten_html(name, timings)
 
     def _links(self, title: str, targets: list[tuple[str, str]]) -> tuple[w.Widget, ...]:

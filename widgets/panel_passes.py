@@ -17,6 +17,8 @@ from fxviz import passes
 from fxviz._html import escape
 from fxviz.passes import PassParam, PassSpec
 
+from ._tree import replace_children
+
 WHOLE, SELECTED = "whole graph", "selected nodes"
 BADGE_SLUGS = {"match": "match", "expected to differ": "expected", "mismatch": "mismatch"}
 PENDING_BADGE = '<span class="fxviz-badge-pending" title="comparing outputs with the original model">checking…</span>'
@@ -86,7 +88,7 @@ class PassPanel(w.VBox):
 
     def show_history(self, session: Any) -> None:
         """The steps, each with its check badge; the current one marked."""
-        self.history.children = [self._history_row(step, step.index == session.index) for step in session.steps]
+        replace_children(self.history, [self._history_row(step, step.index == session.index) for step in session.steps])
 
     def select_node(self, name: str) -> None:
         """While the scope is "selected nodes", every node the user selects is added."""
@@ -117,7 +119,7 @@ class PassPanel(w.VBox):
                  ("needs eval mode" if spec.needs_eval else "")]
         self.doc.value = " · ".join(filter(None, [spec.doc, *flags]))
         self._fields = [(p, _field(p)) for p in spec.params]
-        self.form.children = [field for _, field in self._fields]
+        replace_children(self.form, [field for _, field in self._fields])
         self.scope.disabled = not spec.targets_nodes
         if not spec.targets_nodes:
             self.scope.value = WHOLE

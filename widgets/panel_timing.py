@@ -110,7 +110,10 @@ class TimingPanel(w.VBox):
             self._show_comparison(a, b, level)
 
     def _show_comparison(self, a: Any, b: Any, level: str) -> None:
-        errors = [t.error for t in map(self._profiler.known, (a, b)) if t is not None and t.error]
+        timings = [self._profiler.known(a), self._profiler.known(b)]
+        if None in timings:  # called back after the checks, before the profiles: not yet
+            return
+        errors = [t.error for t in timings if t.error]
         try:
             if not errors:
                 self._draw_comparison(self._profiler.comparison(a, b), level)

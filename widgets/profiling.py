@@ -13,7 +13,6 @@ import contextlib
 import dataclasses
 import logging
 import threading
-import time
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -140,16 +139,20 @@ class Profiler:
                     return
                 steps, callbacks = self._pending, self._callbacks
                 self._pending, self._callbacks = [], []
-            # Measuring holds the GIL often; a pause first lets the kernel send the
-            # redraw it just made to the browser.
-            time.sleep(START_DELAY_S)
+                # Measuring holds the GIL often; a pause first lets the kernel send the
+                # redraw it just made to the browser (close() ends the pause at once).
+                if self._wake.wait_for(lambda: self._closed, START_DELAY_S):
+                    return
             for measure, label in ((self._check, "checking"), (self._table, "profiling"), (self._aten, "ATen ops")):
                 self._run(steps, measure, self._turn, label)
+                if self._closed:
+                    return
                 for callback in callbacks:
                     try:
                         callback()
                     except Exception:  # a bug in a panel must not kill the worker
                         _log.exception("fxviz Explorer: updating after profiling failed")
+            del steps, callbacks  # while idle, hold no steps and no Explorer alive
 
     @contextlib.contextmanager
     def _turn(self) -> Iterator[None]:
@@ -169,6 +172,8 @@ class Profiler:
         bar.max, bar.value, bar.layout.display, bar.description = len(steps), 0, "", label
         try:
             for k, step in enumerate(steps):
+                if self._closed:
+                    return
                 with turn():
                     measure(step)
                 bar.value = k + 1
