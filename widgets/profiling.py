@@ -1,9 +1,10 @@
-"""Profiles for the Explorer, computed without freezing the notebook.
+"""Profiles and numeric checks for the Explorer, computed without freezing the notebook.
 
-Profiling a large model takes seconds, so in ``"background"`` mode the Profiler runs
-profiles one at a time on a worker thread, shows a progress bar, and calls back when
-they are known; ``"sync"`` runs them on the caller's thread (tests); ``"off"`` runs
-them only when asked (``force=True``). A step's timings are exactly
+Checking and profiling a large model take seconds, so in ``"background"`` mode the
+Profiler runs them one step at a time on a worker thread, shows a progress bar, and
+calls back when they are known; ``"sync"`` runs them on the caller's thread (tests);
+``"off"`` profiles only when asked (``force=True``) but still checks each step inline,
+since the step's badge needs it. A step's timings are exactly
 ``step.profile(**profile_kwargs)`` and ``fxviz.profile.profile_aten(step.gm,
 step.example_inputs)``: what a notebook gets from the same calls.
 """
