@@ -76,8 +76,11 @@ def set_submodule(gm: torch.fx.GraphModule, target: str, module: nn.Module) -> N
     setattr(gm.get_submodule(parent), name, module)
 
 
-def tensor_versions(module: nn.Module) -> dict[str, int]:
-    """The in-place version counter of every parameter and buffer, by name."""
+def tensor_versions(module: nn.Module | object) -> dict[str, int]:
+    """The in-place version counter of every parameter and buffer, by name (none for
+    a plain function, e.g. one traced with make_fx)."""
+    if not isinstance(module, nn.Module):
+        return {}
     tensors = {**dict(module.named_parameters()), **dict(module.named_buffers())}
     return {name: t._version for name, t in tensors.items()}
 

@@ -406,3 +406,14 @@ def test_the_check_compares_the_model_as_it_is_when_checked():
     with torch.no_grad():
         model.weight.add_(1.0)  # e.g. a training step between tracing and checking
     assert session.current.check.status == "match"
+
+
+def test_a_session_over_a_plain_function_checks_and_cleans_up():
+    from torch.func import hessian
+
+    x = torch.randn(3)
+    session = Session(hessian(lambda t: t.sin().sum()), (x,), tracer="make_fx")
+    cleaned = session.apply("eliminate_dead_code")
+    assert cleaned.check.status == "match"
+    assert len(cleaned.gm.graph.nodes) < len(session.steps[0].gm.graph.nodes)
+    torch.testing.assert_close(cleaned.gm(x), torch.diag(-x.sin()))
