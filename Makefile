@@ -23,11 +23,11 @@ $(STAMP): pyproject.toml Makefile
 
 # Debian packages: graphviz for layouts, chromium for browser tests, node for JS tests.
 system-lab:
-	@command -v dot >/dev/null || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq graphviz; }
+	@command -v dot >/dev/null || { $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq graphviz; }
 
 system-test: system-lab
 	@command -v chromium >/dev/null && command -v node >/dev/null || \
-	  { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq chromium nodejs; }
+	  { $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium nodejs; }
 
 lab: system-lab $(STAMP)
 	$(VENV)/bin/jupyter lab notebooks/00_quickstart.ipynb \
