@@ -52,7 +52,7 @@ def ours(trace_model) -> tuple[float, float, int, int]:
     rendering = render(fxviz.to_networkx(gm))
     rendering.svg
     done = time.perf_counter()
-    return traced - start, done - traced, len(gm.graph.nodes), rendering.node_count
+    return traced - start, done - traced, len(gm.graph.nodes), rendering.box_count
 
 
 def training_step(model):

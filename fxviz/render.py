@@ -10,7 +10,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
@@ -53,17 +53,17 @@ class Rendering:
     legend: list[dict[str, str]]
     collapsed: tuple[str, ...]
     layout_timeout: float = 10.0
-    node_count: int = field(default=0)
+    box_count: int = 0  # boxes laid out: nodes, collapsed modules and stubs
 
     @cached_property
     def svg(self) -> str:
-        return layout_svg(self.dot.source, timeout=self.layout_timeout, node_count=self.node_count)
+        return layout_svg(self.dot.source, timeout=self.layout_timeout, box_count=self.box_count)
 
     def _repr_svg_(self) -> str:
         return self.svg
 
 
-def layout_svg(source: str, *, timeout: float = 10.0, node_count: int = 0) -> str:
+def layout_svg(source: str, *, timeout: float = 10.0, box_count: int = 0) -> str:
     """Run ``dot -Tsvg`` with a hard timeout (the process is killed, never left running)."""
     exe = shutil.which("dot")
     if exe is None:
@@ -78,7 +78,7 @@ def layout_svg(source: str, *, timeout: float = 10.0, node_count: int = 0) -> st
         )
     except subprocess.TimeoutExpired:
         raise RenderError(
-            f"Laying out {node_count} boxes took longer than {timeout:g} s, so it was stopped. "
+            f"Laying out {box_count} boxes took longer than {timeout:g} s, so it was stopped. "
             "Collapse more module clusters (collapse=[...]), lower max_nodes, "
             "or allow more time with layout_timeout=..."
         ) from None

@@ -1,6 +1,5 @@
 """eliminate_dead_code: unused results go, in-place calls stay."""
 import pytest
-import torch
 from torch import nn
 
 from fxviz.passes import NothingToDo, get
