@@ -177,6 +177,90 @@ def test_renders_graph_toolbar_and_legend(page):
     assert inside(box(page, ".fxviz-gv-canvas svg"), box(page, ".fxviz-gv-viewport"))
     # Our tooltip replaces the browser's native <title> one.
     assert page.locator(".fxviz-gv-canvas title").count() == 0
+    # The legend is a strip below the drawing, not over it.
+    legend, vp = box(page, ".fxviz-gv-legend"), box(page, ".fxviz-gv-viewport")
+    assert legend["y"] >= vp["y"] + vp["height"] - 1
+
+
+def _nodes_with_edges() -> dict:
+    """NODES with inputs/users, as the Explorer sends them."""
+    edges = [("x", "encoder_0"), ("encoder_0", "encoder_1"), ("encoder_1", "head_0"), ("head_0", "relu"),
+             ("relu", "add"), ("x", "add"), ("add", "output")]
+    nodes = {n: {**r, "inputs": [], "users": []} for n, r in NODES.items()}
+    for a, b in edges:
+        nodes[a]["users"].append(b)
+        nodes[b]["inputs"].append(a)
+    return nodes
+
+
+def test_arrow_keys_walk_inputs_and_users_and_ctrl_z_asks_for_undo(page):
+    mount(page, {**graph(), "nodes": _nodes_with_edges()})
+    page.click("#fx-x")
+    page.keyboard.press("ArrowDown")
+    page.keyboard.press("ArrowRight")  # x's other user
+    page.keyboard.press("ArrowUp")  # add's first input
+    assert [s["selected"] for s in saved(page)] == ["x", "encoder_0", "add", "relu"]
+    assert page.get_attribute("#fx-relu", "class") == "node fxviz-selected"
+    page.keyboard.press("Escape")
+    assert saved(page)[-1] == {"selected": ""}
+    page.keyboard.press("Control+z")
+    page.keyboard.press("Control+Shift+z")
+    assert page.evaluate("harness.model.sent") == [{"action": "undo"}, {"action": "redo"}]
+    page.click(".fxviz-gv-search")
+    page.keyboard.press("Control+z")  # in a text field Ctrl+Z undoes typing
+    assert len(page.evaluate("harness.model.sent")) == 2
+
+
+def test_collapse_all_expand_level_and_expand_all(page):
+    mount(page, graph())
+    page.click("button[data-action=collapse-all]")
+    assert saved(page)[-1] == {"collapsed": ["encoder", "head"]}
+    page.evaluate("harness.model.fromPython({collapsed: ['encoder']})")
+    page.click("button[data-action=expand-level]")
+    assert saved(page)[-1] == {"collapsed": ["encoder.0", "encoder.1"]}
+    page.click("button[data-action=expand-all]")
+    assert saved(page)[-1] == {"collapsed": []}
+
+
+def test_search_zooms_a_speck_to_a_legible_match(page):
+    mount(page, graph())
+    page.click(".fxviz-gv-viewport")
+    for _ in range(20):
+        page.mouse.wheel(0, 100)  # as far out as it goes
+    page.fill(".fxviz-gv-search", "head_0")
+    page.press(".fxviz-gv-search", "Enter")
+    k = transform(page)["k"]
+    assert k * 11 >= 10 - 1e-6, k  # labels of 11 units at least 10 px tall
+    assert inside(box(page, "#fx-head_0"), box(page, ".fxviz-gv-viewport"))
+
+
+def test_a_new_drawing_keeps_the_zoom_and_the_centre_node_never_blank(page):
+    mount(page, graph())
+    for _ in range(3):
+        page.click("button[data-action=in]")
+    before = transform(page)
+    vp = box(page, ".fxviz-gv-viewport")
+    centre = page.evaluate("""vp => { const c = [vp.x + vp.width / 2, vp.y + vp.height / 2];
+        let best = null, d = Infinity;
+        for (const g of document.querySelectorAll('.fxviz-gv-canvas g.node[id^=fx-]')) {
+          const r = g.getBoundingClientRect(); const dd = (r.x + r.width / 2 - c[0]) ** 2 + (r.y + r.height / 2 - c[1]) ** 2;
+          if (dd < d) { d = dd; best = g.id; } }
+        return best; }""", vp)
+    was = box(page, f"#{centre}")
+    # A different drawing (another step): the encoder collapsed, so the size changes.
+    page.evaluate("s => harness.model.fromPython(s)", graph(collapsed=("encoder",)))
+    page.wait_for_selector("#fxco-3")
+    assert transform(page)["k"] == pytest.approx(before["k"])
+    if page.locator(f"#{centre}").count():
+        now = box(page, f"#{centre}")
+        assert (now["x"], now["y"]) == pytest.approx((was["x"], was["y"]), abs=1.5)
+    # Far off and then redrawn: the graph comes back into view at the same zoom.
+    page.evaluate("harness.model.fromPython({svg: ''})")
+    page.mouse.move(vp["x"] + 10, vp["y"] + 10)
+    page.evaluate("s => harness.model.fromPython(s)", graph())
+    svg = box(page, ".fxviz-gv-canvas svg")
+    assert svg["x"] < vp["x"] + vp["width"] and svg["x"] + svg["width"] > vp["x"]
+    assert svg["y"] < vp["y"] + vp["height"] and svg["y"] + svg["height"] > vp["y"]
 
 
 def test_rendered_before_attached_fits_once_attached(page):
@@ -223,17 +307,39 @@ def test_drag_pans_without_selecting(page):
     assert saved(page) == [{"selected": "head_0"}]
 
 
-def test_wheel_zooms_around_the_cursor(page):
+def _scale(page) -> str:
+    return "parseFloat(document.querySelector('.fxviz-gv-canvas').style.transform.split('scale(')[1])"
+
+
+def test_wheel_scrolls_the_page_until_ctrl_or_focus_then_zooms_around_the_cursor(page):
     mount(page, graph())
+    page.evaluate("document.body.append(Object.assign(document.createElement('div'), {style: 'height: 3000px'}))")
     b = box(page, "#fx-relu")
     cx, cy = b["x"] + b["width"] / 2, b["y"] + b["height"] / 2
     k0 = transform(page)["k"]
     page.mouse.move(cx, cy)
+    page.mouse.wheel(0, 120)
+    page.wait_for_function("window.scrollY > 0")
+    assert transform(page)["k"] == k0  # the page scrolled, the graph did not zoom
+    assert page.is_visible(".fxviz-gv-hint")  # and it says how to zoom
+    page.evaluate("window.scrollTo(0, 0)")
+    page.wait_for_function("window.scrollY === 0")
+    page.keyboard.down("Control")
     page.mouse.wheel(0, -200)
-    page.wait_for_function(f"parseFloat(document.querySelector('.fxviz-gv-canvas').style.transform.split('scale(')[1]) > {k0}")
+    page.keyboard.up("Control")
+    page.wait_for_function(f"{_scale(page)} > {k0}")
     after = box(page, "#fx-relu")
     assert after["width"] > b["width"] * 1.2
     assert (after["x"] + after["width"] / 2, after["y"] + after["height"] / 2) == pytest.approx((cx, cy), abs=1.5)
+    assert page.evaluate("window.scrollY") == 0
+    # Once the graph has focus (a click on it), the plain wheel zooms; never past the floor.
+    page.mouse.click(cx + 200, cy + 150)
+    k1 = transform(page)["k"]
+    for _ in range(30):
+        page.mouse.wheel(0, 100)
+    page.wait_for_function(f"{_scale(page)} < {k1}")
+    assert transform(page)["k"] >= 0.5  # clamped: the small graph stays legible-sized
+    assert page.evaluate("window.scrollY") == 0
 
 
 def test_toolbar_zoom_fit_and_zoom_to_selection(page):
@@ -327,11 +433,12 @@ def test_colour_mode_select_and_legend_update(page):
     mount(page, graph())
     page.select_option(".fxviz-gv-select", "time")
     assert saved(page) == [{"color_mode": "time"}]
-    heat = [{"label": "time 0", "color": "#ffffcc"}, {"label": "time 4.1 µs", "color": "#bd0026"}]
+    heat = [{"label": "time 0", "color": "#ffffcc"}, {"label": "time 4.1", "color": "#bd0026"}]
     page.evaluate("s => harness.model.fromPython(s)",
                   {**graph(fills={"encoder_0": "#bd0026"}), "legend": heat, "color_mode": "time"})
-    assert page.locator(".fxviz-gv-legend-label").all_text_contents() == ["time 0", "time 4.1 µs"]
-    assert page.text_content(".fxviz-gv-legend-title") == "time share"
+    # The numbers alone; the heading names the mode and its unit.
+    assert page.locator(".fxviz-gv-legend-label").all_text_contents() == ["0", "4.1"]
+    assert page.text_content(".fxviz-gv-legend-title") == "time share (% of the step's node time)"
     assert page.get_attribute("#fx-encoder_0 path", "fill") == "#bd0026"
 
 

@@ -15,13 +15,15 @@
 /** @typedef {{x: number, y: number}} Point */
 /** @typedef {{kind: "node" | "cluster" | "collapsed" | "stub", name: string}} ElementRecord */
 /** @typedef {Record<string, ElementRecord>} Elements */
-/** @typedef {{op?: string, target?: string, module_path?: string, shape?: string, time?: string}} NodeRecord */
+/** @typedef {{op?: string, target?: string, module_path?: string, shape?: string, time?: string,
+ *   inputs?: string[], users?: string[]}} NodeRecord */
 /** @typedef {Record<string, NodeRecord>} Nodes */
 /** @typedef {{nodeIds: Map<string, string>, modules: Array<[string, string]>}} ElementIndex */
 /** @typedef {{selected?: string, collapsed?: string[]}} Changes */
 /** @typedef {{title: string, rows: Array<[string, string]>, hint: string}} Tooltip */
 
-export const SCALE_MIN = 0.02;
+/** The furthest any zoom goes out; the usual floor is higher (see minScale). */
+export const SCALE_MIN = 0.05;
 export const SCALE_MAX = 8;
 /** Graphviz draws in points and a browser shows 1pt as 4/3 px: "fit" never enlarges past that. */
 export const NATURAL_SCALE = 4 / 3;
@@ -34,12 +36,13 @@ export function clamp(v, lo, hi) {
 }
 
 /**
- * Zoom by `factor` keeping the screen point (px, py) fixed.
+ * Zoom by `factor` keeping the screen point (px, py) fixed, the scale kept in [lo, hi].
  * @param {View} view @param {number} factor @param {number} px @param {number} py
+ * @param {number} [lo] @param {number} [hi]
  * @returns {View}
  */
-export function zoomAt(view, factor, px, py) {
-  const k = clamp(view.k * factor, SCALE_MIN, SCALE_MAX);
+export function zoomAt(view, factor, px, py, lo = SCALE_MIN, hi = SCALE_MAX) {
+  const k = clamp(view.k * factor, lo, Math.max(lo, hi));
   const f = k / view.k;
   return { k, x: px - (px - view.x) * f, y: py - (py - view.y) * f };
 }
@@ -73,21 +76,98 @@ export function fitBox(box, width, height, padding = 16, maxScale = NATURAL_SCAL
   };
 }
 
-/** Below this zoom node labels are unreadable, so a first view never starts smaller. */
-export const READABLE_SCALE = 0.75;
+/** Node labels smaller than this (screen px) cannot be read. */
+export const MIN_LABEL_PX = 10;
 
 /**
- * The first view of a new graph: the whole graph when it fits at a readable zoom,
- * else readable and starting at the top (the inputs), centred across; "Fit" still
- * shows everything.
+ * The smallest zoom at which labels drawn at `fontSize` SVG units are legible.
+ * @param {number} fontSize
+ */
+export function readableScale(fontSize) {
+  return MIN_LABEL_PX / (fontSize > 0 ? fontSize : 11);
+}
+
+/**
+ * The view "Fit" and a new graph get: the whole graph when it fits at a legible
+ * zoom, else legible and starting at the top (the inputs), centred across; the
+ * rest is reached by panning. Never smaller than legible.
  * @param {Box} box @param {number} width @param {number} height
+ * @param {number} [readable] the legible zoom (see readableScale)
  * @returns {View | null}
  */
-export function initialView(box, width, height) {
+export function initialView(box, width, height, readable = readableScale(11)) {
   const whole = fitBox(box, width, height);
-  if (!whole || whole.k >= READABLE_SCALE) return whole;
-  const k = Math.min(READABLE_SCALE, NATURAL_SCALE);
-  return { k, x: (width - box.width * k) / 2 - box.x * k, y: 16 - box.y * k };
+  if (!whole || whole.k >= readable) return whole;
+  const k = Math.min(readable, NATURAL_SCALE);
+  const x = box.width * k <= width ? (width - box.width * k) / 2 - box.x * k : 16 - box.x * k;
+  return { k, x, y: 16 - box.y * k };
+}
+
+/**
+ * The floor of zooming out: the whole graph at once, but never below SCALE_MIN and
+ * never forced above legible (a small graph may still be zoomed out to `readable`).
+ * @param {Box} box @param {number} width @param {number} height @param {number} readable
+ */
+export function minScale(box, width, height, readable) {
+  const whole = fitBox(box, width, height);
+  return whole ? clamp(whole.k, SCALE_MIN, Math.min(readable, NATURAL_SCALE)) : SCALE_MIN;
+}
+
+/**
+ * Same zoom, panned as little as needed so that at least `margin` px of `box`
+ * stay on screen: the graph never leaves the viewport blank.
+ * @param {View} view @param {Box} box @param {number} width @param {number} height
+ * @param {number} [margin]
+ * @returns {View}
+ */
+export function keepInView(view, box, width, height, margin = 48) {
+  const axis = (/** @type {number} */ offset, /** @type {number} */ start,
+    /** @type {number} */ size, /** @type {number} */ room) => {
+    const lo = start * view.k + offset;
+    const hi = lo + size * view.k;
+    const m = Math.min(margin, (hi - lo) / 2, room / 2);
+    if (hi < m) return offset + (m - hi);
+    if (lo > room - m) return offset - (lo - (room - m));
+    return offset;
+  };
+  return { k: view.k, x: axis(view.x, box.x, box.width, width),
+    y: axis(view.y, box.y, box.height, height) };
+}
+
+/**
+ * The view that shows `box` at a legible zoom at least: the same view when the box
+ * is on screen and legible, else centred on it (zooming in to `readable` if needed).
+ * Used by search, so a match is never left a speck.
+ * @param {View} view @param {Box} box @param {number} width @param {number} height
+ * @param {number} readable
+ * @returns {View}
+ */
+export function revealView(view, box, width, height, readable) {
+  const k = Math.max(view.k, Math.min(readable, SCALE_MAX));
+  if (k === view.k) return ensureVisible(view, box, width, height);
+  const c = center(box);
+  return { k, x: width / 2 - c.x * k, y: height / 2 - c.y * k };
+}
+
+/**
+ * The names in `points` ordered by distance to `p`, nearest first: what stays
+ * still when a new drawing replaces the old one and nothing is selected.
+ * @param {Array<[string, Point]>} points @param {Point} p
+ * @returns {string[]}
+ */
+export function byDistance(points, p) {
+  const d = (/** @type {Point} */ q) => (q.x - p.x) ** 2 + (q.y - p.y) ** 2;
+  return [...points].sort((a, b) => d(a[1]) - d(b[1])).map(([name]) => name);
+}
+
+/**
+ * What a wheel event does: "zoom" when Ctrl/⌘ is held (also a trackpad pinch) or
+ * the graph has focus, else "page" (the notebook scrolls, as embedded maps do).
+ * @param {{ctrlKey: boolean, metaKey: boolean}} e @param {boolean} focused
+ * @returns {"zoom" | "page"}
+ */
+export function wheelAction(e, focused) {
+  return e.ctrlKey || e.metaKey || focused ? "zoom" : "page";
 }
 
 /**
@@ -235,6 +315,71 @@ export function applyClick(elements, id, state) {
   }
 }
 
+/**
+ * The outermost modules drawn (as clusters or collapsed): collapsing them all
+ * leaves one box per top-level module.
+ * @param {Elements} elements
+ * @returns {string[]}
+ */
+export function collapseAll(elements) {
+  const paths = new Set(Object.values(elements || {})
+    .filter((r) => r.kind === "cluster" || r.kind === "collapsed").map((r) => r.name));
+  const hasAncestor = (/** @type {string} */ p) => {
+    for (let i = p.lastIndexOf("."); i > 0; i = p.lastIndexOf(".", i - 1)) {
+      if (paths.has(p.slice(0, i))) return true;
+    }
+    return false;
+  };
+  return [...paths].filter((p) => !hasAncestor(p)).sort();
+}
+
+/**
+ * `collapsed` with each module opened one level: a collapsed module is replaced by
+ * its direct submodules (from the nodes' module paths), which stay collapsed. Paths
+ * that are not modules drawn as boxes are ignored by the renderer.
+ * @param {string[]} collapsed @param {Nodes} nodes
+ * @returns {string[]}
+ */
+export function expandOneLevel(collapsed, nodes) {
+  const open = new Set(collapsed);
+  /** @type {Set<string>} */
+  const next = new Set();
+  for (const rec of Object.values(nodes || {})) {
+    const path = rec.module_path || "";
+    for (const top of open) {
+      if (!path.startsWith(top + ".")) continue;
+      const seg = path.slice(top.length + 1).split(".")[0];
+      next.add(`${top}.${seg}`);
+    }
+  }
+  return [...next].sort();
+}
+
+/** @typedef {{from: string, names: string[], at: number}} Walk */
+
+/**
+ * Arrow-key walk through the graph from the selected node `name`: Up goes to its
+ * first input, Down to its first user; Left/Right step through the other inputs
+ * (or users) of the node the last Up/Down came from.
+ * @param {Nodes} nodes @param {string} name @param {string} key
+ * @param {Walk | null} walk the previous Up/Down move
+ * @returns {{name: string, walk: Walk | null} | null} null when there is nowhere to go
+ */
+export function walkStep(nodes, name, key, walk) {
+  const rec = nodes[name];
+  if (!rec) return null;
+  if (key === "ArrowUp" || key === "ArrowDown") {
+    const names = ((key === "ArrowUp" ? rec.inputs : rec.users) || []).filter((n) => n in nodes);
+    return names.length ? { name: names[0], walk: { from: name, names, at: 0 } } : null;
+  }
+  if ((key === "ArrowLeft" || key === "ArrowRight") && walk && walk.names[walk.at] === name) {
+    if (walk.names.length < 2) return null;
+    const at = (walk.at + (key === "ArrowRight" ? 1 : walk.names.length - 1)) % walk.names.length;
+    return { name: walk.names[at], walk: { ...walk, at } };
+  }
+  return null;
+}
+
 /** @param {NodeRecord | undefined} rec @returns {Array<[string, string]>} */
 function nodeRows(rec) {
   if (!rec) return [];
@@ -274,10 +419,28 @@ export function tooltipFor(elements, nodes, id) {
 
 /** @type {Record<string, string>} */
 const MODE_LABELS = { op: "op kind", time: "time share", flops: "FLOPs", diff: "diff vs previous" };
+/** The unit of a heat scale's numbers (the core's legend labels carry none). @type {Record<string, string>} */
+const MODE_UNITS = { time: "% of the step's node time", flops: "floating-point operations per forward" };
 
 /** @param {string} mode */
 export function modeLabel(mode) {
   return MODE_LABELS[mode] ?? mode;
+}
+
+/** The legend's heading: the mode and its unit, e.g. "time share (% of ...)". @param {string} mode */
+export function legendTitle(mode) {
+  const unit = MODE_UNITS[mode];
+  return unit ? `${modeLabel(mode)} (${unit})` : modeLabel(mode);
+}
+
+/**
+ * A legend entry as shown: the core writes heat stops as "time 4.1"; the heading
+ * already names the mode, so the number stands alone.
+ * @param {string} mode @param {string} label
+ */
+export function legendText(mode, label) {
+  const text = String(label);
+  return text.startsWith(`${mode} `) ? text.slice(mode.length + 1) : text;
 }
 
 /** A legend colour as CSS, or transparent when it is not a hex colour. @param {unknown} color */
@@ -364,9 +527,14 @@ function render({ model, el }) {
   const buttons = h("span", "fxviz-gv-buttons");
   /** @type {Record<string, HTMLButtonElement>} */
   const button = {};
-  for (const [action, label, title] of [["fit", "Fit", "Fit the graph to the view"],
-    ["in", "+", "Zoom in"], ["out", "\u2212", "Zoom out"],
-    ["selection", "Selected", "Zoom to the selected node"]]) {
+  for (const [action, label, title] of [
+    ["fit", "Fit", "Show the whole graph if it is legible, else its top (the inputs) at a legible size"],
+    ["in", "+", "Zoom in (Ctrl/\u2318 + wheel, or the wheel once the graph has focus)"],
+    ["out", "\u2212", "Zoom out"],
+    ["selection", "Selected", "Zoom to the selected node"],
+    ["collapse-all", "Collapse all", "Draw every top-level module as one box"],
+    ["expand-level", "Expand a level", "Open each collapsed module one level"],
+    ["expand-all", "Expand all", "Open every module"]]) {
     const b = h("button", "fxviz-gv-btn", label);
     b.type = "button";
     b.title = title;
@@ -378,13 +546,20 @@ function render({ model, el }) {
   toolbar.append(search, count, modeBox, buttons, status);
 
   const viewport = h("div", "fxviz-gv-viewport");
+  // Focusable: with focus the wheel zooms and the arrow keys walk the graph.
+  viewport.tabIndex = 0;
+  viewport.setAttribute("aria-label",
+    "Graph: drag to pan, Ctrl/\u2318 + wheel to zoom, arrow keys walk inputs and users");
   const canvas = h("div", "fxviz-gv-canvas");
   const message = h("div", "fxviz-gv-message");
+  const hint = h("div", "fxviz-gv-hint", "Ctrl/\u2318 + scroll to zoom, or click the graph first");
+  hint.hidden = true;
+  // The legend sits below the drawing, never over its nodes.
   const legend = h("div", "fxviz-gv-legend");
   const tip = h("div", "fxviz-gv-tip");
   tip.hidden = true;
-  viewport.append(canvas, message, legend, tip);
-  root.append(toolbar, viewport);
+  viewport.append(canvas, message, hint, tip);
+  root.append(toolbar, viewport, legend);
   el.replaceChildren(root);
 
   // --- state -----------------------------------------------------------
@@ -408,6 +583,12 @@ function render({ model, el }) {
   let dragging = false;
   let suppressClick = false;
   let hoverId = "";
+  /** Legible zoom for the drawing on screen (from its label font size). */
+  let readable = readableScale(11);
+  /** The last Up/Down arrow move, for Left/Right. @type {Walk | null} */
+  let walk = null;
+  /** @type {ReturnType<typeof setTimeout> | undefined} */
+  let hintTimer;
 
   const nodes = () => /** @type {Nodes} */ (model.get("nodes") || {});
   const elements = () => /** @type {Elements} */ (model.get("elements") || {});
@@ -435,16 +616,23 @@ function render({ model, el }) {
     return { x: p.x * view.k + view.x, y: p.y * view.k + view.y };
   }
 
-  /** @param {typeof fitBox} choose */
-  function fit(choose = fitBox) {
-    const v = svgSize && choose({ x: 0, y: 0, ...svgSize }, width(), height());
+  const graphBox = () => /** @type {Box} */ ({ x: 0, y: 0, ...(svgSize || { width: 0, height: 0 }) });
+
+  function fit() {
+    const v = svgSize && initialView(graphBox(), width(), height(), readable);
     needsFit = !v;
     if (v) setView(v);
   }
 
+  /** Zoom keeping screen point (px, py) still, no further out than the whole graph.
+   * @param {number} factor @param {number} px @param {number} py */
+  function zoomBy(factor, px, py) {
+    setView(zoomAt(view, factor, px, py, minScale(graphBox(), width(), height(), readable)));
+  }
+
   /** @param {number} factor */
   function zoomCentered(factor) {
-    setView(zoomAt(view, factor, width() / 2, height() / 2));
+    zoomBy(factor, width() / 2, height() / 2);
   }
 
   function selectedElement() {
@@ -495,35 +683,52 @@ function render({ model, el }) {
     canvas.append(svg);
     for (const g of svg.querySelectorAll("g[id]")) byId.set(g.id, g);
     svgSize = { width: w, height: hgt };
+    const label = svg.querySelector("g.node text[font-size]");
+    readable = readableScale(parseFloat(label?.getAttribute("font-size") || "11"));
     message.hidden = true;
   }
 
-  /** What should stay still on screen across a re-render: a module just
-   * (un)collapsed, else the selected node. */
+  /** What should stay still on screen across a re-render (a new step, undo, a new
+   * colouring): a module just (un)collapsed, else the selected node, else the node
+   * nearest the centre of the view (or the next nearest that survives). */
   function takeAnchor() {
     if (pendingAnchor) {
       const { path, screen } = pendingAnchor;
       pendingAnchor = null;
-      return { screen, find: () => moduleElementId(elements(), path) };
+      return [{ screen, find: () => moduleElementId(elements(), path) }];
     }
     const selected = model.get("selected");
     const old = selectedElement();
-    if (!old) return null;
-    return { screen: screenCenter(old), find: () => locate(index, nodes(), selected) };
+    if (old) return [{ screen: screenCenter(old), find: () => locate(index, nodes(), selected) }];
+    /** @type {Array<[string, Point]>} */
+    const drawn = [];
+    for (const [id, e] of byId) {
+      if (id.startsWith("fx-") || id.startsWith("fxco-")) drawn.push([id, screenCenter(e)]);
+    }
+    const screens = new Map(drawn);
+    return byDistance(drawn, { x: width() / 2, y: height() / 2 }).slice(0, 50)
+      .map((id) => ({ screen: /** @type {Point} */ (screens.get(id)), find: () => id }));
   }
 
   function onSvg() {
-    const anchor = width() > 0 ? takeAnchor() : null;
-    const oldSize = svgSize;
+    const anchors = width() > 0 && svgSize ? takeAnchor() : [];
+    const first = !svgSize;
     hideTip();
     showSvg(model.get("svg"));
     refreshMarks();
     if (!svgSize) return;
-    const id = anchor && anchor.find();
-    const e = id && byId.get(id);
-    if (anchor && e) setView(anchorView(view, anchor.screen, center(boxOf(e))));
-    else if (!oldSize) fit(initialView);
-    else if (oldSize.width !== svgSize.width || oldSize.height !== svgSize.height) fit();
+    if (first || needsFit) return fit();
+    for (const anchor of anchors) {
+      const id = anchor.find();
+      const e = id && byId.get(id);
+      if (!e) continue;
+      setView(anchorView(view, anchor.screen, center(boxOf(e))));
+      break;
+    }
+    // The same zoom always; the selection on screen if there is one; never a blank pane.
+    const selected = selectedElement();
+    if (selected) setView(ensureVisible(view, boxOf(selected), width(), height()));
+    setView(keepInView(view, graphBox(), width(), height()));
   }
 
   // --- selection and search marks -----------------------------------------
@@ -559,9 +764,19 @@ function render({ model, el }) {
     runSearch();
   }
 
-  function onSelected() {
+  /** @param {boolean} [legible] also zoom in to a legible size (search, arrow keys) */
+  function onSelected(legible = false) {
     const e = applySelection();
-    if (e && width() > 0) setView(ensureVisible(view, boxOf(e), width(), height()));
+    if (!e || width() <= 0) return;
+    const box = boxOf(e);
+    setView(legible ? revealView(view, box, width(), height(), readable)
+      : ensureVisible(view, box, width(), height()));
+  }
+
+  /** Select `name` from the front-end and show it legibly. @param {string} name */
+  function selectAndReveal(name) {
+    if (name !== model.get("selected")) send({ selected: name });
+    onSelected(true);
   }
 
   // --- toolbar, legend, status -------------------------------------------
@@ -578,12 +793,13 @@ function render({ model, el }) {
 
   function renderLegend() {
     const items = /** @type {Array<{label: string, color: string}>} */ (model.get("legend") || []);
-    legend.replaceChildren(h("div", "fxviz-gv-legend-title", modeLabel(model.get("color_mode"))),
+    const mode = model.get("color_mode");
+    legend.replaceChildren(h("span", "fxviz-gv-legend-title", legendTitle(mode)),
       ...items.map(({ label, color }) => {
-        const item = h("div", "fxviz-gv-legend-item");
+        const item = h("span", "fxviz-gv-legend-item");
         const swatch = h("span", "fxviz-gv-swatch");
         swatch.style.backgroundColor = safeColor(color);
-        item.append(swatch, h("span", "fxviz-gv-legend-label", String(label)));
+        item.append(swatch, h("span", "fxviz-gv-legend-label", legendText(mode, label)));
         return item;
       }));
     legend.hidden = items.length === 0;
@@ -636,14 +852,20 @@ function render({ model, el }) {
     const r = viewport.getBoundingClientRect();
     return { x: e.clientX - r.left, y: e.clientY - r.top };
   };
-  /** @param {EventTarget | null} t */
-  const inLegend = (t) => t instanceof Element && legend.contains(t);
 
   on(viewport, "wheel", (/** @type {WheelEvent} */ e) => {
+    if (wheelAction(e, doc.activeElement === viewport) === "page") {
+      // Left to the page (the notebook scrolls); say once how to zoom instead.
+      hint.hidden = false;
+      clearTimeout(hintTimer);
+      hintTimer = setTimeout(() => { hint.hidden = true; }, 1500);
+      return;
+    }
     e.preventDefault();
     hideTip();
+    hint.hidden = true;
     const p = local(e);
-    setView(zoomAt(view, wheelFactor(e.deltaY, e.deltaMode), p.x, p.y));
+    zoomBy(wheelFactor(e.deltaY, e.deltaMode), p.x, p.y);
   });
 
   const release = (/** @type {PointerEvent} */ e) => {
@@ -657,7 +879,8 @@ function render({ model, el }) {
   };
   on(viewport, "pointerdown", (/** @type {PointerEvent} */ e) => {
     suppressClick = false;
-    if (e.button !== 0 || inLegend(e.target)) return;
+    if (e.button !== 0) return;
+    viewport.focus({ preventScroll: true });
     const p = local(e);
     press = { ...p, view, id: e.pointerId };
   });
@@ -694,7 +917,6 @@ function render({ model, el }) {
       suppressClick = false;
       return;
     }
-    if (inLegend(e.target)) return;
     const id = hitId(e.target);
     const changes = applyClick(elements(), id, {
       selected: model.get("selected") || "", collapsed: model.get("collapsed") || [] });
@@ -713,7 +935,35 @@ function render({ model, el }) {
     else if (action === "in") zoomCentered(1.25);
     else if (action === "out") zoomCentered(0.8);
     else if (action === "selection") zoomToSelection();
+    else if (action === "collapse-all") send({ collapsed: collapseAll(elements()) });
+    else if (action === "expand-level") send({ collapsed: expandOneLevel(model.get("collapsed") || [], nodes()) });
+    else if (action === "expand-all") send({ collapsed: [] });
   });
+
+  on(viewport, "keydown", (/** @type {KeyboardEvent} */ e) => {
+    if (e.ctrlKey || e.metaKey || e.altKey) return;
+    if (e.key === "Escape" && model.get("selected")) {
+      send({ selected: "" });
+      return;
+    }
+    const step = walkStep(nodes(), model.get("selected") || "", e.key, walk);
+    if (!e.key.startsWith("Arrow")) return;
+    e.preventDefault(); // arrows move through the graph, not the page
+    if (!step) return;
+    walk = step.walk;
+    selectAndReveal(step.name);
+  });
+
+  // Undo/redo anywhere in the workbench that holds this view (the Explorer), but
+  // not in a text field, where Ctrl+Z undoes typing.
+  const onUndoKey = (/** @type {KeyboardEvent} */ e) => {
+    const t = e.target;
+    if (!(e.ctrlKey || e.metaKey) || e.altKey || e.key.toLowerCase() !== "z") return;
+    if (t instanceof Element && t.closest("input, textarea, select, [contenteditable]")) return;
+    e.preventDefault();
+    e.stopPropagation(); // JupyterLab would undo a cell operation
+    model.send({ action: e.shiftKey ? "redo" : "undo" });
+  };
 
   on(search, "input", runSearch);
   on(search, "keydown", (/** @type {KeyboardEvent} */ e) => {
@@ -723,9 +973,7 @@ function render({ model, el }) {
     } else if (e.key === "Enter" && matches.length) {
       e.preventDefault();
       cursor = nextIndex(cursor, matches.length, e.shiftKey ? -1 : 1);
-      const name = matches[cursor];
-      if (name !== model.get("selected")) send({ selected: name });
-      else onSelected();
+      selectAndReveal(matches[cursor]);
       applyMatches();
     }
   });
@@ -734,9 +982,24 @@ function render({ model, el }) {
 
   // The widget may be rendered before it is attached: fit once it has a size.
   const resize = new ResizeObserver(() => {
-    if (needsFit && width() > 0) fit(initialView);
+    attachKeys();
+    if (needsFit && width() > 0) fit();
   });
   resize.observe(viewport);
+  // The Explorer puts this view in its tree after rendering it: listen once attached.
+  let keyTarget = /** @type {Element | null} */ (null);
+  const attachKeys = () => {
+    const target = el.closest(".fxviz-explorer") || root;
+    if (target === keyTarget) return;
+    keyTarget?.removeEventListener("keydown", /** @type {any} */ (onUndoKey));
+    keyTarget = target;
+    // Focusable, so a click anywhere in the workbench gives it the keys.
+    if (target !== root && !target.hasAttribute("tabindex")) target.setAttribute("tabindex", "-1");
+    target.addEventListener("keydown", /** @type {any} */ (onUndoKey), { signal: listeners.signal });
+  };
+  attachKeys();
+  on(root, "focusin", attachKeys);
+  on(root, "pointerdown", attachKeys);
 
   // --- model ---------------------------------------------------------------
   onModel("svg", onSvg);
@@ -758,6 +1021,7 @@ function render({ model, el }) {
 
   return () => {
     listeners.abort();
+    clearTimeout(hintTimer);
     for (const [event, fn] of modelListeners) model.off(event, fn);
     resize.disconnect();
     el.replaceChildren();

@@ -17,6 +17,9 @@ export class FakeModel {
     this.saved = [];
     /** @type {Record<string, any>} */
     this.pending = {};
+    /** Custom messages the front-end sent (anywidget's model.send). */
+    /** @type {any[]} */
+    this.sent = [];
   }
 
   /** @param {string} key */
@@ -37,7 +40,10 @@ export class FakeModel {
     this.pending = {};
   }
 
-  send() {}
+  /** @param {any} content */
+  send(content) {
+    this.sent.push(content);
+  }
 
   /** @param {string} event @param {Function} cb */
   on(event, cb) {

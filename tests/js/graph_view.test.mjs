@@ -5,9 +5,11 @@ import { test } from "node:test";
 
 import widget, {
   SCALE_MAX, SCALE_MIN, NATURAL_SCALE,
-  anchorView, applyClick, countText, ensureVisible, fitBox, indexElements, locate,
-  modeLabel, moduleElementId, nextIndex, safeColor, searchNodes, tooltipFor, wheelFactor,
-  zoomAt,
+  MIN_LABEL_PX,
+  anchorView, applyClick, byDistance, collapseAll, countText, ensureVisible, expandOneLevel, fitBox,
+  indexElements, initialView, keepInView, legendText, legendTitle, locate, minScale, modeLabel,
+  moduleElementId, nextIndex, readableScale, revealView, safeColor, searchNodes, tooltipFor,
+  walkStep, wheelAction, wheelFactor, zoomAt,
 } from "../../widgets/graph_view.js";
 
 /** screen = world * k + (x, y) */
@@ -185,14 +187,111 @@ test("safeColor accepts hex colours only", () => {
   assert.equal(safeColor(undefined), "transparent");
 });
 
-test("initialView shows a small graph whole and starts a tall one readable at its top", async () => {
-  const { initialView, fitBox, READABLE_SCALE } = await import("../../widgets/graph_view.js");
+test("initialView shows a small graph whole and starts a tall one legible at its top", () => {
   const small = { x: 0, y: 0, width: 200, height: 300 };
   assert.deepEqual(initialView(small, 800, 600), fitBox(small, 800, 600));
+  const readable = readableScale(11);
+  close(readable * 11, MIN_LABEL_PX); // labels of 11 units are drawn MIN_LABEL_PX tall
   const tall = { x: 0, y: 0, width: 300, height: 6000 };
-  const v = initialView(tall, 800, 600);
-  assert.equal(v.k, READABLE_SCALE);
+  const v = initialView(tall, 800, 600, readable);
+  assert.equal(v.k, readable);
   assert.equal(v.y, 16); // the top of the graph (its inputs) is in view
-  assert.equal(v.x, (800 - 300 * READABLE_SCALE) / 2);
-  assert.ok(fitBox(tall, 800, 600).k < READABLE_SCALE);
+  close(v.x, (800 - 300 * readable) / 2);
+  assert.ok(fitBox(tall, 800, 600).k < readable);
+  // Wider than the view too: starts at its left edge rather than centred off-screen.
+  const wide = initialView({ x: 0, y: 0, width: 4000, height: 6000 }, 800, 600, readable);
+  assert.equal(wide.k, readable);
+  assert.equal(wide.x, 16);
+});
+
+test("minScale stops zooming out at the whole graph, never below SCALE_MIN", () => {
+  const readable = readableScale(11);
+  const whole = fitBox({ x: 0, y: 0, width: 300, height: 6000 }, 800, 600).k;
+  close(minScale({ x: 0, y: 0, width: 300, height: 6000 }, 800, 600, readable), whole);
+  assert.equal(minScale({ x: 0, y: 0, width: 300, height: 1e7 }, 800, 600, readable), SCALE_MIN);
+  // A small graph may still be zoomed out to the legible size.
+  assert.equal(minScale({ x: 0, y: 0, width: 20, height: 20 }, 800, 600, readable), readable);
+  assert.equal(zoomAt({ x: 0, y: 0, k: 1 }, 0.001, 0, 0, 0.4).k, 0.4);
+});
+
+test("keepInView pans a graph that left the viewport back, keeping the zoom", () => {
+  const box = { x: 0, y: 0, width: 100, height: 1000 };
+  const inside = { x: 10, y: -200, k: 0.5 };
+  assert.deepEqual(keepInView(inside, box, 800, 600), inside);
+  const below = keepInView({ x: 10, y: -5000, k: 0.5 }, box, 800, 600);
+  assert.equal(below.k, 0.5);
+  assert.equal(below.x, 10);
+  assert.ok(below.y + 1000 * 0.5 >= 48, "the graph's bottom is back on screen");
+  const right = keepInView({ x: 5000, y: 0, k: 1 }, box, 800, 600);
+  assert.ok(right.x <= 800 - 48 && right.x + 100 >= 48, JSON.stringify(right));
+});
+
+test("revealView zooms a speck in to legible and centres it; leaves a legible visible one", () => {
+  const box = { x: 100, y: 100, width: 50, height: 20 };
+  const v = revealView({ x: 0, y: 0, k: 0.1 }, box, 800, 600, 0.9);
+  assert.equal(v.k, 0.9);
+  const c = toScreen(v, { x: 125, y: 110 });
+  close(c.x, 400);
+  close(c.y, 300);
+  const fine = { x: 0, y: 0, k: 2 };
+  assert.deepEqual(revealView(fine, box, 800, 600, 0.9), fine);
+});
+
+test("byDistance orders names nearest first", () => {
+  const pts = [["a", { x: 0, y: 0 }], ["b", { x: 9, y: 9 }], ["c", { x: 4, y: 5 }]];
+  assert.deepEqual(byDistance(pts, { x: 5, y: 5 }), ["c", "b", "a"]);
+});
+
+test("wheelAction: the page scrolls unless Ctrl/Cmd is held or the graph has focus", () => {
+  assert.equal(wheelAction({ ctrlKey: false, metaKey: false }, false), "page");
+  assert.equal(wheelAction({ ctrlKey: true, metaKey: false }, false), "zoom");
+  assert.equal(wheelAction({ ctrlKey: false, metaKey: true }, false), "zoom");
+  assert.equal(wheelAction({ ctrlKey: false, metaKey: false }, true), "zoom");
+});
+
+test("collapseAll keeps only the outermost modules", () => {
+  const elements = {
+    "fxcl-1": { kind: "cluster", name: "layer1" },
+    "fxcl-2": { kind: "cluster", name: "layer1.0" },
+    "fxco-3": { kind: "collapsed", name: "layer1.1" },
+    "fxco-4": { kind: "collapsed", name: "layer2" },
+    "fxcl-5": { kind: "cluster", name: "layer10.0" }, // its parent is not drawn as a box
+    "fx-x": { kind: "node", name: "x" },
+  };
+  assert.deepEqual(collapseAll(elements), ["layer1", "layer10.0", "layer2"]);
+});
+
+test("expandOneLevel replaces each collapsed module by its submodules", () => {
+  const nodes = {
+    a: { module_path: "layer1.0.conv1" }, b: { module_path: "layer1.1" },
+    c: { module_path: "layer1" }, d: { module_path: "layer10.0" }, e: { module_path: "fc" },
+  };
+  assert.deepEqual(expandOneLevel(["layer1", "fc"], nodes), ["layer1.0", "layer1.1"]);
+  assert.deepEqual(expandOneLevel([], nodes), []);
+});
+
+test("walkStep: Up to an input, Down to a user, Left/Right among the alternatives", () => {
+  const nodes = {
+    x: { users: ["a", "b"] }, a: { inputs: ["x"], users: ["add"] },
+    b: { inputs: ["x"], users: ["add"] }, add: { inputs: ["a", "b"] },
+  };
+  const down = walkStep(nodes, "x", "ArrowDown", null);
+  assert.equal(down.name, "a");
+  const right = walkStep(nodes, "a", "ArrowRight", down.walk);
+  assert.equal(right.name, "b");
+  assert.equal(walkStep(nodes, "b", "ArrowRight", right.walk).name, "a"); // wraps
+  assert.equal(walkStep(nodes, "b", "ArrowLeft", right.walk).name, "a");
+  assert.equal(walkStep(nodes, "add", "ArrowUp", null).name, "a");
+  assert.equal(walkStep(nodes, "x", "ArrowUp", null), null); // an input has no inputs
+  assert.equal(walkStep(nodes, "add", "ArrowLeft", down.walk), null); // not part of that walk
+  assert.equal(walkStep(nodes, "gone", "ArrowDown", null), null);
+});
+
+test("legend heading carries the unit; heat labels lose the repeated mode name", () => {
+  assert.equal(legendTitle("time"), "time share (% of the step's node time)");
+  assert.ok(legendTitle("flops").startsWith("FLOPs ("));
+  assert.equal(legendTitle("op"), "op kind");
+  assert.equal(legendText("time", "time 4.1"), "4.1");
+  assert.equal(legendText("flops", "flops 5.9e+07"), "5.9e+07");
+  assert.equal(legendText("op", "call_module"), "call_module");
 });
