@@ -122,8 +122,8 @@ def test_the_tutorial_graph_in_table_details_and_code(my_module):
     details = text(explorer.details.body.value)
     assert "call_function" in details and "torch.sum" in details and "{'dim': -1}" in details
     assert [b.description for b in explorer.details.users.children[1:]] == ["topk"]
-    assert "def forward" in text(explorer.code.view.value)
-    marked = re.search(r'<span class="hll">(.*?)</span>\n', explorer.code.view.value)
+    assert "def forward" in text(explorer.code.view.html)
+    marked = re.search(r'<span class="hll">(.*?)</span>\n', explorer.code.view.html)
     assert marked and text(marked.group(1)).lstrip().startswith("sum_1 = torch.sum")
     assert explorer.title.value == "<b>MyModule</b>"
     explorer.close()
@@ -149,17 +149,17 @@ def test_fuse_undo_redo_on_resnet18(resnet18):
     assert explorer.passes.select.value == "fuse_conv_bn"  # the first pass, with its form, from the start
     assert "eval mode" in explorer.passes.doc.value
     bns = {r["name"] for r in explorer.table.rows if r["target"].endswith("(BatchNorm2d)")}
-    code_before = text(explorer.code.view.value)
+    code_before = text(explorer.code.view.html)
     explorer.passes.select.value = "fuse_conv_bn"
     explorer.passes.apply.click()
     assert explorer.error.value == ""
     assert not bns & graph_names(explorer) and len(bns) == 20
     assert text(explorer.badge.value) == "match"
-    assert len(text(explorer.code.view.value)) < len(code_before)
+    assert len(text(explorer.code.view.html)) < len(code_before)
     assert "bn1" not in names(explorer) and explorer.step_label.value == "step 1 of 1 · fuse_conv_bn"
     assert [text(row.children[1].value) for row in explorer.passes.history.children] == ["match", "match"]
     explorer.undo_button.click()
-    assert bns <= graph_names(explorer) and text(explorer.code.view.value) == code_before
+    assert bns <= graph_names(explorer) and text(explorer.code.view.html) == code_before
     assert explorer.undo_button.disabled and not explorer.redo_button.disabled
     explorer.redo_button.click()
     assert not bns & graph_names(explorer) and explorer.session.index == 1
@@ -236,7 +236,7 @@ def test_a_pass_on_selected_nodes_with_parameters(my_module):
     step = explorer.session.current
     assert (step.pass_name, dict(step.params), step.nodes) == ("fake_quantize", {"bits": 4}, ("linear",))
     assert text(explorer.badge.value) == "expected to differ"
-    assert "fake_quant" in text(explorer.code.view.value)
+    assert "fake_quant" in text(explorer.code.view.html)
     explorer.passes.nodes.value = []
     explorer.passes.apply.click()
     assert "No nodes selected" in explorer.error.value and explorer.session.index == 1
@@ -328,15 +328,30 @@ def test_code_diff_against_the_previous_or_a_chosen_step(convbn):
     convbn.passes.select.value = "fuse_conv_bn"
     convbn.passes.apply.click()
     convbn.code.diff.value = True
-    assert 'class="fxviz-diff"' in convbn.code.view.value and "step 0 (trace)" in convbn.code.view.value
-    assert "bn1 = self.bn1" in text(convbn.code.view.value)
+    assert 'class="fxviz-diff"' in convbn.code.view.html and "step 0 (trace)" in convbn.code.view.html
+    assert "bn1 = self.bn1" in text(convbn.code.view.html)
     convbn.passes.select.value = "lower_modules"
     convbn.passes.apply.click()
     assert convbn.code.base.value == 1
     convbn.code.base.value = 0
-    assert "step 0 (trace)" in convbn.code.view.value and "step 2 (lower_modules)" in convbn.code.view.value
+    assert "step 0 (trace)" in convbn.code.view.html and "step 2 (lower_modules)" in convbn.code.view.html
     convbn.code.diff.value = False
-    assert "fxviz-code-hl" in convbn.code.view.value
+    assert "fxviz-code-hl" in convbn.code.view.html
+
+
+def test_code_diff_layouts_unified_fits_a_narrow_panel(convbn):
+    convbn.passes.select.value = "fuse_conv_bn"
+    convbn.passes.apply.click()
+    convbn.code.diff.value = True
+    fit = convbn.code.view.html  # both: CSS shows one by the panel's width
+    assert 'class="fxviz-diff-fit"' in fit and 'class="fxviz-diff"' in fit and "fxviz-diff-unified" in fit
+    convbn.code.layout_choice.value = "unified"
+    unified = convbn.code.view.html
+    assert 'class="fxviz-diff"' not in unified
+    removed = [line for line in text(unified).splitlines() if line.startswith("-") and "bn1" in line]
+    assert removed and "self.bn1(" in removed[0]
+    convbn.code.layout_choice.value = "side by side"
+    assert 'class="fxviz-diff"' in convbn.code.view.html and "fxviz-diff-unified" not in convbn.code.view.html
 
 
 def test_background_profiling_never_holds_up_the_graph(image):

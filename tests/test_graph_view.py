@@ -113,3 +113,12 @@ def test_every_class_the_script_sets_is_prefixed():
     names += re.findall(r'querySelectorAll\("\.([\w-]+)"\)', js)
     assert len(names) > 20
     assert all(n == "" or n.startswith("fxviz-") for n in names), names
+
+
+def test_undo_and_redo_keys_reach_on_action_callbacks():
+    w = GraphView()
+    seen: list[str] = []
+    w.on_action(seen.append)
+    for content in ({"action": "undo"}, {"action": "redo"}, {"action": "rm -rf"}, "junk"):
+        w._handle_msg({"content": {"data": {"method": "custom", "content": content}}, "buffers": []})
+    assert seen == ["undo", "redo"]

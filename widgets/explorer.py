@@ -104,7 +104,8 @@ class Explorer(w.VBox):
         self.passes = PassPanel(goto=lambda index: self._act(session.goto, index))
         self.timing = TimingPanel(self.profiler, profile_step=lambda: self._request_profiles(force=True))
         for panel in (self.details, self.code, self.passes, self.timing):  # scroll beside the graph
-            panel.layout = w.Layout(max_height="580px", overflow="auto")
+            panel.layout = w.Layout(max_height="620px", overflow="auto")
+            panel.add_class("fxviz-tab-panel")  # explorer.css: its rows keep their height
         self.tabs = _named(w.Tab([self.details, self.code, self.passes, self.timing],
                                  titles=("Details", "Code", "Passes", "Timing"), layout=w.Layout(width="40%")),
                            "fxviz-tabs")
@@ -130,6 +131,7 @@ class Explorer(w.VBox):
         self.tabs.observe(lambda _: self.passes.show(session, self.graph.selected), "selected_index")
         self.undo_button.on_click(lambda _: self._act(session.undo))
         self.redo_button.on_click(lambda _: self._act(session.redo))
+        self.graph.on_action(self._on_key)  # Ctrl+Z / Ctrl+Shift+Z in the workbench
         self.passes.apply.on_click(lambda _: self._act(self._apply))
         self._unsubscribe = session.subscribe(self._on_session)
         self._refresh()
@@ -160,6 +162,13 @@ class Explorer(w.VBox):
             self._say(f"Nothing to do: {exc}", error=False)
         except Exception as exc:  # shown to the user, who cannot see a callback's traceback
             self._say(str(exc) if isinstance(exc, FxvizError) else f"{type(exc).__name__}: {exc}")
+
+    def _on_key(self, action: str) -> None:
+        """Undo/redo from the keyboard: a key with nothing to undo does nothing."""
+        if action == "undo" and self.session.can_undo:
+            self._act(self.session.undo)
+        elif action == "redo" and self.session.can_redo:
+            self._act(self.session.redo)
 
     def _apply(self) -> None:
         name, params, nodes = self.passes.request()
@@ -217,7 +226,7 @@ class Explorer(w.VBox):
             self.passes.show_history(self.session)
             timings = self.profiler.known(step)
             rows = _rows(step.graph, timings)
-            self.graph.nodes = {r["name"]: _tooltip(r) for r in rows}
+            self.graph.nodes = {r["name"]: _tooltip(r, step.graph) for r in rows}
             self._draw()
             self.table.rows = rows
             self.details.show(step.graph, self.graph.selected, timings)
@@ -306,10 +315,14 @@ def _rows(graph: Any, timings: Timings | None) -> list[dict[str, Any]]:
     return rows
 
 
-def _tooltip(row: dict[str, Any]) -> dict[str, str]:
+def _tooltip(row: dict[str, Any], graph: Any) -> dict[str, Any]:
+    """What the graph view knows of a node: tooltip strings, and its inputs and users
+    (in argument order) for walking the graph with the arrow keys."""
+    name = row["name"]
     time = "" if row["time_us"] is None else f"{row['time_us']:.1f} µs ({row['share']:.1f} %)"
     return {"op": row["op"], "target": row["target"], "module_path": row["module_path"],
-            "shape": row["shape"], "time": time}
+            "shape": row["shape"], "time": time,
+            "inputs": list(graph.predecessors(name)), "users": list(graph.successors(name))}
 
 
 def _why_untimed(profiler: Profiler, timings: list[Timings | None]) -> str:

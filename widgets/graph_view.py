@@ -11,6 +11,8 @@ consistent state (e.g. an ``svg`` and its ``elements``).
 from __future__ import annotations
 
 import pathlib
+from collections.abc import Callable
+from typing import Any
 
 import anywidget
 import traitlets
@@ -31,7 +33,8 @@ class GraphView(anywidget.AnyWidget):
     elements = traitlets.Dict().tag(sync=True)
     #: [{"label": str, "color": "#rrggbb"}]
     legend = traitlets.List(traitlets.Dict()).tag(sync=True)
-    #: FX node name -> {"op", "target", "module_path", "shape", "time"} (display strings)
+    #: FX node name -> {"op", "target", "module_path", "shape", "time"} (display strings),
+    #: optionally "inputs"/"users" (lists of node names) for walking with the arrow keys
     nodes = traitlets.Dict().tag(sync=True)
     #: FX node name, or "" for none
     selected = traitlets.Unicode("").tag(sync=True)
@@ -43,6 +46,22 @@ class GraphView(anywidget.AnyWidget):
     ).tag(sync=True)
     #: one line for the toolbar, e.g. "71 nodes · step 2"
     status = traitlets.Unicode("").tag(sync=True)
+
+    def __init__(self, **kwargs: Any):
+        super().__init__(**kwargs)
+        self._actions: list[Callable[[str], Any]] = []
+        self.on_msg(self._on_message)
+
+    def on_action(self, callback: Callable[[str], Any]) -> None:
+        """Call ``callback("undo")`` / ``callback("redo")`` on Ctrl+Z / Ctrl+Shift+Z
+        pressed in the view or the workbench around it (outside text fields)."""
+        self._actions.append(callback)
+
+    def _on_message(self, _: Any, content: Any, buffers: Any) -> None:
+        action = content.get("action") if isinstance(content, dict) else None
+        if action in ("undo", "redo"):
+            for callback in self._actions:
+                callback(action)
 
     def select(self, name: str) -> None:
         """Select FX node `name` ("" clears); the browser highlights it and pans to it."""

@@ -1,14 +1,21 @@
 """The code panel: a step's generated Python, highlighted with pygments, with the
-selected node's line marked, or its diff against another step of the session."""
+selected node's line marked and scrolled into view, or its diff against another step
+of the session (unified when the panel is narrow, side by side when it is wide)."""
 from __future__ import annotations
 
+import pathlib
 import re
 from typing import Any
 
+import anywidget
 import ipywidgets as w
+import traitlets
 from pygments import highlight
 from pygments.formatters import HtmlFormatter
-from pygments.lexers import PythonLexer
+from pygments.lexers import DiffLexer, PythonLexer
+
+#: diff layouts: "fit" picks unified or side by side from the panel's width (CSS)
+DIFF_LAYOUTS = ("fit", "unified", "side by side")
 
 
 def node_line(code: str, name: str, op: str) -> int | None:
@@ -27,6 +34,28 @@ def code_html(code: str, line: int | None = None) -> str:
     return highlight(code, PythonLexer(stripnl=False), formatter)
 
 
+def diff_html(comparison: Any, layout: str) -> str:
+    """The code diff of ``comparison`` in ``layout`` (one of DIFF_LAYOUTS): a unified
+    diff (one column: fits a narrow panel), the side-by-side table, or both for CSS to
+    choose by width."""
+    unified = highlight(comparison.code_diff or "(no change in the code)", DiffLexer(stripnl=False),
+                        HtmlFormatter(cssclass="fxviz-code-hl fxviz-diff-unified", nobackground=True))
+    if layout == "unified":
+        return unified
+    split = comparison.code_diff_html()
+    if layout == "side by side":
+        return split
+    return f'<div class="fxviz-diff-fit">{unified}<div class="fxviz-diff-split">{split}</div></div>'
+
+
+class CodeView(anywidget.AnyWidget):
+    """HTML in its own scroller, scrolled to the marked line (``.hll``) whenever it
+    changes, without ever scrolling the notebook."""
+
+    _esm = pathlib.Path(__file__).parent / "code_view.js"
+    html = traitlets.Unicode("").tag(sync=True)
+
+
 class CodePanel(w.VBox):
     """The current step's code, or (with the diff toggle on) its diff against ``base``."""
 
@@ -35,14 +64,21 @@ class CodePanel(w.VBox):
         self.diff.add_class("fxviz-code-diff")
         self.base = w.Dropdown(description="against", layout=w.Layout(width="auto"))
         self.base.add_class("fxviz-code-base")
-        self.view = w.HTML()
+        self.layout_choice = w.Dropdown(options=DIFF_LAYOUTS, value="fit", description="layout",
+                                        layout=w.Layout(width="auto"),
+                                        tooltip="fit: unified when the panel is narrow, side by side when wide")
+        self.layout_choice.add_class("fxviz-code-layout")
+        self.view = CodeView()
         self.view.add_class("fxviz-code")
-        super().__init__([w.HBox([self.diff, self.base]), self.view])
+        bar = w.HBox([self.diff, self.base, self.layout_choice])
+        bar.add_class("fxviz-code-bar")
+        super().__init__([bar, self.view])
         self.add_class("fxviz-code-panel")
         self._session: Any = None
         self._selected = ("", "")
         self.diff.observe(lambda _: self._draw(), "value")
         self.base.observe(lambda _: self._draw(), "value")
+        self.layout_choice.observe(lambda _: self._draw(), "value")
 
     def show(self, session: Any, selected: str = "", op: str = "") -> None:
         """Show ``session.current``; ``selected``/``op``: the node whose line to mark.
@@ -55,7 +91,7 @@ class CodePanel(w.VBox):
         if step_changed or kept not in [index for _, index in others]:
             kept = session.index - 1 if session.index > 0 else (others[0][1] if others else None)
         self.base.value = kept
-        self.diff.disabled = self.base.disabled = not others
+        self.diff.disabled = self.base.disabled = self.layout_choice.disabled = not others
         if not others:
             self.diff.value = False
         self._session, self._step, self._selected = session, session.current, (selected, op)
@@ -66,8 +102,9 @@ class CodePanel(w.VBox):
             return
         step = self._step
         if self.diff.value and self.base.value is not None:
-            self.view.value = self._session.compare(self.base.value, step.index).code_diff_html()
+            comparison = self._session.compare(self.base.value, step.index)
+            self.view.html = diff_html(comparison, self.layout_choice.value)
         else:
             name, op = self._selected
             code = step.code.lstrip("\n")  # torch.fx starts its code with blank lines
-            self.view.value = code_html(code, node_line(code, name, op) if name else None)
+            self.view.html = code_html(code, node_line(code, name, op) if name else None)
