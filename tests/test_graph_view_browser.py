@@ -230,7 +230,7 @@ def test_search_zooms_a_speck_to_a_legible_match(page):
     page.fill(".fxviz-gv-search", "head_0")
     page.press(".fxviz-gv-search", "Enter")
     k = transform(page)["k"]
-    assert k * 11 >= 10 - 1e-6, k  # labels of 11 units at least 10 px tall
+    assert k * 11 >= 11 - 1e-6, k  # names of 11 units at least 11 px tall
     assert inside(box(page, "#fx-head_0"), box(page, ".fxviz-gv-viewport"))
 
 

@@ -76,8 +76,9 @@ export function fitBox(box, width, height, padding = 16, maxScale = NATURAL_SCAL
   };
 }
 
-/** Node labels smaller than this (screen px) cannot be read. */
-export const MIN_LABEL_PX = 10;
+/** Node names are never drawn smaller than this (screen px) at a first view, Fit or a
+ * search: at 11 px a name of 11 units is read easily and its 8-unit shape line still is. */
+export const MIN_LABEL_PX = 11;
 
 /**
  * The smallest zoom at which labels drawn at `fontSize` SVG units are legible.

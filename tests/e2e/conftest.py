@@ -11,6 +11,7 @@ with bench/ui.py); this file only scopes it for pytest.
 """
 from __future__ import annotations
 
+import contextlib
 import sys
 from pathlib import Path
 
@@ -59,19 +60,50 @@ def browser(lab, chromium):
 def page(browser, lab, request):
     """A fresh page (1500x1300: the Explorer fits in the notebook panel); fails the test if a widget shows a JavaScript error."""
     context = browser.new_context(viewport={"width": 1500, "height": 1300})
+    with _checked_page(context, lab, request.node.name, lambda: getattr(request.node, "e2e_report_call", None)) as pg:
+        yield pg
+
+
+@contextlib.contextmanager
+def _checked_page(context, lab, name: str, report):
+    """A page of `context` that collects uncaught errors; on leaving, a failed test
+    (``report()``) leaves a screenshot and the server log, a passing one is checked for
+    widget errors."""
     context.set_default_timeout(30_000)
     pg = context.new_page()
     pg.page_errors = []  # uncaught exceptions in the page, for failure messages
     pg.on("pageerror", lambda exc: pg.page_errors.append(str(exc)))
     try:
         yield pg
-        report = getattr(request.node, "e2e_report_call", None)
-        if report is not None and report.failed:
-            _save_failure(pg, request.node.name, lab)
+        outcome = report()
+        if outcome is not None and outcome.failed:
+            _save_failure(pg, name, lab)
         else:
             labdriver.assert_no_js_error(pg)
     finally:
         context.close()
+
+
+@pytest.fixture(scope="module")
+def desk_page(browser, lab):
+    """One page at the Explorer's default size (1600x1000) shared by a module's
+    journeys, which build on each other (a notebook run once, then used in turn).
+    Use it through `desk`, which checks it after each journey."""
+    context = browser.new_context(viewport={"width": 1600, "height": 1000})
+    with _checked_page(context, lab, "desk", lambda: None) as pg:
+        yield pg
+
+
+@pytest.fixture
+def desk(desk_page, lab, request):
+    """`desk_page` for one journey: a failing journey leaves its screenshot, a passing
+    one must leave no widget showing a JavaScript error."""
+    yield desk_page
+    report = getattr(request.node, "e2e_report_call", None)
+    if report is not None and report.failed:
+        _save_failure(desk_page, request.node.name, lab)
+    else:
+        labdriver.assert_no_js_error(desk_page)
 
 
 def _save_failure(page, test_name: str, lab) -> None:

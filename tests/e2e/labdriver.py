@@ -138,7 +138,9 @@ def start_lab(tmp: Path, log_name: str = "e2e-jupyterlab.log") -> Lab:
              "--ServerApp.open_browser=False", "--ServerApp.allow_root=True",
              f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={dirs['root']}",
              "--LabApp.news_url=None", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
-             "--LabApp.expose_app_in_browser=True"],
+             "--LabApp.expose_app_in_browser=True",
+             # Notebook 7 (the `notebook` package) is served by the same server at /notebooks/.
+             "--JupyterNotebookApp.expose_app_in_browser=True"],
             env=env, stdout=out, stderr=subprocess.STDOUT, cwd=dirs["root"])
 
     def server_info():
@@ -214,14 +216,16 @@ def assert_no_js_error(page) -> None:
                    f"uncaught page errors: {getattr(page, 'page_errors', '(not collected)')}")
 
 
-def open_notebook(page, lab: Lab, name: str, timeout: float = 60) -> dict:
-    """Open notebook `name` and wait until its kernel is really attached and idle.
+def open_notebook(page, lab: Lab, name: str, timeout: float = 60, ui: str = "lab") -> dict:
+    """Open notebook `name` in JupyterLab (`ui="lab"`) or Jupyter Notebook 7
+    (`ui="notebook"`) and wait until its kernel is really attached and idle.
 
     The toolbar's idle indicator reads idle before a kernel exists, so this polls the
     server: a session for the notebook, then its kernel idle with a connection.
     Returns the kernel model.
     """
-    page.goto(f"{lab.url}/lab/tree/{name}?reset&token={lab.token}")
+    url = f"/lab/tree/{name}?reset&" if ui == "lab" else f"/notebooks/{name}?"
+    page.goto(f"{lab.url}{url}token={lab.token}")
     page.locator(".jp-NotebookPanel .jp-Cell").first.wait_for()
     page.wait_for_function("() => window.jupyterapp && window.jupyterapp.shell.currentWidget"
                            " && window.jupyterapp.shell.currentWidget.context"
@@ -232,7 +236,8 @@ def open_notebook(page, lab: Lab, name: str, timeout: float = 60) -> dict:
         return k if k and k["execution_state"] == "idle" and k["connections"] >= 1 else None
 
     # Widgets get the width a person gives them: no file browser beside the notebook.
-    page.evaluate("() => window.jupyterapp.shell.collapseLeft()")
+    if ui == "lab":
+        page.evaluate("() => window.jupyterapp.shell.collapseLeft()")
     kernel = poll(f"an idle kernel attached to {name}", attached, timeout=timeout, interval=0.2)
     # The page's own session must also see the kernel as ready before running cells.
     page.wait_for_function(
@@ -276,6 +281,29 @@ def run_all(page, timeout: float = 120) -> list[dict]:
 
 def _strip_ansi(text: str) -> str:
     return re.sub(r"\x1b\[[0-9;]*m", "", text)
+
+
+_EXECUTE = """async (code) => {
+  const kernel = window.jupyterapp.shell.currentWidget.sessionContext.session.kernel;
+  const out = [];
+  const future = kernel.requestExecute({ code, store_history: false });
+  future.onIOPub = (msg) => {
+    const c = msg.content;
+    if (msg.header.msg_type === 'stream') out.push(c.text);
+    if (msg.header.msg_type === 'error') out.push('ERROR ' + c.ename + ': ' + c.evalue);
+  };
+  await future.done;
+  return out.join('');
+}"""
+
+
+def kernel_json(page, code: str):
+    """Run `code` in the open notebook's kernel (no cell is added) and return the JSON
+    it prints: how a test asks Python what the page should show."""
+    text = page.evaluate(_EXECUTE, code)
+    if text.startswith("ERROR") or not text.strip():
+        raise LabError(f"the kernel could not answer: {text!r}\ncode: {code}")
+    return json.loads(text)
 
 
 def output_area(page, cell_index: int):

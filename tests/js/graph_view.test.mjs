@@ -191,7 +191,7 @@ test("initialView shows a small graph whole and starts a tall one legible at its
   const small = { x: 0, y: 0, width: 200, height: 300 };
   assert.deepEqual(initialView(small, 800, 600), fitBox(small, 800, 600));
   const readable = readableScale(11);
-  close(readable * 11, MIN_LABEL_PX); // labels of 11 units are drawn MIN_LABEL_PX tall
+  close(readable * 11, MIN_LABEL_PX); // names of 11 units are drawn MIN_LABEL_PX tall
   const tall = { x: 0, y: 0, width: 300, height: 6000 };
   const v = initialView(tall, 800, 600, readable);
   assert.equal(v.k, readable);
