@@ -2,7 +2,8 @@
 
 A header (model name, step, undo/redo, the step's numeric check, profiling progress,
 a status line), an error line, the graph view beside the Details / Code / Passes /
-Timing tabs, and the node table below. It calls only fxviz's public API and follows
+Timing tabs, and the node table below. Ctrl+Z / Ctrl+Shift+Z undo and redo while the
+workbench has focus (the graph view catches the keys). It calls only fxviz's public API and follows
 the session (``session.subscribe``), so ``session.apply(...)`` in another cell
 refreshes it. Rendering never waits for profiling: timings fill in when known.
 
@@ -15,10 +16,11 @@ Stable CSS classes (browser tests and styling rely on them):
   fxviz-error           error line (empty when none); fxviz-status: info line
   fxviz-progress        profiling progress bar (hidden when idle)
   fxviz-graph           the GraphView;  fxviz-node-table: the TableView
-  fxviz-tabs            the Details / Code / Passes / Timing tabs
+  fxviz-tabs            the Details / Code / Passes / Timing tabs; each panel fxviz-tab-panel
   fxviz-details         node details table; fxviz-details-inputs / -users hold
                         fxviz-node-link buttons; fxviz-details-aten: ATen operators
-  fxviz-code            highlighted code or diff; fxviz-code-diff (toggle), fxviz-code-base
+  fxviz-code            highlighted code or diff (its scroller: fxviz-code-scroll);
+                        fxviz-code-diff (toggle), fxviz-code-base, fxviz-code-layout
   fxviz-pass-select, fxviz-param, fxviz-pass-scope, fxviz-pass-nodes, fxviz-apply
   fxviz-history         step list: fxviz-history-step buttons (fxviz-history-current)
                         each beside a fxviz-badge
