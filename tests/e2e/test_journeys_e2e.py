@@ -157,7 +157,11 @@ def test_2_select_shows_details_and_scrolls_the_code_to_its_line(desk, explorer)
 
 def test_2b_selecting_a_node_never_scrolls_the_notebook(desk, explorer):
     page = desk
-    explorer.locator(".fxviz-gv-toolbar").scroll_into_view_if_needed()
+    # As a person reads it: the Explorer's top at the top of the notebook, the table's end below.
+    explorer.evaluate("e => e.scrollIntoView({block: 'start'})")
+    table = explorer.locator(".fxviz-node-table").bounding_box()
+    notebook = page.locator(f".jp-NotebookPanel {NOTEBOOK_SCROLLER}").first.bounding_box()
+    assert table["y"] + table["height"] > notebook["y"] + notebook["height"], "the whole table is in view"
     scrolled = _notebook_scroll(page)
     for name in ("x", "layer4_1_conv2", "fc"):  # rows at the top, far down and at the end of the table
         _search(explorer, name)
@@ -171,6 +175,7 @@ def test_3_apply_undo_redo_keep_the_zoom_and_the_graph_in_view(desk, explorer):
     page = desk
     _search(explorer, "layer2_0_conv1")
     explorer.locator("g.node#fx-layer2_0_conv1.fxviz-selected").wait_for()
+    explorer.locator(".fxviz-gv-search").press("Escape")  # search done: nothing dimmed
     explorer.locator(".fxviz-gv-btn[data-action='in']").click()
     k = _scale(explorer)
     viewport = explorer.locator(".fxviz-gv-viewport")
@@ -191,6 +196,7 @@ def test_3_apply_undo_redo_keep_the_zoom_and_the_graph_in_view(desk, explorer):
     viewport.click(position={"x": 5, "y": 5})  # focus the graph (a background click: selection cleared)
     explorer.locator("g.node.fxviz-selected").wait_for(state="detached")
     _search(explorer, "layer2_0_conv1")
+    explorer.locator(".fxviz-gv-search").press("Escape")
     viewport.focus()
     page.keyboard.press("Control+z")
     check("step 0 of 1")
@@ -227,6 +233,7 @@ def test_4_timing_compare_controls_are_reachable_and_agree_with_python(desk, exp
     for category in ("added", "deleted"):
         assert shown.get(category, 0) == python.get(category, 0), (category, shown, python)
     assert shown["deleted"] >= 1  # BatchNorm2d
+    result.scroll_into_view_if_needed()
     shoot(explorer, "e2e-journey-4-compare")
 
 
