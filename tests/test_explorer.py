@@ -289,6 +289,21 @@ def test_collapsing_a_module_in_the_view_redraws(resnet18):
     explorer.close()
 
 
+def test_an_expansion_that_cannot_be_laid_out_keeps_the_drawing_on_screen(resnet18, monkeypatch):
+    explorer = explore(resnet18, torch.randn(1, 3, 32, 32), profile="off")
+    explorer.graph.collapsed = ["layer1", "layer2", "layer3", "layer4"]  # "Collapse all"
+    svg, collapsed = explorer.graph.svg, list(explorer.graph.collapsed)
+
+    def too_slow(source, **_):
+        raise RenderError("Laying out 9999 boxes took longer than 10 s, so it was stopped.")
+
+    monkeypatch.setattr(fxviz.render, "layout_svg", too_slow)
+    explorer.graph.collapsed = []  # "Expand all"
+    assert "took longer than 10 s" in explorer.error.value and "kept" in explorer.error.value
+    assert explorer.graph.svg == svg and explorer.graph.collapsed == collapsed
+    explorer.close()
+
+
 def test_a_graph_that_cannot_be_laid_out_shows_why_and_no_stale_picture(convbn, monkeypatch):
     def too_slow(source, **_):
         raise RenderError("Laying out 9999 boxes took longer than 10 s, so it was stopped.")

@@ -234,7 +234,9 @@ class Explorer(w.VBox):
             self.details.show(step.graph, self.graph.selected, timings)
             self.timing.show(self.session, timings)
 
-    def _draw(self) -> None:
+    def _draw(self, *, keep_on_error: bool = False) -> None:
+        """Draw the current step. ``keep_on_error``: a drawing the user asked for (a
+        collapse or expand) that cannot be laid out keeps the one on screen."""
         step = self.session.current
         coloring, note = self._coloring(step)
         status = " · ".join(filter(None, [f"{len(step.graph)} nodes", f"step {step.index}", note]))
@@ -244,6 +246,10 @@ class Explorer(w.VBox):
             same = rendering.dot.source == self._drawn_source  # e.g. timings arrived in "op" colouring
             svg = None if same else rendering.svg
         except FxvizError as exc:  # e.g. a layout that would take too long: no stale picture
+            if keep_on_error and self._drawn_source:
+                self._say(f"{exc} The drawing on screen is kept.")
+                self.graph.collapsed = self._drawn_collapsed
+                return
             self._say(str(exc))
             self._drawn_source = ""
             with self.graph.hold_sync():
@@ -289,7 +295,7 @@ class Explorer(w.VBox):
     def _on_collapsed(self, change: dict[str, Any]) -> None:
         if change["new"] != self._drawn_collapsed:  # a click in the view, not our own draw
             with self._ui:
-                self._draw()
+                self._draw(keep_on_error=True)
 
     def _op(self, name: str) -> str:
         graph = self.session.current.graph
