@@ -21,7 +21,7 @@ except ModuleNotFoundError:  # until widgets/__init__.py exists, load the file i
     _spec.loader.exec_module(_module)
     GraphView = _module.GraphView
 
-CONTRACT = {"svg", "elements", "legend", "nodes", "selected", "collapsed", "color_mode",
+CONTRACT = {"svg", "elements", "legend", "legend_mode", "nodes", "selected", "collapsed", "color_mode",
             "color_modes", "status"}
 NODES = {"x": {"op": "placeholder", "target": "x", "module_path": "", "shape": "1×3", "time": ""},
          "relu": {"op": "call_function", "target": "torch.relu", "module_path": "act",
@@ -40,7 +40,7 @@ def test_contract_traitlets_are_synced_with_their_defaults():
     assert CONTRACT <= synced
     state = w.get_state()
     assert {k: state[k] for k in CONTRACT} == {
-        "svg": "", "elements": {}, "legend": [], "nodes": {}, "selected": "", "collapsed": [],
+        "svg": "", "elements": {}, "legend": [], "legend_mode": "", "nodes": {}, "selected": "", "collapsed": [],
         "color_mode": "op", "color_modes": ["op", "time", "flops", "diff"], "status": ""}
 
 

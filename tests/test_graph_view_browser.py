@@ -439,6 +439,9 @@ def test_colour_mode_select_and_legend_update(page):
     # The numbers alone; the heading names the mode and its unit.
     assert page.locator(".fxviz-gv-legend-label").all_text_contents() == ["0", "4.1"]
     assert page.text_content(".fxviz-gv-legend-title") == "time share (% of the step's node time)"
+    # A fallback drawing (no timings yet) says what its legend really shows.
+    page.evaluate("harness.model.fromPython({legend: %s, legend_mode: 'op'})" % LEGEND)
+    assert page.text_content(".fxviz-gv-legend-title") == "op kind"
     assert page.get_attribute("#fx-encoder_0 path", "fill") == "#bd0026"
 
 

@@ -263,6 +263,7 @@ class Explorer(w.VBox):
         self._drawn_source = rendering.dot.source
         with self.graph.hold_sync():
             self.graph.svg, self.graph.elements, self.graph.legend = svg, rendering.elements, rendering.legend
+            self.graph.legend_mode = coloring.get("color_by") or "op"
             self.graph.collapsed = self._drawn_collapsed
             self.graph.status = status
 

@@ -794,7 +794,7 @@ function render({ model, el }) {
 
   function renderLegend() {
     const items = /** @type {Array<{label: string, color: string}>} */ (model.get("legend") || []);
-    const mode = model.get("color_mode");
+    const mode = model.get("legend_mode") || model.get("color_mode");
     legend.replaceChildren(h("span", "fxviz-gv-legend-title", legendTitle(mode)),
       ...items.map(({ label, color }) => {
         const item = h("span", "fxviz-gv-legend-item");
@@ -1013,6 +1013,7 @@ function render({ model, el }) {
     renderLegend();
   });
   onModel("legend", renderLegend);
+  onModel("legend_mode", renderLegend);
   onModel("status", renderStatus);
 
   renderModes();

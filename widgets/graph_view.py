@@ -41,6 +41,9 @@ class GraphView(anywidget.AnyWidget):
     #: module paths drawn as one summary node
     collapsed = traitlets.List(traitlets.Unicode()).tag(sync=True)
     color_mode = traitlets.Unicode("op").tag(sync=True)
+    #: the mode ``legend`` was drawn in, when it differs from ``color_mode`` (e.g. the
+    #: time colouring falls back to op kinds until timings arrive); "" = ``color_mode``
+    legend_mode = traitlets.Unicode("").tag(sync=True)
     color_modes = traitlets.List(
         traitlets.Unicode(), default_value=["op", "time", "flops", "diff"]
     ).tag(sync=True)

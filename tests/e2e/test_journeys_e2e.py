@@ -255,6 +255,34 @@ def test_7_dark_theme_has_no_white_chart(desk, explorer):
         set_theme(page, LIGHT)
 
 
+def test_10_panels_fit_the_default_size(desk, explorer):
+    """The code diff fits its panel (unified when narrow); the legend names its unit."""
+    page = desk
+    _open_tab(explorer, "Code")
+    explorer.locator(".fxviz-code-diff").click()
+    scroller = explorer.locator(".fxviz-code-scroll")
+    scroller.locator(".fxviz-diff-unified").wait_for()
+    assert not explorer.locator(".fxviz-code .fxviz-diff").is_visible()  # side by side is for wide panels
+    panel, code = explorer.locator(".fxviz-tabs").bounding_box(), scroller.bounding_box()
+    assert code["x"] + code["width"] <= panel["x"] + panel["width"] + 1, (code, panel)
+    assert scroller.locator(":is(.gd, .gi)", has_text="bn1").count() >= 1  # the BatchNorm calls: removed or back
+    explorer.locator(".fxviz-gv-select").select_option("time")
+    # Once the step's timings are known (until then it stays coloured, and titled, by op kind).
+    explorer.locator(".fxviz-gv-legend-title", has_text="time share (%").wait_for(timeout=120_000)
+    labels = explorer.locator(".fxviz-gv-legend-label").all_inner_texts()
+    assert labels and all(re.fullmatch(r"[\d.e+-]+", t) for t in labels), labels
+    legend, viewport = explorer.locator(".fxviz-gv-legend").bounding_box(), explorer.locator(".fxviz-gv-viewport").bounding_box()
+    assert legend["y"] >= viewport["y"] + viewport["height"] - 1  # below the drawing, not over it
+    shoot(explorer, "e2e-journey-10-diff-and-time-light")
+    try:
+        set_theme(page, DARK)
+        shoot(explorer, "e2e-journey-10-diff-and-time-dark")
+    finally:
+        set_theme(page, LIGHT)
+    explorer.locator(".fxviz-gv-select").select_option("op")
+    explorer.locator(".fxviz-code-diff").click()
+
+
 SMALL_NB = [
     """\
 import torch
