@@ -2,8 +2,9 @@
 browser reaching Python observers. No browser here (see test_graph_view_browser.py)."""
 from __future__ import annotations
 
-import importlib.util
 import re
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -13,13 +14,7 @@ pytest.importorskip("anywidget")
 
 WIDGETS = Path(__file__).resolve().parents[1] / "widgets"
 
-try:
-    from fxviz.widgets.graph_view import GraphView
-except ModuleNotFoundError:  # until widgets/__init__.py exists, load the file itself
-    _spec = importlib.util.spec_from_file_location("fxviz_graph_view", WIDGETS / "graph_view.py")
-    _module = importlib.util.module_from_spec(_spec)
-    _spec.loader.exec_module(_module)
-    GraphView = _module.GraphView
+from fxviz.widgets.graph_view import MODULES, GraphView, esm_source  # noqa: E402 (after the skip)
 
 CONTRACT = {"svg", "elements", "legend", "legend_mode", "nodes", "selected", "collapsed", "color_mode",
             "color_modes", "status"}
@@ -46,11 +41,28 @@ def test_contract_traitlets_are_synced_with_their_defaults():
 
 def test_front_end_files_are_sent_as_text_without_a_file_watcher():
     w = GraphView()
-    assert w._esm == (WIDGETS / "graph_view.js").read_text(encoding="utf-8")
-    assert w._css == (WIDGETS / "graph_view.css").read_text(encoding="utf-8")
+    assert w._esm == esm_source() and isinstance(GraphView._esm, str)  # a string: no file watcher
     assert "export default { render }" in w._esm
-    # anywidget only watches the files with ANYWIDGET_HMR=1 (a development mode).
-    assert GraphView._esm._background_thread is None
+    assert w._css == (WIDGETS / "graph_view.css").read_text(encoding="utf-8")
+
+
+def test_the_joined_module_imports_nothing_and_exports_what_the_modules_do(tmp_path):
+    """anywidget gets one module: no import of the others may remain, and it must
+    offer the same exports as graph_view.js imported as files (checked with node)."""
+    joined = esm_source()
+    assert not re.search(r'^\s*(import|export)\b[^;]*\bfrom\s+"\./', joined, re.MULTILINE)
+    for name in MODULES:
+        assert (WIDGETS / name).exists()
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("node is not installed")
+    bundle = tmp_path / "joined.mjs"
+    bundle.write_text(joined, encoding="utf-8")
+    keys = "m => console.log(JSON.stringify([Object.keys(m).sort(), typeof m.default.render]))"
+    out = [subprocess.run([node, "--input-type=module", "-e", f"import({str(path.as_uri())!r}).then({keys})"],
+                          capture_output=True, text=True, check=True).stdout
+           for path in (bundle, WIDGETS / "graph_view.js")]
+    assert out[0] == out[1] and '"function"' in out[0] and "zoomAt" in out[0]
 
 
 def test_select_sets_selected_and_rejects_unknown_names():

@@ -11,6 +11,7 @@ consistent state (e.g. an ``svg`` and its ``elements``).
 from __future__ import annotations
 
 import pathlib
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -18,14 +19,24 @@ import anywidget
 import traitlets
 
 _HERE = pathlib.Path(__file__).parent
+#: the front-end's ES modules, each after those it imports (graph_view.js last)
+MODULES = ("gv_view.js", "gv_graph.js", "gv_labels.js", "gv_svg.js", "graph_view.js")
+_LOCAL_IMPORT = re.compile(r'^(?:import|export)\b[^;"]*?\bfrom\s+"\./[\w.]+";\n', re.MULTILINE)
+
+
+def esm_source() -> str:
+    """The graph view's front-end as one ES module (anywidget loads one string): the
+    modules joined, their imports of each other dropped. No bundler: the modules stay
+    plain files that a page can also import as they are."""
+    return "\n".join(_LOCAL_IMPORT.sub("", (_HERE / name).read_text(encoding="utf-8")) for name in MODULES)
 
 
 class GraphView(anywidget.AnyWidget):
     """Interactive Graphviz SVG of an FX graph; see docs/CONTRACTS.md for the ids."""
 
-    # anywidget reads these files into strings when the class is created; it only
-    # watches them for changes with ANYWIDGET_HMR=1 (development).
-    _esm = _HERE / "graph_view.js"
+    # Read into strings when the class is created (anywidget watches a Path only with
+    # ANYWIDGET_HMR=1, which a joined module cannot offer).
+    _esm = esm_source()
     _css = _HERE / "graph_view.css"
 
     svg = traitlets.Unicode("").tag(sync=True)
