@@ -119,7 +119,7 @@ def test_every_css_rule_is_scoped_by_a_prefixed_class():
 
 
 def test_every_class_the_script_sets_is_prefixed():
-    js = (WIDGETS / "graph_view.js").read_text()
+    js = esm_source()
     names = re.findall(r'h\("\w+", "([^"]*)"', js)
     names += re.findall(r'classList\.\w+\("([^"]+)"', js)
     names += re.findall(r'querySelectorAll\("\.([\w-]+)"\)', js)

@@ -17,12 +17,16 @@ import {
   searchNodes, walkStep,
 } from "./gv_graph.js";
 import { legendText, legendTitle, modeLabel, safeColor, tooltipFor } from "./gv_labels.js";
-import { SVG_NS, sanitizeSvg } from "./gv_svg.js";
+import { importSvg } from "./gv_svg.js";
+import { buildDom, elementMaker } from "./gv_dom.js";
+import { createTooltip } from "./gv_tooltip.js";
 
 export * from "./gv_view.js";
 export * from "./gv_graph.js";
 export * from "./gv_labels.js";
 export * from "./gv_svg.js";
+export * from "./gv_dom.js";
+export * from "./gv_tooltip.js";
 
 /** @typedef {import("./gv_view.js").View} View */
 /** @typedef {import("./gv_view.js").Box} Box */
@@ -54,63 +58,9 @@ function render({ model, el }) {
     model.on(`change:${key}`, fn);
     modelListeners.push([`change:${key}`, fn]);
   };
-  /** @template {keyof HTMLElementTagNameMap} T @param {T} tag @param {string} cls
-   * @param {string} [text] @returns {HTMLElementTagNameMap[T]} */
-  const h = (tag, cls, text) => {
-    const e = doc.createElement(tag);
-    e.className = cls;
-    if (text !== undefined) e.textContent = text;
-    return e;
-  };
-
-  // --- DOM -------------------------------------------------------------
-  const root = h("div", "fxviz-gv");
-  const toolbar = h("div", "fxviz-gv-toolbar");
-  const search = h("input", "fxviz-gv-search");
-  search.type = "text"; // not "search": its native clear button ignores the Lab theme
-  search.placeholder = "Find node, target, module";
-  search.title = "Enter: next match · Shift+Enter: previous · Esc: clear";
-  search.setAttribute("aria-label", "Find nodes by name, target or module path");
-  const count = h("span", "fxviz-gv-count");
-  const modeBox = h("label", "fxviz-gv-mode", "Colour");
-  const modeSelect = h("select", "fxviz-gv-select");
-  modeBox.append(modeSelect);
-  const buttons = h("span", "fxviz-gv-buttons");
-  /** @type {Record<string, HTMLButtonElement>} */
-  const button = {};
-  for (const [action, label, title] of [
-    ["fit", "Fit", "Show the whole graph if it is legible, else its top (the inputs) at a legible size"],
-    ["in", "+", "Zoom in (Ctrl/\u2318 + wheel, or the wheel once the graph has focus)"],
-    ["out", "\u2212", "Zoom out"],
-    ["selection", "Selected", "Zoom to the selected node"],
-    ["collapse-all", "Collapse all", "Draw every top-level module as one box"],
-    ["expand-level", "Expand a level", "Open each collapsed module one level"],
-    ["expand-all", "Expand all", "Open every module"]]) {
-    const b = h("button", "fxviz-gv-btn", label);
-    b.type = "button";
-    b.title = title;
-    b.dataset.action = action;
-    button[action] = b;
-    buttons.append(b);
-  }
-  const status = h("span", "fxviz-gv-status");
-  toolbar.append(search, count, modeBox, buttons, status);
-
-  const viewport = h("div", "fxviz-gv-viewport");
-  // Focusable: with focus the wheel zooms and the arrow keys walk the graph.
-  viewport.tabIndex = 0;
-  viewport.setAttribute("aria-label",
-    "Graph: drag to pan, Ctrl/\u2318 + wheel to zoom, arrow keys walk inputs and users");
-  const canvas = h("div", "fxviz-gv-canvas");
-  const message = h("div", "fxviz-gv-message");
-  const hint = h("div", "fxviz-gv-hint", "Ctrl/\u2318 + scroll to zoom, or click the graph first");
-  hint.hidden = true;
-  // The legend sits below the drawing, never over its nodes.
-  const legend = h("div", "fxviz-gv-legend");
-  const tip = h("div", "fxviz-gv-tip");
-  tip.hidden = true;
-  viewport.append(canvas, message, hint, tip);
-  root.append(toolbar, viewport, legend);
+  const h = elementMaker(doc);
+  const { root, toolbar, search, count, modeBox, modeSelect, button, status, viewport, canvas, message, hint,
+    legend, tip } = buildDom(h);
   el.replaceChildren(root);
 
   // --- state -----------------------------------------------------------
@@ -133,7 +83,6 @@ function render({ model, el }) {
   let press = null;
   let dragging = false;
   let suppressClick = false;
-  let hoverId = "";
   /** Legible zoom for the drawing on screen (from its label font size). */
   let readable = readableScale(11);
   /** The last Up/Down arrow move, for Left/Right. @type {Walk | null} */
@@ -214,26 +163,14 @@ function render({ model, el }) {
       message.textContent = "No graph to show.";
       return;
     }
-    const parsed = new DOMParser().parseFromString(text, "image/svg+xml");
-    const parsedRoot = parsed.documentElement;
-    if (parsedRoot.namespaceURI !== SVG_NS || parsedRoot.localName !== "svg"
-        || parsed.getElementsByTagName("parsererror").length) {
+    const svg = importSvg(doc, text);
+    if (!svg) {
       message.textContent = "The graph could not be displayed (invalid SVG).";
       return;
     }
-    sanitizeSvg(parsedRoot);
-    // Our tooltip replaces the browser's native one from <title>: drop them to avoid both.
-    for (const t of parsedRoot.querySelectorAll("title")) t.remove();
-    const svg = /** @type {SVGSVGElement} */ (doc.importNode(parsedRoot, true));
-    const vb = svg.viewBox.baseVal;
-    const w = vb && vb.width > 0 ? vb.width : parseFloat(svg.getAttribute("width") || "0");
-    const hgt = vb && vb.height > 0 ? vb.height : parseFloat(svg.getAttribute("height") || "0");
-    // One SVG unit = one CSS pixel at k = 1, so world and screen maths agree.
-    svg.setAttribute("width", String(w));
-    svg.setAttribute("height", String(hgt));
     canvas.append(svg);
     for (const g of svg.querySelectorAll("g[id]")) byId.set(g.id, g);
-    svgSize = { width: w, height: hgt };
+    svgSize = { width: svg.width.baseVal.value, height: svg.height.baseVal.value };
     const label = svg.querySelector("g.node text[font-size]");
     readable = readableScale(parseFloat(label?.getAttribute("font-size") || "11"));
     message.hidden = true;
@@ -361,41 +298,9 @@ function render({ model, el }) {
   }
 
   // --- tooltip -----------------------------------------------------------
-  /** The id of the node, or of the cluster whose label, under event target `t`.
-   * @param {EventTarget | null} t */
-  function hitId(t) {
-    if (!(t instanceof Element) || !canvas.contains(t)) return null;
-    const node = t.closest("g.node");
-    if (node) return node.id;
-    const label = t.closest("text");
-    const parent = label && label.parentElement;
-    return parent && parent.matches("g.cluster") ? parent.id : null;
-  }
-
-  function hideTip() {
-    tip.hidden = true;
-    hoverId = "";
-  }
-
-  /** @param {string} id @param {number} px @param {number} py */
-  function showTip(id, px, py) {
-    if (id !== hoverId) {
-      const t = tooltipFor(elements(), nodes(), id);
-      if (!t) return hideTip();
-      hoverId = id;
-      const rows = t.rows.flatMap(([k, v]) => [h("span", "fxviz-gv-tip-key", k),
-        h("span", "fxviz-gv-tip-value", v)]);
-      const grid = h("div", "fxviz-gv-tip-rows");
-      grid.append(...rows);
-      tip.replaceChildren(h("div", "fxviz-gv-tip-title", t.title), grid);
-      if (t.hint) tip.append(h("div", "fxviz-gv-tip-hint", t.hint));
-      tip.hidden = false;
-    }
-    const x = Math.min(px + 14, width() - tip.offsetWidth - 4);
-    const y = py + 18 + tip.offsetHeight > height() ? py - tip.offsetHeight - 10 : py + 18;
-    tip.style.left = `${Math.max(4, x)}px`;
-    tip.style.top = `${Math.max(4, y)}px`;
-  }
+  const tooltip = createTooltip({ tip, canvas, h, width, height,
+    describe: (/** @type {string} */ id) => tooltipFor(elements(), nodes(), id) });
+  const hideTip = tooltip.hide;
 
   // --- pointer and keyboard ------------------------------------------------
   /** @param {MouseEvent} e @returns {Point} */
@@ -454,8 +359,8 @@ function render({ model, el }) {
         return;
       }
     }
-    const id = hitId(e.target);
-    if (id) showTip(id, p.x, p.y);
+    const id = tooltip.hitId(e.target);
+    if (id) tooltip.show(id, p.x, p.y);
     else hideTip();
   });
 
@@ -468,7 +373,7 @@ function render({ model, el }) {
       suppressClick = false;
       return;
     }
-    const id = hitId(e.target);
+    const id = tooltip.hitId(e.target);
     const changes = applyClick(elements(), id, {
       selected: model.get("selected") || "", collapsed: model.get("collapsed") || [] });
     if (!changes) return;

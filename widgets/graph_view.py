@@ -20,7 +20,7 @@ import traitlets
 
 _HERE = pathlib.Path(__file__).parent
 #: the front-end's ES modules, each after those it imports (graph_view.js last)
-MODULES = ("gv_view.js", "gv_graph.js", "gv_labels.js", "gv_svg.js", "graph_view.js")
+MODULES = ("gv_view.js", "gv_graph.js", "gv_labels.js", "gv_svg.js", "gv_dom.js", "gv_tooltip.js", "graph_view.js")
 _LOCAL_IMPORT = re.compile(r'^(?:import|export)\b[^;"]*?\bfrom\s+"\./[\w.]+";\n', re.MULTILINE)
 
 

@@ -35,3 +35,28 @@ export function sanitizeSvg(root) {
   }
   return removed;
 }
+
+/**
+ * Graphviz SVG text as an element of `doc`, sanitised, without <title>s (the view's
+ * tooltip replaces the browser's), sized so one SVG unit is one CSS pixel at zoom 1
+ * (world and screen maths then agree); null when the text is not an SVG.
+ * @param {Document} doc @param {string} text
+ * @returns {SVGSVGElement | null}
+ */
+export function importSvg(doc, text) {
+  const parsed = new DOMParser().parseFromString(text, "image/svg+xml");
+  const parsedRoot = parsed.documentElement;
+  if (parsedRoot.namespaceURI !== SVG_NS || parsedRoot.localName !== "svg"
+      || parsed.getElementsByTagName("parsererror").length) {
+    return null;
+  }
+  sanitizeSvg(parsedRoot);
+  for (const t of parsedRoot.querySelectorAll("title")) t.remove();
+  const svg = /** @type {SVGSVGElement} */ (doc.importNode(parsedRoot, true));
+  const vb = svg.viewBox.baseVal;
+  const w = vb && vb.width > 0 ? vb.width : parseFloat(svg.getAttribute("width") || "0");
+  const hgt = vb && vb.height > 0 ? vb.height : parseFloat(svg.getAttribute("height") || "0");
+  svg.setAttribute("width", String(w));
+  svg.setAttribute("height", String(hgt));
+  return svg;
+}
