@@ -94,10 +94,13 @@ def test_list_traitlets_validate_their_items():
 
 
 def _selectors(css: str) -> list[str]:
-    """Every selector of every rule (commas inside :is(...)/:has(...) kept together)."""
+    """Every selector of every rule (commas inside :is(...)/:has(...) kept together;
+    at-rule conditions skipped, the rules inside them kept)."""
     css = re.sub(r"/\*.*?\*/", "", css, flags=re.S)
     out = []
     for prelude in re.findall(r"([^{}]+)\{", css):
+        if prelude.strip().startswith("@"):  # @media/@container: a condition, its rules follow
+            continue
         depth, current = 0, ""
         for ch in prelude:
             depth += (ch == "(") - (ch == ")")
