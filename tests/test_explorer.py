@@ -441,3 +441,17 @@ def test_refreshing_and_closing_leave_no_widgets_behind(image):
     assert len(set(live) - existing) <= drawn + 20  # history rows replaced, not piled up
     explorer.close()
     assert len(set(live) - existing) < 10
+
+
+def test_keys_undo_and_redo_and_nodes_know_their_inputs_and_users(convbn):
+    assert convbn.graph.nodes["bn1"]["inputs"] == ["conv1"] and "bn1" in convbn.graph.nodes["conv1"]["users"]
+    press = lambda action: convbn.graph._handle_msg(  # noqa: E731 - what Ctrl+Z in the browser sends
+        {"content": {"data": {"method": "custom", "content": {"action": action}}}, "buffers": []})
+    press("undo")  # nothing to undo: nothing happens, no error shown
+    assert convbn.session.index == 0 and convbn.error.value == ""
+    convbn.passes.select.value = "fuse_conv_bn"
+    convbn.passes.apply.click()
+    press("undo")
+    assert convbn.session.index == 0 and "bn1" in names(convbn)
+    press("redo")
+    assert convbn.session.index == 1 and "bn1" not in names(convbn)
