@@ -234,8 +234,11 @@ def test_4_timing_compare_controls_are_reachable_and_agree_with_python(desk, exp
     for control in (".fxviz-compare-a select", ".fxviz-compare-b select", "button.fxviz-compare"):
         box = explorer.locator(control)
         box.scroll_into_view_if_needed()
-        size = box.bounding_box()
-        assert size and size["height"] >= 20, f"{control} is {size} (collapsed)"
+        # Its row has a height and nothing covers or clips it: the point at its centre is it.
+        seen = box.evaluate("""e => { const row = e.closest('.widget-hbox'); const r = e.getBoundingClientRect();
+            const hit = document.elementFromPoint(r.x + r.width / 2, r.y + r.height / 2);
+            return {row: row.getBoundingClientRect().height, hit: e === hit || e.contains(hit)}; }""")
+        assert seen["row"] >= 20 and seen["hit"], f"{control}: {seen} (its row collapsed or clipped)"
     explorer.locator(".fxviz-compare-a select").select_option(label="step 0 · trace")
     explorer.locator(".fxviz-compare-b select").select_option(label="step 1 · fuse_conv_bn")
     explorer.locator("button.fxviz-compare").click()
