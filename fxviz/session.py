@@ -100,6 +100,12 @@ class Step:
             self._profiles[key] = profile(self.gm, self.example_inputs, **{"flops": flops, **kwargs})
         return self._profiles[key]
 
+    @property
+    def measured_profile(self) -> Any:
+        """The latest profile computed so far, or None: what a report shows without measuring."""
+        profiles = list(self._profiles.values())  # a copy: a profiler thread may add one
+        return profiles[-1] if profiles else None
+
     def __repr__(self) -> str:
         check = self.check.status if self.check_done else "check pending"
         return f"<Step {self.index}: {self.pass_name}, {check}>"
