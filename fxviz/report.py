@@ -113,7 +113,9 @@ def _step(step: Any, current: int, views: dict[str, int], variants: list[int], b
 
     graph = step.graph
     code = step.code.lstrip("\n")  # torch.fx starts its code with blank lines
-    table = step.profile() if profile and step.measured_profile is None else step.measured_profile
+    table = step.measured_profile
+    if table is None and profile:
+        table = step.profile(budget_s=1.0)  # the Explorer's setting
     check = step.check
     times = {} if table is None else {
         n: (float(m), float(sh)) for n, m, sh in zip(table["node"], table["median_us"], table["share"])}

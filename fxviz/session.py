@@ -235,6 +235,13 @@ class Session:
 
         return compare(self._steps[i], self._steps[j], **options)
 
+    def to_html(self, path: Any, **options: Any) -> Any:
+        """Write the session as one self-contained HTML page, readable without a kernel;
+        returns its path. ``options``: see :func:`fxviz.report.write_html`."""
+        from fxviz.report import write_html
+
+        return write_html(self, path, **options)
+
     def _make_step(self, index: int, gm: torch.fx.GraphModule, action: Action, check_inputs: tuple[tuple, ...],
                    differs: bool, what: str, error: type[Exception]) -> Step:
         """One annotated run on the example inputs proves the graph runs (else ``error``,
