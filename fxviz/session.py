@@ -106,6 +106,11 @@ class Step:
         profiles = list(self._profiles.values())  # a copy: a profiler thread may add one
         return profiles[-1] if profiles else None
 
+    def _repr_html_(self) -> str:
+        from fxviz.report_static import step_html
+
+        return step_html(self)
+
     def __repr__(self) -> str:
         check = self.check.status if self.check_done else "check pending"
         return f"<Step {self.index}: {self.pass_name}, {check}>"
@@ -292,6 +297,11 @@ class Session:
     def _notify(self) -> None:
         for callback in list(self._subscribers):
             callback(self)
+
+    def _repr_html_(self) -> str:
+        from fxviz.report_static import session_html
+
+        return session_html(self)
 
     def __repr__(self) -> str:
         return f"<Session: {len(self._steps)} steps, at {self._index} ({self.current.pass_name})>"

@@ -160,3 +160,39 @@ def test_report_in_chromium_select_expand_and_diff(report_page):
     page.wait_for_function("document.querySelector('.fxviz-gv-status').textContent.includes('step 0 ·')")
     assert "open: layer2" in page.inner_text(".fxviz-gv-status")  # the focus is kept across steps
     assert canvas.locator("#fx-bn1").count() == 1  # step 0 still has its batch norms
+
+
+# --- static fallbacks --------------------------------------------------------------
+
+FX_ID = re.compile(r'<svg.*id="fx(-|&#45;)\w+"', re.S)
+
+
+def test_session_and_step_show_their_graph_as_html(resnet_session):
+    assert [s.check.status for s in resnet_session.steps] == ["match"] * 3
+    html = resnet_session._repr_html_()
+    assert FX_ID.search(html) and "step 1: fuse_conv_bn · check: match" in html
+    step = resnet_session.steps[0]
+    html = step._repr_html_()
+    assert FX_ID.search(html) and "Step 0: trace(tracer=&#x27;symbolic&#x27;)" in html and "<td>conv1</td>" in html
+
+
+def test_a_fresh_step_shows_without_running_its_check(my_module):
+    session = fxviz.Session(my_module, (torch.randn(5, 4),))
+    assert "check pending" in session._repr_html_() and not session.current.check_done
+
+
+def test_the_explorer_carries_a_static_copy_beside_the_widget():
+    pytest.importorskip("ipywidgets")
+    torch.manual_seed(0)
+    from fxviz.widgets import Explorer
+
+    explorer = Explorer(fxviz.Session(Evil(), (torch.randn(2, 4),)), profile="off", title=EVIL)
+    try:
+        bundle = explorer._repr_mimebundle_()
+    finally:
+        explorer.close()
+    assert "application/vnd.jupyter.widget-view+json" in bundle
+    html = bundle["text/html"]
+    assert FX_ID.search(html) and "step 0 of 0 · trace" in html and "<img" not in html
+    assert "&lt;img src=x onerror=alert(1)&gt;" in html  # title, module paths: escaped text
+    assert "<td>head</td>" in html  # the node table

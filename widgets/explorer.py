@@ -40,6 +40,7 @@ from fxviz.errors import FxvizError
 from fxviz.graph import shape_text
 from fxviz.passes import NothingToDo
 from fxviz.render import render
+from fxviz.report_static import check_text, records_frame, static_html
 from fxviz.session import Session
 
 from .graph_view import GraphView
@@ -110,6 +111,7 @@ class Explorer(w.VBox):
                            "fxviz-tabs")
         name = title or type(session.steps[0].gm).__name__
         self.title = _named(w.HTML(f"<b>{escape(name)}</b>"), "fxviz-title")
+        self._name = name
         self.step_label = _named(w.Label(), "fxviz-step")
         self.undo_button = _named(w.Button(description="undo", icon="undo", layout={"width": "auto"}), "fxviz-undo")
         self.redo_button = _named(w.Button(description="redo", icon="repeat", layout={"width": "auto"}), "fxviz-redo")
@@ -137,6 +139,20 @@ class Explorer(w.VBox):
     def select(self, name: str) -> None:
         """Select FX node ``name`` ("" clears) in the graph, table, details and code."""
         self.graph.select(name)
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
+        """The widget view plus, as text/html, a static copy (graph, node table, step) for
+        wherever the widget cannot run: a saved notebook, nbviewer, GitHub, nbconvert.
+        JupyterLab renders the widget view when it can (its renderer ranks first)."""
+        bundle = super()._repr_mimebundle_(**kwargs)
+        if bundle:
+            step = self.session.current
+            bundle["text/html"] = static_html(
+                title=self._name,
+                lines=[self.step_label.value, check_text(step), self.graph.status], svg=self.graph.svg,
+                rows=records_frame(self.table.rows, COLUMNS),
+                note="A static copy of the Explorer as first displayed: run the notebook to explore it.")
+        return bundle
 
     def close(self) -> None:
         """Unsubscribe, stop the profiler and close every widget of the workbench."""
