@@ -196,3 +196,22 @@ def test_the_explorer_carries_a_static_copy_beside_the_widget():
     assert FX_ID.search(html) and "step 0 of 0 · trace" in html and "<img" not in html
     assert "&lt;img src=x onerror=alert(1)&gt;" in html  # title, module paths: escaped text
     assert "<td>head</td>" in html  # the node table
+
+
+def test_the_explorers_export_button_writes_the_report_and_links_it(tmp_path, monkeypatch):
+    pytest.importorskip("ipywidgets")
+    monkeypatch.chdir(tmp_path)
+    model = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
+    explorer = fxviz.explore(model, torch.randn(2, 4), profile="sync", profile_kwargs={"repeats": 3})
+    try:
+        explorer.session.apply("lower_modules")
+        explorer.export_button.click()
+        assert explorer.error.value == ""
+        page = (tmp_path / "Sequential-report.html").read_text()
+        assert 'href="Sequential-report.html"' in explorer.export_link.value
+        assert "Wrote the report of 2 steps" in explorer.status.value
+    finally:
+        explorer.close()
+    data = _data(page)
+    assert [s["pass_name"] for s in data["steps"]] == ["trace", "lower_modules"]
+    assert data["steps"][1]["timing"] is not None  # the Explorer's timings travel with it

@@ -29,6 +29,7 @@ Stable CSS classes (browser tests and styling rely on them):
 from __future__ import annotations
 
 import pathlib
+import re
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -118,8 +119,12 @@ class Explorer(w.VBox):
         self.badge = _named(w.HTML(), "fxviz-badge")
         self.status = _named(w.Label(), "fxviz-status")
         self.error = _named(w.HTML(), "fxviz-error")
+        self.export_button = _named(w.Button(description="export", icon="download", layout={"width": "auto"},
+                                             tooltip="write the whole session as one HTML page"), "fxviz-export")
+        self.export_link = _named(w.HTML(), "fxviz-export-link")
         header = _named(w.HBox([self.title, self.step_label, self.undo_button, self.redo_button, self.badge,
-                                self.profiler.progress, self.status]), "fxviz-header")
+                                self.profiler.progress, self.status, self.export_button, self.export_link]),
+                        "fxviz-header")
         style = w.HTML(f"<style>{CSS}</style>", layout=w.Layout(display="none"))
         super().__init__([style, header, self.error, w.HBox([self.graph, self.tabs]), self.table])
         self.add_class("fxviz-explorer")
@@ -132,6 +137,7 @@ class Explorer(w.VBox):
         self.tabs.observe(lambda _: self.passes.show(session, self.graph.selected), "selected_index")
         self.undo_button.on_click(lambda _: self._act(session.undo))
         self.redo_button.on_click(lambda _: self._act(session.redo))
+        self.export_button.on_click(lambda _: self._act(self.export))
         self.passes.apply.on_click(lambda _: self._act(self._apply))
         self._unsubscribe = session.subscribe(self._on_session)
         self._refresh()
@@ -139,6 +145,18 @@ class Explorer(w.VBox):
     def select(self, name: str) -> None:
         """Select FX node ``name`` ("" clears) in the graph, table, details and code."""
         self.graph.select(name)
+
+    def export(self, path: str | pathlib.Path | None = None) -> pathlib.Path:
+        """Write the session as one self-contained HTML page (``Session.to_html``) with the
+        timings measured so far, and show a link to it; default path: ``<model>-report.html``
+        in the kernel's working directory (a notebook's own folder)."""
+        path = pathlib.Path(path or re.sub(r"[^\w.-]", "_", self._name) + "-report.html")
+        with self.profiler.paused():  # writing checks every step: the model runs
+            self.session.to_html(path, title=self._name)
+        href = escape(path.as_posix() if not path.is_absolute() else path.as_uri())
+        self.export_link.value = f'<a href="{href}" target="_blank" download>{escape(path.name)}</a>'
+        self._say(f"Wrote the report of {len(self.session.steps)} steps to {path}", error=False)
+        return path
 
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
         """The widget view plus, as text/html, a static copy (graph, node table, step) for

@@ -1,0 +1,129 @@
+"""Session.to_html: file size, time to write, and open-to-first-graph time in Chromium.
+
+Cases: resnet18 (3 steps), resnet50 (10 steps) and a ~5k-node graph (3 steps), at 64x64.
+Baselines measured in the same run: the write time against drawing every step once as
+the Explorer first draws it (``render(step.graph).svg``), and the open time against a
+page holding only the Explorer's first SVG of the current step (no script). Targets:
+resnet50 with 10 steps under 5 MB, open under 1 s.
+Run: PYTHONPATH=. .venv/bin/python bench/report.py
+"""
+from __future__ import annotations
+
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+import torchvision
+from torch import nn
+
+import fxviz
+from fxviz.render import render
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "e2e"))
+import labdriver  # noqa: E402
+
+OPENS = 5  # page loads per case, interleaved with the baseline's
+
+
+class Block(nn.Module):
+    def __init__(self, width: int):
+        super().__init__()
+        self.norm, self.fc1, self.fc2 = nn.LayerNorm(width), nn.Linear(width, width), nn.Linear(width, width)
+
+    def forward(self, x):
+        h = torch.relu(self.fc1(self.norm(x)))
+        return x + torch.sigmoid(self.fc2(h)) * h - 0.5
+
+
+def wide_model(stages: int = 25, blocks: int = 20, width: int = 8) -> nn.Module:
+    """~10 nodes per block: 25 x 20 blocks make a ~5,000-node graph in nested modules."""
+    return nn.Sequential(*(nn.Sequential(*(Block(width) for _ in range(blocks))) for _ in range(stages)))
+
+
+def resnet50_session() -> fxviz.Session:
+    """Ten steps: Bottlenecks traced as leaves, then opened one by one, then fused."""
+    from torchvision.models.resnet import Bottleneck
+
+    model = torchvision.models.resnet50(weights=None).eval()
+    session = fxviz.Session(model, (torch.randn(1, 3, 64, 64),), leaf_modules=[Bottleneck])
+    for block in ["layer1_0", "layer1_1", "layer1_2", "layer2_0", "layer2_1", "layer3_0", "layer4_0", "layer4_1"]:
+        session.apply("inline_module", nodes=[block])
+    session.apply("fuse_conv_bn")
+    return session
+
+
+def resnet18_session() -> fxviz.Session:
+    session = fxviz.Session(torchvision.models.resnet18(weights=None).eval(), (torch.randn(1, 3, 64, 64),))
+    session.apply("fuse_conv_bn")
+    session.apply("lower_modules")
+    return session
+
+
+def wide_session() -> fxviz.Session:
+    session = fxviz.Session(wide_model().eval(), (torch.randn(2, 8),))
+    session.apply("lower_modules")
+    return session
+
+
+def open_times(browser, page_path: Path, baseline_path: Path) -> tuple[list[float], list[float]]:
+    """Seconds from navigation to the first graph node on screen, report and baseline
+    interleaved."""
+    report, baseline = [], []
+    for _ in range(OPENS):
+        for path, selector, out in ((page_path, ".fxviz-report[data-ready] .fxviz-gv-canvas svg g.node", report),
+                                    (baseline_path, "svg g.node", baseline)):
+            page = browser.new_page()
+            page.route("**/*", lambda route: route.abort() if not route.request.url.startswith(("file:", "blob:"))
+                       else route.continue_())
+            start = time.perf_counter()
+            page.goto(path.as_uri())
+            page.wait_for_selector(selector, timeout=30_000)
+            out.append(time.perf_counter() - start)
+            page.close()
+    return report, baseline
+
+
+def spread(xs: list[float]) -> str:
+    return f"{statistics.median(xs):.2f} s ({min(xs):.2f}–{max(xs):.2f})"
+
+
+def main() -> None:
+    from playwright.sync_api import sync_playwright
+
+    torch.manual_seed(0)
+    cases = {"resnet18, 3 steps": resnet18_session, "resnet50, 10 steps": resnet50_session,
+             "~5k nodes, 2 steps": wide_session}
+    out = Path(tempfile.mkdtemp(prefix="fxviz-report-bench-"))
+    with sync_playwright() as p:
+        browser = labdriver.launch_chromium(p)
+        for name, make in cases.items():
+            session = make()
+            for step in session.steps:
+                step.check  # checks are part of the report; not part of its writing time here
+            start = time.perf_counter()
+            draws = [render(step.graph).svg for step in session.steps]
+            draw_s = time.perf_counter() - start
+            path = out / f"{name.split(',')[0].replace('~', '')}.html"
+            start = time.perf_counter()
+            session.to_html(path)
+            write_s = time.perf_counter() - start
+            baseline = out / f"{path.stem}-svg-only.html"
+            baseline.write_text(f"<!doctype html><meta charset='utf-8'><body>{draws[session.index]}</body>")
+            report_open, base_open = open_times(browser, path, baseline)
+            mb = path.stat().st_size / 1e6
+            nodes = max(len(s.graph) for s in session.steps)
+            print(f"{name:20} nodes {nodes:5d}  size {mb:5.2f} MB ({mb / 5:.2f} of the 5 MB target)  "
+                  f"write {write_s:6.2f} s = {write_s / draw_s:5.1f} x drawing each step once ({draw_s:.2f} s)")
+            print(f"{'':20} open to first graph {spread(report_open)} = "
+                  f"{statistics.median(report_open) / statistics.median(base_open):.1f} x a bare SVG page "
+                  f"({spread(base_open)}); target < 1 s")
+            sys.stdout.flush()
+        browser.close()
+    print(f"reports in {out}")
+
+
+if __name__ == "__main__":
+    main()
