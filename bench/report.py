@@ -39,8 +39,8 @@ class Block(nn.Module):
         return x + torch.sigmoid(self.fc2(h)) * h - 0.5
 
 
-def wide_model(stages: int = 25, blocks: int = 20, width: int = 8) -> nn.Module:
-    """~10 nodes per block: 25 x 20 blocks make a ~5,000-node graph in nested modules."""
+def wide_model(stages: int = 25, blocks: int = 25, width: int = 8) -> nn.Module:
+    """8 nodes per block: 25 x 25 blocks make a ~5,000-node graph in nested modules."""
     return nn.Sequential(*(nn.Sequential(*(Block(width) for _ in range(blocks))) for _ in range(stages)))
 
 

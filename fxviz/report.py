@@ -23,6 +23,7 @@ import html
 import io
 import json
 import pathlib
+import re
 from typing import Any
 
 from fxviz.graph import shape_text
@@ -109,8 +110,6 @@ class _Blobs:
 
 def _step(step: Any, current: int, views: dict[str, int], variants: list[int], blobs: _Blobs,
           profile: bool) -> dict[str, Any]:
-    from fxviz.widgets.panel_code import node_line
-
     graph = step.graph
     code = step.code.lstrip("\n")  # torch.fx starts its code with blank lines
     table = step.measured_profile
@@ -132,9 +131,25 @@ def _step(step: Any, current: int, views: dict[str, int], variants: list[int], b
         "nodes": {n: _tooltip(a, times.get(n)) for n, a in graph.nodes(data=True)},
         "details": blobs.add({n: _details(graph, n, times.get(n)) for n in graph}),
         "code": blobs.add(code),
-        "lines": {n: node_line(code, n, a["op"]) for n, a in graph.nodes(data=True)},
+        "lines": _node_lines(code, graph),
         "timing": None if table is None else _timing(table, blobs),
     }
+
+
+def _node_lines(code: str, graph: Any) -> dict[str, int]:
+    """1-based line where each node is computed, as the Code tab marks it (its assignment,
+    ``def forward`` for inputs, ``return`` for the output), in one pass over the code:
+    a search per node would be quadratic on graphs of thousands of nodes."""
+    assigned: dict[str, int] = {}
+    special: dict[str, int] = {}
+    for number, line in enumerate(code.splitlines(), start=1):
+        match = re.match(r"\s*(\w+) = |\s*(def forward\(|return\b)", line)
+        if match and match.group(1):
+            assigned.setdefault(match.group(1), number)
+        elif match:
+            special.setdefault("output" if match.group(2) == "return" else "placeholder", number)
+    return {n: line for n, a in graph.nodes(data=True)
+            if (line := special.get(a["op"]) if a["op"] in ("placeholder", "output") else assigned.get(n))}
 
 
 def _finite(x: float) -> float | None:

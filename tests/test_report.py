@@ -215,3 +215,13 @@ def test_the_explorers_export_button_writes_the_report_and_links_it(tmp_path, mo
     data = _data(page)
     assert [s["pass_name"] for s in data["steps"]] == ["trace", "lower_modules"]
     assert data["steps"][1]["timing"] is not None  # the Explorer's timings travel with it
+
+
+def test_the_report_marks_the_line_the_code_tab_marks(resnet_session):
+    from fxviz.report import _node_lines
+    from fxviz.widgets.panel_code import node_line
+
+    step = resnet_session.steps[2]
+    code = step.code.lstrip("\n")
+    expected = {n: node_line(code, n, a["op"]) for n, a in step.graph.nodes(data=True)}
+    assert _node_lines(code, step.graph) == expected and expected["x"] == 1
