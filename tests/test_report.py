@@ -209,7 +209,7 @@ def test_the_explorers_export_button_writes_the_report_and_links_it(tmp_path, mo
         assert explorer.error.value == ""
         page = (tmp_path / "Sequential-report.html").read_text()
         assert 'href="Sequential-report.html"' in explorer.export_link.value
-        assert "Wrote the report of 2 steps" in explorer.status.value
+        assert "Wrote the report (2 steps) to Sequential-report.html" in explorer.status.value
     finally:
         explorer.close()
     data = _data(page)

@@ -155,7 +155,8 @@ class Explorer(w.VBox):
             self.session.to_html(path, title=self._name)
         href = escape(path.as_posix() if not path.is_absolute() else path.as_uri())
         self.export_link.value = f'<a href="{href}" target="_blank" download>{escape(path.name)}</a>'
-        self._say(f"Wrote the report of {len(self.session.steps)} steps to {path}", error=False)
+        count = len(self.session.steps)
+        self._say(f"Wrote the report ({count} step{'s' * (count != 1)}) to {path}", error=False)
         return path
 
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
