@@ -1,8 +1,8 @@
 """The Explorer's static copy and its export button, in JupyterLab.
 
 Live, JupyterLab shows the widget, never the static copy its output also carries; the
-notebook as JupyterLab saves it holds that copy (the graph as SVG), which is what
-nbconvert, nbviewer and GitHub show. The export button writes the session's report
+notebook as JupyterLab saves it (no widget state) holds that copy (the graph as SVG),
+which is what nbconvert, nbviewer and GitHub show. The export button writes the session's report
 next to the notebook and links it.
 """
 from __future__ import annotations
@@ -47,9 +47,17 @@ def test_live_widget_static_copy_when_saved_and_export(lab, page):
 
     page.evaluate("() => window.jupyterapp.commands.execute('docmanager:save')")
     saved = poll("the saved notebook with outputs", lambda: _outputs(lab.root / name), timeout=30)
-    html = saved[0]["data"]["text/html"]
+    html = "".join(saved[0]["data"]["text/html"])  # .ipynb stores text as a list of lines
     assert re.search(r'<svg.*id="fx(-|&#45;)_0"', html, re.S)
     assert "application/vnd.jupyter.widget-view+json" in saved[0]["data"]
+    # JupyterLab saves no widget state by default, so nbconvert shows the static copy
+    import nbformat
+    from nbconvert import HTMLExporter
+
+    notebook = nbformat.read(lab.root / name, as_version=4)
+    assert "widgets" not in notebook.metadata
+    converted, _ = HTMLExporter().from_notebook_node(notebook)
+    assert re.search(r'<svg.*id="fx(-|&#45;)_0"', converted, re.S) and "fxviz-static" in converted
 
 
 def _outputs(path) -> list[dict] | None:
