@@ -110,11 +110,9 @@ def test_a_view_budget_bounds_the_drawings(resnet_session):
 
 # --- in Chromium -----------------------------------------------------------------
 
-@pytest.fixture
-def report_page(chromium, resnet_session, tmp_path):
-    if not shutil.which("dot"):
-        pytest.skip("needs graphviz")
-    path = resnet_session.to_html(tmp_path / "report.html")
+def _open(chromium, path):
+    """The report in a fresh page from file://, every other request refused; yields the
+    page, then fails on any request that left it, JavaScript error or dialog."""
     context = chromium.new_context(viewport={"width": 1400, "height": 900})
     page = context.new_page()
     problems, requests = [], []
@@ -130,6 +128,28 @@ def report_page(chromium, resnet_session, tmp_path):
     # file:// is the page; blob: is the graph view's module built from the page's own text
     assert [u for u in requests if not u.startswith(("file://", "blob:"))] == []
     assert problems == []
+
+
+@pytest.fixture
+def report_page(chromium, resnet_session, tmp_path):
+    if not shutil.which("dot"):
+        pytest.skip("needs graphviz")
+    yield from _open(chromium, resnet_session.to_html(tmp_path / "report.html"))
+
+
+def test_markup_in_module_names_stays_text_in_the_browser(chromium, tmp_path):
+    torch.manual_seed(0)
+    path = fxviz.Session(Evil(), (torch.randn(2, 4),)).to_html(tmp_path / "evil.html", title=EVIL)
+    for page in _open(chromium, path):  # a dialog (alert) would fail it
+        assert page.inner_text(".fxviz-report-title") == EVIL
+        page.locator(".fxviz-gv-canvas g.node[id^=fxco-]").first.click()  # open the evil module
+        page.wait_for_function("document.querySelector('.fxviz-gv-status').textContent.includes('open: <img')")
+        page.locator(".fxviz-gv-canvas g.node[id^=fx-]", has_text="Linear").first.click()
+        page.wait_for_selector(".fxviz-report-details table.fxviz-kv")
+        page.click(".fxviz-report-inputs .fxviz-node-link")  # head's input: the ReLU inside
+        page.wait_for_function("document.querySelector('.fxviz-report-details').textContent.includes('ReLU')")
+        assert f"module path\t{EVIL}.1" in page.inner_text(".fxviz-report-details")
+        assert page.locator("img").count() == 0
 
 
 def test_report_in_chromium_select_expand_and_diff(report_page):
