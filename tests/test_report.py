@@ -245,3 +245,15 @@ def test_the_report_marks_the_line_the_code_tab_marks(resnet_session):
     code = step.code.lstrip("\n")
     expected = {n: node_line(code, n, a["op"]) for n, a in step.graph.nodes(data=True)}
     assert _node_lines(code, step.graph) == expected and expected["x"] == 1
+
+
+def test_a_graph_view_carries_its_svg_as_html(resnet_session):
+    pytest.importorskip("anywidget")
+    from fxviz.render import render
+    from fxviz.widgets import GraphView
+
+    view = GraphView(svg=render(resnet_session.current.graph).svg, status="51 nodes · step 2")
+    bundle, _ = view._repr_mimebundle_()
+    view.close()
+    assert "application/vnd.jupyter.widget-view+json" in bundle
+    assert FX_ID.search(bundle["text/html"]) and "51 nodes · step 2" in bundle["text/html"]
