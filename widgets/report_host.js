@@ -196,6 +196,10 @@ async function main(doc) {
   const step = () => data.steps[stepIndex];
   /** @type {Record<string, any>} */
   let details = {};
+  /** Counters of the latest graph and code requests: blobs inflate asynchronously, and
+   * only the latest request may draw. */
+  let drawing = 0;
+  let coding = 0;
 
   const model = new HostModel({ svg: "", elements: {}, legend: [], nodes: {}, selected: "",
     collapsed: [], color_mode: "op", color_modes: ["op"], status: "" }, onSave);
@@ -206,7 +210,9 @@ async function main(doc) {
   async function showFocus(f) {
     const id = step().views[f];
     if (id === undefined) return false;
+    const ticket = ++drawing;
     const variant = /** @type {Variant} */ (await blob(id));
+    if (ticket !== drawing) return true;  // a later click or step won while this one inflated
     focus = f;
     model.update({ svg: variant.svg, elements: variant.elements, legend: variant.legend,
       collapsed: variant.collapsed,
@@ -263,13 +269,16 @@ async function main(doc) {
 
   async function drawCode() {
     const s = step();
+    const ticket = ++coding;
     if (diffToggle.checked && base.value !== "") {
       const text = /** @type {string} */ (await blob(data.diffs[`${base.value},${s.index}`]));
+      if (ticket !== coding) return;
       codeView.replaceChildren(...text.split("\n").map((line) => h("div", diffLineClass(line), line || " ")));
       if (!text) codeView.replaceChildren(h("div", "fxviz-hint", "No difference in the code."));
       return;
     }
     const code = /** @type {string} */ (await blob(s.code));
+    if (ticket !== coding) return;
     const mark = s.lines[model.get("selected")];
     codeView.replaceChildren(...code.split("\n").map((line, i) =>
       h("div", i + 1 === mark ? "fxviz-report-line fxviz-report-line-marked" : "fxviz-report-line", line || " ")));
