@@ -153,6 +153,7 @@ def _node_lines(code: str, graph: Any) -> dict[str, int]:
 
 
 def _finite(x: float) -> float | None:
+    """JSON has no NaN or infinity: None stands for them."""
     return x if x == x and abs(x) != float("inf") else None
 
 
@@ -185,7 +186,7 @@ def _timing(table: Any, blobs: _Blobs) -> dict[str, Any]:
     """The step's slowest nodes as a table and a chart (matplotlib SVG), and its totals."""
     top = table.nlargest(TOP_NODES, "median_us")
     columns = ["node", "op", "target", "median_us", "p25_us", "p75_us", "share"]
-    rows = [[r[c] if isinstance(r[c], str) else round(float(r[c]), 2) for c in columns]
+    rows = [[r[c] if isinstance(r[c], str) else _finite(round(float(r[c]), 2)) for c in columns]
             for _, r in top.iterrows()]
     attrs = table.attrs
     return {
