@@ -24,6 +24,7 @@ import io
 import json
 import pathlib
 import re
+from dataclasses import dataclass
 from typing import Any
 
 from fxviz.graph import shape_text
@@ -46,7 +47,7 @@ def write_html(session: Any, path: str | pathlib.Path, *, title: str | None = No
 def report_html(session: Any, *, title: str | None = None, profile: bool = False,
                 max_views: int = DEFAULT_MAX_VIEWS) -> str:
     """The report page as a string."""
-    esm, css = _front_end()
+    views_esm, views_css, table_esm, table_css, columns, node_rows = _front_end()
     blobs = _Blobs()
     steps = session.steps
     views, svgs = draw_all((s.graph for s in steps), max_views)
@@ -55,7 +56,9 @@ def report_html(session: Any, *, title: str | None = None, profile: bool = False
     data = {
         "title": name,
         "current": session.index,
-        "steps": [_step(s, session.index, views.per_step[s.index], variants, blobs, profile) for s in steps],
+        "columns": columns,
+        "steps": [_step(s, session.index, views.per_step[s.index], variants, blobs, profile, node_rows)
+                  for s in steps],
         "diffs": {f"{a.index},{b.index}": blobs.add(session.compare(a.index, b.index).code_diff)
                   for a in steps for b in steps if a is not b},
         "blobs": blobs.items,
@@ -69,31 +72,42 @@ def report_html(session: Any, *, title: str | None = None, profile: bool = False
         '<html lang="en"><head><meta charset="utf-8">',
         f"<title>{html.escape(name)} · fxviz report</title>",
         '<link rel="icon" href="data:,">',
-        f"<style>{css}\n{page_css}</style></head>",
+        f"<style>{views_css}\n{table_css}\n{page_css}</style></head>",
         '<body><div id="fxviz-report" class="fxviz-report">Loading the report…</div>',
         f'<script type="application/json" id="fxviz-report-data">{_json(data)}</script>',
-        f'<script type="application/json" id="fxviz-graph-view-esm">{_json(esm)}</script>',
+        f'<script type="application/json" id="fxviz-graph-view-esm">{_json(views_esm)}</script>',
+        f'<script type="application/json" id="fxviz-table-view-esm">{_json(table_esm)}</script>',
         f'<script type="module">{host}</script>',
         "</body></html>",
     ])
 
 
-def _front_end() -> tuple[str, str]:
-    """The graph view's ES module and CSS exactly as the widget gets them."""
+def _front_end() -> tuple[str, str, str, str, list, Any]:
+    """The graph view's and node table's ES modules and CSS exactly as the widgets get
+    them, the Explorer's node-table columns and its row builder."""
     try:
+        from fxviz.widgets.explorer import COLUMNS, _rows
         from fxviz.widgets.graph_view import GraphView
+        from fxviz.widgets.table_view import TableView
     except ImportError as exc:
         raise ImportError(
-            f"The HTML report reuses the Explorer's graph view, which needs the widgets extra: "
+            f"The HTML report reuses the Explorer's front-end, which needs the widgets extra: "
             f"pip install 'fxviz[widgets]' ({exc})."
         ) from exc
-    return str(GraphView._esm), str(GraphView._css)
+    return str(GraphView._esm), str(GraphView._css), str(TableView._esm), str(TableView._css), COLUMNS, _rows
 
 
 def _json(value: Any) -> str:
     """JSON that cannot end the <script> element holding it."""
     text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False, default=str)
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+@dataclass(frozen=True)
+class _Measured:
+    """What the Explorer's row builder reads from its profiler's timings."""
+
+    table: Any
 
 
 class _Blobs:
@@ -109,7 +123,7 @@ class _Blobs:
 
 
 def _step(step: Any, current: int, views: dict[str, int], variants: list[int], blobs: _Blobs,
-          profile: bool) -> dict[str, Any]:
+          profile: bool, node_rows: Any) -> dict[str, Any]:
     graph = step.graph
     code = step.code.lstrip("\n")  # torch.fx starts its code with blank lines
     table = step.measured_profile
@@ -130,6 +144,8 @@ def _step(step: Any, current: int, views: dict[str, int], variants: list[int], b
         "views": {focus: variants[i] for focus, i in views.items()},
         "nodes": {n: _tooltip(a, times.get(n)) for n, a in graph.nodes(data=True)},
         "details": blobs.add({n: _details(graph, n, times.get(n)) for n in graph}),
+        "rows": blobs.add([{k: None if isinstance(v, float) and v != v else v for k, v in row.items()}
+                           for row in node_rows(graph, _Measured(table))]),  # JSON has no NaN
         "code": blobs.add(code),
         "lines": _node_lines(code, graph),
         "timing": None if table is None else _timing(table, blobs),

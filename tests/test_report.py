@@ -161,6 +161,11 @@ def test_report_in_chromium_select_expand_and_diff(report_page):
     canvas.locator("#fx-conv1").click()
     page.wait_for_selector(".fxviz-report-details table.fxviz-kv")
     assert "conv1 (Conv2d)" in page.inner_text(".fxviz-report-details")
+    assert page.inner_text(".fxviz-report-table .fxviz-tv-selected").split("\t")[1] == "conv1"
+    # the node table (the Explorer's own front-end) selects in the graph: maxpool is drawn
+    page.locator(".fxviz-report-table .fxviz-tv-row", has_text="maxpool (MaxPool2d)").click()
+    canvas.locator("#fx-maxpool.fxviz-selected").wait_for()
+    assert "MaxPool2d" in page.inner_text(".fxviz-report-details")
     # a collapsed module expands: layer2 opens, its blocks appear
     layer2 = canvas.locator("g.node[id^=fxco-]", has_text="layer2")
     layer2.click()

@@ -123,9 +123,13 @@ async function inflate(b64) {
 /** @param {Document} doc */
 async function main(doc) {
   const data = JSON.parse(doc.getElementById("fxviz-report-data")?.textContent || "{}");
-  const esm = JSON.parse(doc.getElementById("fxviz-graph-view-esm")?.textContent || '""');
-  const url = URL.createObjectURL(new Blob([esm], { type: "text/javascript" }));
-  const graphView = (await import(url)).default;
+  /** The widget front-end whose ES module source the page holds in element `id`. @param {string} id */
+  const widget = async (id) => {
+    const esm = JSON.parse(doc.getElementById(id)?.textContent || '""');
+    return (await import(URL.createObjectURL(new Blob([esm], { type: "text/javascript" })))).default;
+  };
+  const [graphView, tableView] = await Promise.all(
+    [widget("fxviz-graph-view-esm"), widget("fxviz-table-view-esm")]);
   /** @type {Map<number, Promise<any>>} */
   const cache = new Map();
   /** @param {number} i */
@@ -179,7 +183,8 @@ async function main(doc) {
   const left = h("div", "fxviz-report-left");
   left.append(viewBar, graphEl);
   main.append(left, side);
-  root.replaceChildren(header, history, main);
+  const tableEl = h("div", "fxviz-report-table");
+  root.replaceChildren(header, history, main, tableEl);
 
   // code panel: the step's code, or its diff against another step
   const diffToggle = /** @type {HTMLInputElement} */ (h("input", "fxviz-report-diff-toggle"));
@@ -204,6 +209,19 @@ async function main(doc) {
   const model = new HostModel({ svg: "", elements: {}, legend: [], nodes: {}, selected: "",
     collapsed: [], color_mode: "op", color_modes: ["op"], status: "" }, onSave);
   graphView.render({ model, el: graphEl });
+  // The Explorer's node table; a row click selects like a click in the graph.
+  const table = new HostModel({ columns: data.columns, rows: [], selected: "", sort_by: "index",
+    descending: false }, (changes) => {
+    if ("selected" in changes) select(changes.selected);
+  });
+  tableView.render({ model: table, el: tableEl });
+
+  /** Select node `name` in the graph and the table, and describe it. @param {string} name */
+  function select(name) {
+    model.update({ selected: name });
+    table.update({ selected: name });
+    showNode();
+  }
 
   /** Show focus `f` of the current step; false when the report has no such drawing.
    * @param {string} f */
@@ -223,7 +241,7 @@ async function main(doc) {
 
   /** @param {Record<string, any>} changes */
   async function onSave(changes) {
-    if ("selected" in changes) showNode();
+    if ("selected" in changes) select(changes.selected);
     if ("collapsed" in changes) {
       const wanted = focusAfter(currentCollapsed, changes.collapsed);
       if (wanted === null || !(await showFocus(wanted))) {
@@ -261,7 +279,7 @@ async function main(doc) {
     const row = h("div", `fxviz-report-${title}`, targets.length ? `${title}: ` : `${title}: none`);
     for (const [text, node] of targets) {
       const b = h("button", "fxviz-node-link", text);
-      b.addEventListener("click", () => { model.set("selected", node); model.save_changes(); });
+      b.addEventListener("click", () => select(node));
       row.append(b);
     }
     return row;
@@ -298,7 +316,7 @@ async function main(doc) {
     table.append(head);
     for (const row of t.rows) {
       const tr = h("tr");
-      tr.append(...row.map((/** @type {any} */ v) => h("td", "", String(v))));
+      tr.append(...row.map((/** @type {any} */ v) => h("td", "", v === null ? "—" : String(v))));
       table.append(tr);
     }
     const img = /** @type {HTMLImageElement} */ (h("img", "fxviz-report-chart"));
@@ -339,6 +357,7 @@ async function main(doc) {
     diffToggle.disabled = base.disabled = others.length === 0;
     const selected = model.get("selected") in s.nodes ? model.get("selected") : "";
     model.update({ nodes: s.nodes, selected });
+    table.update({ rows: await blob(s.rows), selected });
     if (!(await showFocus(focus))) await showFocus("");
     showNode();
     drawTiming();
