@@ -357,10 +357,13 @@ async function main(doc) {
     diffToggle.disabled = base.disabled = others.length === 0;
     const selected = model.get("selected") in s.nodes ? model.get("selected") : "";
     model.update({ nodes: s.nodes, selected });
-    table.update({ rows: await blob(s.rows), selected });
     if (!(await showFocus(focus))) await showFocus("");
     showNode();
     drawTiming();
+    // The graph first: a table of thousands of rows takes a while to build.
+    await new Promise((resolve) => setTimeout(resolve, 0));
+    const rows = await blob(s.rows);
+    if (stepIndex === i) table.update({ rows, selected: model.get("selected") });
   }
 
   /** @param {string} name */
