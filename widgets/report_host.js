@@ -11,6 +11,9 @@
 
 /** @typedef {{svg: string, elements: Record<string, any>, legend: any[], collapsed: string[], error?: string}} Variant */
 
+/** Above this many nodes the node table starts folded. */
+export const TABLE_OPEN_MAX = 1000;
+
 /**
  * anywidget's model as the graph view uses it, with Backbone's semantics: `set` fires
  * `change:key` only when the value changes; `update` (the "kernel") assigns every key
@@ -184,7 +187,12 @@ async function main(doc) {
   left.append(viewBar, graphEl);
   main.append(left, side);
   const tableEl = h("div", "fxviz-report-table");
-  root.replaceChildren(header, history, main, tableEl);
+  // Folded on large graphs: building thousands of rows would hold up the page.
+  const tableBox = /** @type {HTMLDetailsElement} */ (h("details", "fxviz-report-table-box"));
+  const tableTitle = h("summary", "fxviz-report-table-title");
+  tableBox.append(tableTitle, tableEl);
+  tableBox.open = data.steps[data.current].n_nodes <= TABLE_OPEN_MAX;
+  root.replaceChildren(header, history, main, tableBox);
 
   // code panel: the step's code, or its diff against another step
   const diffToggle = /** @type {HTMLInputElement} */ (h("input", "fxviz-report-diff-toggle"));
@@ -360,10 +368,17 @@ async function main(doc) {
     if (!(await showFocus(focus))) await showFocus("");
     showNode();
     drawTiming();
-    // The graph first: a table of thousands of rows takes a while to build.
-    await new Promise((resolve) => setTimeout(resolve, 0));
+    tableTitle.textContent = `Node table (${s.n_nodes} nodes)`;
+    await new Promise((resolve) => setTimeout(resolve, 0));  // the graph first
+    await fillTable();
+  }
+
+  /** The current step's rows in the node table, once it is unfolded. */
+  async function fillTable() {
+    const s = step();
+    if (!tableBox.open) return;
     const rows = await blob(s.rows);
-    if (stepIndex === i) table.update({ rows, selected: model.get("selected") });
+    if (s === step()) table.update({ rows, selected: model.get("selected") });
   }
 
   /** @param {string} name */
@@ -376,6 +391,7 @@ async function main(doc) {
   overview.addEventListener("click", () => showFocus(""));
   explorerView.addEventListener("click", () => showFocus("*"));
   diffToggle.addEventListener("change", drawCode);
+  tableBox.addEventListener("toggle", fillTable);
   base.addEventListener("change", drawCode);
   showTab("details");
   await showStep(stepIndex);
