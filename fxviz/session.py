@@ -100,6 +100,17 @@ class Step:
             self._profiles[key] = profile(self.gm, self.example_inputs, **{"flops": flops, **kwargs})
         return self._profiles[key]
 
+    @property
+    def measured_profile(self) -> Any:
+        """The latest profile computed so far, or None: what a report shows without measuring."""
+        profiles = list(self._profiles.values())  # a copy: a profiler thread may add one
+        return profiles[-1] if profiles else None
+
+    def _repr_html_(self) -> str:
+        from fxviz.report_static import step_html
+
+        return step_html(self)
+
     def __repr__(self) -> str:
         check = self.check.status if self.check_done else "check pending"
         return f"<Step {self.index}: {self.pass_name}, {check}>"
@@ -229,6 +240,13 @@ class Session:
 
         return compare(self._steps[i], self._steps[j], **options)
 
+    def to_html(self, path: Any, **options: Any) -> Any:
+        """Write the session as one self-contained HTML page, readable without a kernel;
+        returns its path. ``options``: see :func:`fxviz.report.write_html`."""
+        from fxviz.report import write_html
+
+        return write_html(self, path, **options)
+
     def _make_step(self, index: int, gm: torch.fx.GraphModule, action: Action, check_inputs: tuple[tuple, ...],
                    differs: bool, what: str, error: type[Exception]) -> Step:
         """One annotated run on the example inputs proves the graph runs (else ``error``,
@@ -279,6 +297,11 @@ class Session:
     def _notify(self) -> None:
         for callback in list(self._subscribers):
             callback(self)
+
+    def _repr_html_(self) -> str:
+        from fxviz.report_static import session_html
+
+        return session_html(self)
 
     def __repr__(self) -> str:
         return f"<Session: {len(self._steps)} steps, at {self._index} ({self.current.pass_name})>"

@@ -1,7 +1,10 @@
 """Every notebook runs top to bottom headless; its own cells assert what its text claims."""
 from __future__ import annotations
 
+import base64
+import copy
 import pathlib
+import re
 
 import nbformat
 import pytest
@@ -28,3 +31,29 @@ def test_notebook_runs_headless(path, tmp_path):
     errors = [o for c in nb.cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
     assert not errors
     nbformat.write(nb, tmp_path / path.name)  # executed copy, handy when debugging a failure
+    assert_graphs_survive_html(nb)
+
+
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+FX_SVG = re.compile(r'<svg\b[^>]*>(?:(?!</svg>).)*?\bid="fx(?:-|&#45;)\w+"', re.S)
+
+
+def assert_graphs_survive_html(nb) -> None:
+    """In ``nbconvert --to html`` of the notebook as JupyterLab saves it (without widget
+    state, which nbconvert would render from a CDN), every Explorer shows its graph as an
+    SVG with FX node ids, and every drawing (``Rendering``) as an SVG image."""
+    from nbconvert import HTMLExporter
+
+    outputs = [o for c in nb.cells for o in c.get("outputs", []) if "data" in o]
+    widgets = [o for o in outputs if WIDGET_VIEW in o["data"]]
+    drawings = [o for o in outputs if "image/svg+xml" in o["data"] and WIDGET_VIEW not in o["data"]]
+    for output in widgets:  # the static copy travels with the widget view
+        assert FX_SVG.search(output["data"].get("text/html", "")), "a widget output without its static graph"
+    saved = copy.deepcopy(nb)
+    saved.metadata.pop("widgets", None)
+    page, _ = HTMLExporter().from_notebook_node(saved)
+    assert widgets or drawings
+    assert len(FX_SVG.findall(page)) == len(widgets)
+    images = re.findall(r'<img [^>]*src="data:image/svg\+xml;base64,([^"]+)"', page)
+    assert len(images) == len(drawings)
+    assert all(FX_SVG.search(base64.b64decode(i).decode()) for i in images)

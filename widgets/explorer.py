@@ -31,6 +31,7 @@ Stable CSS classes (browser tests and styling rely on them):
 from __future__ import annotations
 
 import pathlib
+import re
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -42,6 +43,7 @@ from fxviz.errors import FxvizError
 from fxviz.graph import shape_text
 from fxviz.passes import NothingToDo
 from fxviz.render import render
+from fxviz.report_static import check_text, records_frame, static_html
 from fxviz.session import Session
 
 from .graph_view import GraphView
@@ -113,14 +115,19 @@ class Explorer(w.VBox):
                            "fxviz-tabs")
         name = title or type(session.steps[0].gm).__name__
         self.title = _named(w.HTML(f"<b>{escape(name)}</b>"), "fxviz-title")
+        self._name = name
         self.step_label = _named(w.Label(), "fxviz-step")
         self.undo_button = _named(w.Button(description="undo", icon="undo", layout={"width": "auto"}), "fxviz-undo")
         self.redo_button = _named(w.Button(description="redo", icon="repeat", layout={"width": "auto"}), "fxviz-redo")
         self.badge = _named(w.HTML(), "fxviz-badge")
         self.status = _named(w.Label(), "fxviz-status")
         self.error = _named(w.HTML(), "fxviz-error")
+        self.export_button = _named(w.Button(description="export", icon="download", layout={"width": "auto"},
+                                             tooltip="write the whole session as one HTML page"), "fxviz-export")
+        self.export_link = _named(w.HTML(), "fxviz-export-link")
         header = _named(w.HBox([self.title, self.step_label, self.undo_button, self.redo_button, self.badge,
-                                self.profiler.progress, self.status]), "fxviz-header")
+                                self.profiler.progress, self.status, self.export_button, self.export_link]),
+                        "fxviz-header")
         style = w.HTML(f"<style>{CSS}</style>", layout=w.Layout(display="none"))
         super().__init__([style, header, self.error, w.HBox([self.graph, self.tabs]), self.table])
         self.add_class("fxviz-explorer")
@@ -134,6 +141,7 @@ class Explorer(w.VBox):
         self.undo_button.on_click(lambda _: self._act(session.undo))
         self.redo_button.on_click(lambda _: self._act(session.redo))
         self.graph.on_action(self._on_key)  # Ctrl+Z / Ctrl+Shift+Z in the workbench
+        self.export_button.on_click(lambda _: self._act(self.export))
         self.passes.apply.on_click(lambda _: self._act(self._apply))
         self._unsubscribe = session.subscribe(self._on_session)
         self._refresh()
@@ -141,6 +149,33 @@ class Explorer(w.VBox):
     def select(self, name: str) -> None:
         """Select FX node ``name`` ("" clears) in the graph, table, details and code."""
         self.graph.select(name)
+
+    def export(self, path: str | pathlib.Path | None = None) -> pathlib.Path:
+        """Write the session as one self-contained HTML page (``Session.to_html``) with the
+        timings measured so far, and show a link to it; default path: ``<model>-report.html``
+        in the kernel's working directory (a notebook's own folder)."""
+        path = pathlib.Path(path or re.sub(r"[^\w.-]", "_", self._name) + "-report.html")
+        with self.profiler.paused():  # writing checks every step: the model runs
+            self.session.to_html(path, title=self._name)
+        href = escape(path.as_posix() if not path.is_absolute() else path.as_uri())
+        self.export_link.value = f'<a href="{href}" target="_blank" download>{escape(path.name)}</a>'
+        count = len(self.session.steps)
+        self._say(f"Wrote the report ({count} step{'s' * (count != 1)}) to {path}", error=False)
+        return path
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
+        """The widget view plus, as text/html, a static copy (graph, node table, step) for
+        wherever the widget cannot run: a saved notebook, nbviewer, GitHub, nbconvert.
+        JupyterLab renders the widget view when it can (its renderer ranks first)."""
+        bundle = super()._repr_mimebundle_(**kwargs)
+        if bundle:
+            step = self.session.current
+            bundle["text/html"] = static_html(
+                title=self._name,
+                lines=[self.step_label.value, check_text(step), self.graph.status], svg=self.graph.svg,
+                rows=records_frame(self.table.rows, COLUMNS),
+                note="A static copy of the Explorer as first displayed: run the notebook to explore it.")
+        return bundle
 
     def close(self) -> None:
         """Unsubscribe, stop the profiler and close every widget of the workbench."""

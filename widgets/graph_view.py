@@ -18,6 +18,8 @@ from typing import Any
 import anywidget
 import traitlets
 
+from fxviz.report_static import static_html
+
 _HERE = pathlib.Path(__file__).parent
 #: the front-end's ES modules, each after those it imports (graph_view.js last)
 MODULES = ("gv_view.js", "gv_graph.js", "gv_labels.js", "gv_svg.js", "gv_dom.js", "gv_tooltip.js", "graph_view.js")
@@ -85,3 +87,11 @@ class GraphView(anywidget.AnyWidget):
                 f"no node named {name!r} in this graph; its FX node names include: {known}"
             )
         self.selected = name
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
+        """The widget view plus its SVG and status as text/html, for wherever widgets
+        cannot run (a saved notebook, nbconvert, GitHub); JupyterLab shows the widget."""
+        bundle = super()._repr_mimebundle_(**kwargs)  # anywidget's: (data, metadata)
+        if bundle:
+            bundle[0]["text/html"] = static_html(title="fxviz graph", lines=[self.status], svg=self.svg)
+        return bundle

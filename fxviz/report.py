@@ -1,0 +1,231 @@
+"""A Session as one self-contained HTML page: readable, clickable, shareable, no kernel.
+
+The page hosts the Explorer's own graph view (``GraphView._esm``, the same code path
+that builds the widget) on a small in-page model (``widgets/report_host.js``), with the
+drawings of :mod:`fxviz.report_views`, each step's node details, code, check result and
+(when measured) timings, and the code diff between any two steps. Nothing is fetched:
+scripts, styles and data are inline; heavy data (drawings, code, diffs) is gzip+base64
+and inflated by the browser (``DecompressionStream``) when first shown.
+
+Every user string reaches the page as JSON (``<``, ``>``, ``&`` escaped, so it cannot
+close the script element) and enters the DOM with ``textContent``; SVG goes through the
+graph view's own sanitiser.
+
+Policy: checks are computed if they have not run (a few forwards per step, and a report
+without them would mislead); timings appear only for steps already profiled (by the
+Explorer or ``step.profile()``) unless ``profile=True`` measures the others.
+"""
+from __future__ import annotations
+
+import base64
+import gzip
+import html
+import io
+import json
+import pathlib
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from fxviz.graph import shape_text
+from fxviz.report_views import draw_all, variant_record
+
+_HERE = pathlib.Path(__file__).parent
+TOP_NODES = 15  # rows of each step's timing table and chart
+DEFAULT_MAX_VIEWS = 40
+
+
+def write_html(session: Any, path: str | pathlib.Path, *, title: str | None = None, profile: bool = False,
+               max_views: int = DEFAULT_MAX_VIEWS) -> pathlib.Path:
+    """Write the report of ``session`` to ``path`` (see the module doc); returns the path.
+    ``max_views``: pre-drawn focused views per step (see :mod:`fxviz.report_views`)."""
+    out = pathlib.Path(path)
+    out.write_text(report_html(session, title=title, profile=profile, max_views=max_views), encoding="utf-8")
+    return out
+
+
+def report_html(session: Any, *, title: str | None = None, profile: bool = False,
+                max_views: int = DEFAULT_MAX_VIEWS) -> str:
+    """The report page as a string."""
+    views_esm, views_css, table_esm, table_css, columns, node_rows = _front_end()
+    blobs = _Blobs()
+    steps = session.steps
+    views, svgs = draw_all((s.graph for s in steps), max_views)
+    variants = [blobs.add(variant_record(r, svg)) for r, svg in zip(views.variants, svgs)]
+    name = title or type(steps[0].gm).__name__
+    data = {
+        "title": name,
+        "current": session.index,
+        "columns": columns,
+        "steps": [_step(s, session.index, views.per_step[s.index], variants, blobs, profile, node_rows)
+                  for s in steps],
+        "diffs": {f"{a.index},{b.index}": blobs.add(session.compare(a.index, b.index).code_diff)
+                  for a in steps for b in steps if a is not b},
+        "blobs": blobs.items,
+    }
+    host = (_HERE / "widgets" / "report_host.js").read_text(encoding="utf-8")
+    page_css = (_HERE / "widgets" / "report.css").read_text(encoding="utf-8")
+    if "</script" in host.lower():
+        raise ValueError("report_host.js must not contain '</script': it is inlined in the page.")
+    return "\n".join([
+        "<!doctype html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        f"<title>{html.escape(name)} · fxviz report</title>",
+        '<link rel="icon" href="data:,">',
+        f"<style>{views_css}\n{table_css}\n{page_css}</style></head>",
+        '<body><div id="fxviz-report" class="fxviz-report">Loading the report…</div>',
+        f'<script type="application/json" id="fxviz-report-data">{_json(data)}</script>',
+        f'<script type="application/json" id="fxviz-graph-view-esm">{_json(views_esm)}</script>',
+        f'<script type="application/json" id="fxviz-table-view-esm">{_json(table_esm)}</script>',
+        f'<script type="module">{host}</script>',
+        "</body></html>",
+    ])
+
+
+def _front_end() -> tuple[str, str, str, str, list, Any]:
+    """The graph view's and node table's ES modules and CSS exactly as the widgets get
+    them, the Explorer's node-table columns and its row builder."""
+    try:
+        from fxviz.widgets.explorer import COLUMNS, _rows
+        from fxviz.widgets.graph_view import GraphView
+        from fxviz.widgets.table_view import TableView
+    except ImportError as exc:
+        raise ImportError(
+            f"The HTML report reuses the Explorer's front-end, which needs the widgets extra: "
+            f"pip install 'fxviz[widgets]' ({exc})."
+        ) from exc
+    return str(GraphView._esm), str(GraphView._css), str(TableView._esm), str(TableView._css), COLUMNS, _rows
+
+
+def _json(value: Any) -> str:
+    """JSON that cannot end the <script> element holding it."""
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False, default=str)
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+@dataclass(frozen=True)
+class _Measured:
+    """What the Explorer's row builder reads from its profiler's timings."""
+
+    table: Any
+
+
+class _Blobs:
+    """Heavy values, each stored once as gzip+base64 JSON; referenced by index."""
+
+    def __init__(self) -> None:
+        self.items: list[str] = []
+
+    def add(self, value: Any) -> int:
+        raw = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+        self.items.append(base64.b64encode(gzip.compress(raw, compresslevel=9, mtime=0)).decode("ascii"))
+        return len(self.items) - 1
+
+
+def _step(step: Any, current: int, views: dict[str, int], variants: list[int], blobs: _Blobs,
+          profile: bool, node_rows: Any) -> dict[str, Any]:
+    graph = step.graph
+    code = step.code.lstrip("\n")  # torch.fx starts its code with blank lines
+    table = step.measured_profile
+    if table is None and profile:
+        table = step.profile(budget_s=1.0)  # the Explorer's setting
+    check = step.check
+    times = {} if table is None else {
+        n: (float(m), float(sh)) for n, m, sh in zip(table["node"], table["median_us"], table["share"])}
+    return {
+        "index": step.index,
+        "pass_name": step.pass_name,
+        "params": ", ".join(f"{k}={v!r}" for k, v in step.params.items()),
+        "selection": list(step.nodes),
+        "undone": step.index > current,
+        "check": {"status": check.status, "message": check.message,
+                  "max_abs": _finite(check.max_abs), "max_rel": _finite(check.max_rel)},
+        "n_nodes": len(graph),
+        "views": {focus: variants[i] for focus, i in views.items()},
+        "nodes": {n: _tooltip(a, times.get(n)) for n, a in graph.nodes(data=True)},
+        "details": blobs.add({n: _details(graph, n, times.get(n)) for n in graph}),
+        "rows": blobs.add([{k: None if isinstance(v, float) and v != v else v for k, v in row.items()}
+                           for row in node_rows(graph, _Measured(table))]),  # JSON has no NaN
+        "code": blobs.add(code),
+        "lines": _node_lines(code, graph),
+        "timing": None if table is None else _timing(table, blobs),
+    }
+
+
+def _node_lines(code: str, graph: Any) -> dict[str, int]:
+    """1-based line where each node is computed, as the Code tab marks it (its assignment,
+    ``def forward`` for inputs, ``return`` for the output), in one pass over the code:
+    a search per node would be quadratic on graphs of thousands of nodes."""
+    assigned: dict[str, int] = {}
+    special: dict[str, int] = {}
+    for number, line in enumerate(code.splitlines(), start=1):
+        match = re.match(r"\s*(\w+) = |\s*(def forward\(|return\b)", line)
+        if match and match.group(1):
+            assigned.setdefault(match.group(1), number)
+        elif match:
+            special.setdefault("output" if match.group(2) == "return" else "placeholder", number)
+    return {n: line for n, a in graph.nodes(data=True)
+            if (line := special.get(a["op"]) if a["op"] in ("placeholder", "output") else assigned.get(n))}
+
+
+def _finite(x: float) -> float | None:
+    """JSON has no NaN or infinity: None stands for them."""
+    return x if x == x and abs(x) != float("inf") else None
+
+
+def _tooltip(attrs: dict[str, Any], t: tuple[float, float] | None) -> dict[str, str]:
+    """The graph view's per-node record (tooltip and search); ``t``: (median µs, share %)."""
+    return {"op": attrs["op"], "target": str(attrs["target"]), "module_path": attrs["module_path"] or "",
+            "shape": shape_text(attrs["shape"]), "time": "" if t is None else f"{t[0]:.1f} µs ({t[1]:.1f} %)"}
+
+
+def _details(graph: Any, name: str, t: tuple[float, float] | None) -> dict[str, Any]:
+    """What the Explorer's Details tab says about one node, as plain strings."""
+    a = graph.nodes[name]
+    rows = [
+        ("op", a["op"]), ("name", name), ("target", a["target"]), ("args", a["args"]), ("kwargs", a["kwargs"]),
+        ("module path", "(top level)" if a["module_path"] == "" else a["module_path"]),
+        ("shape", shape_text(a["shape"]) or "unknown"), ("dtype", a["dtype"]), ("stride", a["stride"]),
+        ("memory format", a["memory_format"]),
+        ("FLOPs", None if a["flops"] is None else f"{int(a['flops']):,}"),
+        ("MACs", None if a["macs"] is None else f"{int(a['macs']):,}"),
+        ("time", "not profiled" if t is None else f"{t[0]:.1f} µs ({t[1]:.1f} % of the step's node time)"),
+    ]
+    return {
+        "rows": [[k, "—" if v is None else str(v)] for k, v in rows],
+        "inputs": [[f"{use}: {p}", p] for p in graph.predecessors(name) for use in graph.edges[p, name]["uses"]],
+        "users": list(graph.successors(name)),
+    }
+
+
+def _timing(table: Any, blobs: _Blobs) -> dict[str, Any]:
+    """The step's slowest nodes as a table and a chart (matplotlib SVG), and its totals."""
+    top = table.nlargest(TOP_NODES, "median_us")
+    columns = ["node", "op", "target", "median_us", "p25_us", "p75_us", "share"]
+    rows = [[r[c] if isinstance(r[c], str) else _finite(round(float(r[c]), 2)) for c in columns]
+            for _, r in top.iterrows()]
+    attrs = table.attrs
+    return {
+        "columns": columns, "rows": rows,
+        "summary": (f"forward {attrs.get('plain_forward_us', float('nan')):.1f} µs unprofiled, "
+                    f"{float(table['median_us'].sum()):.1f} µs over its nodes "
+                    f"({attrs.get('device', '?')}, {attrs.get('repeats', '?')} repeats, median; p25–p75 below)"),
+        "chart": blobs.add(_chart_svg(table)),
+    }
+
+
+def _chart_svg(table: Any) -> str:
+    """``fxviz.plot_profile`` as SVG text; a bare Figure, so pyplot's state is untouched."""
+    import matplotlib
+    from matplotlib.figure import Figure
+
+    from fxviz.profile import plot_profile
+
+    rows = min(TOP_NODES, len(table))
+    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "fxviz"}):
+        figure = Figure(figsize=(7, 0.3 * rows + 1))
+        plot_profile(table, top=TOP_NODES, ax=figure.subplots())
+        buffer = io.StringIO()
+        figure.savefig(buffer, format="svg", bbox_inches="tight")
+    svg = buffer.getvalue()
+    return svg[svg.find("<svg"):]

@@ -1,0 +1,98 @@
+"""Static HTML fallbacks: what a saved notebook, nbviewer, GitHub or ``nbconvert`` shows
+where a widget cannot run (the graph as SVG, the node table, the step and its check).
+
+The SVG is the core's (every user string escaped by :mod:`fxviz.render`); every other
+string is escaped here. Colours follow JupyterLab's theme variables with light fallbacks.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import pandas as pd
+
+from fxviz._html import escape
+from fxviz.errors import FxvizError
+from fxviz.graph import shape_text
+
+MAX_ROWS = 200  # node table rows in a fallback: enough to read, small enough to save
+STYLE = """<style>
+.fxviz-static { color: var(--jp-content-font-color1, #222); font-size: var(--jp-content-font-size1, 13px); }
+.fxviz-static-graph { max-height: 640px; overflow: auto; border: 1px solid var(--jp-border-color2, #e0e0e0);
+  background: var(--jp-layout-color0, #fff); }
+.fxviz-static table { border-collapse: collapse; }
+.fxviz-static th, .fxviz-static td { padding: 1px 8px 1px 0; text-align: left; }
+.fxviz-static-note { color: var(--jp-content-font-color2, #666); font-size: 0.9em; }
+</style>"""
+
+
+def static_html(*, title: str, lines: Iterable[str], svg: str, rows: pd.DataFrame | None = None,
+                note: str = "") -> str:
+    """A titled block: text ``lines``, the graph ``svg`` (already safe markup), the node
+    table ``rows`` (first :data:`MAX_ROWS`) and a ``note``."""
+    parts = [STYLE, '<div class="fxviz-static">', f"<div><b>{escape(title)}</b></div>"]
+    parts += [f"<div>{escape(line)}</div>" for line in lines if line]
+    parts.append(f'<div class="fxviz-static-graph">{svg}</div>' if svg else "<div>(no graph drawn)</div>")
+    if rows is not None and len(rows):
+        shown = rows.head(MAX_ROWS)
+        more = f" (first {MAX_ROWS} of {len(rows)})" if len(rows) > MAX_ROWS else ""
+        parts += [f"<details><summary>Nodes{escape(more)}</summary>",
+                  shown.to_html(index=False, escape=True, border=0, na_rep=""), "</details>"]
+    if note:
+        parts.append(f'<div class="fxviz-static-note">{escape(note)}</div>')
+    parts.append("</div>")
+    return "".join(parts)
+
+
+def node_rows(graph: Any) -> pd.DataFrame:
+    """One row per node of an annotated graph: index, name, op, target, module, shape."""
+    return pd.DataFrame([
+        {"#": a["index"], "name": n, "op": a["op"], "target": a["target"],
+         "module": a["module_path"] or "", "shape": shape_text(a["shape"])}
+        for n, a in graph.nodes(data=True)
+    ])
+
+
+def check_text(step: Any) -> str:
+    """The step's check, without running it (a repr must not run the model)."""
+    if not step.check_done:
+        return "check pending"
+    check = step.check
+    return f"check: {check.status} (max abs {check.max_abs:.3g})"
+
+
+def graph_svg(graph: Any) -> tuple[str, str]:
+    """The graph drawn as the Explorer first draws it, or "" and why not."""
+    from fxviz.render import render
+
+    try:
+        return render(graph).svg, ""
+    except FxvizError as exc:
+        return "", str(exc)
+
+
+def step_html(step: Any) -> str:
+    """A Step as HTML: its pass, check, graph and nodes."""
+    svg, why = graph_svg(step.graph)
+    params = ", ".join(f"{k}={v!r}" for k, v in step.params.items())
+    return static_html(title=f"Step {step.index}: {step.pass_name}({params})",
+                       lines=[f"{len(step.graph)} nodes · {check_text(step)}", why],
+                       svg=svg, rows=node_rows(step.graph))
+
+
+def session_html(session: Any) -> str:
+    """A Session as HTML: its steps with their checks, and the current step's graph."""
+    current = session.current
+    svg, why = graph_svg(current.graph)
+    steps = [f"{'▶' if s is current else ' '} step {s.index}: {s.pass_name} · {check_text(s)}"
+             for s in session.steps]
+    return static_html(title=f"Session: {len(session.steps)} steps, at step {session.index}",
+                       lines=[*steps, why], svg=svg, rows=node_rows(current.graph),
+                       note="s.to_html(path) writes the whole session as one interactive page.")
+
+
+def records_frame(records: Iterable[Mapping[str, Any]], columns: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
+    """A table widget's rows (dicts) under its column labels."""
+    cols = list(columns)
+    return pd.DataFrame([{c["label"]: r.get(c["key"]) for c in cols} for r in records],
+                        columns=[c["label"] for c in cols])

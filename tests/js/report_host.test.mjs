@@ -1,0 +1,43 @@
+// Pure helpers of widgets/report_host.js; run with `node --test tests/js/`.
+// Importing the module at all checks that it touches no `document` at load.
+import assert from "node:assert/strict";
+import { test } from "node:test";
+
+import { HostModel, diffLineClass, focusAfter, focusText, parentPath } from "../../widgets/report_host.js";
+
+test("expanding a module focuses it; collapsing one focuses its parent", () => {
+  assert.equal(focusAfter(["layer1", "layer2"], ["layer2"]), "layer1");
+  assert.equal(focusAfter(["layer1.1"], ["layer1.1", "layer1.0"]), "layer1");
+  assert.equal(focusAfter([], ["layer3"]), "");
+  assert.equal(focusAfter(["a"], ["a"]), null);
+  assert.equal(parentPath("a.b.c"), "a.b");
+  assert.equal(parentPath("a"), "");
+});
+
+test("the status says what is open", () => {
+  assert.match(focusText(""), /top level/);
+  assert.match(focusText("*"), /Explorer/);
+  assert.equal(focusText("layer2.0"), "open: layer2.0 (other modules collapsed)");
+});
+
+test("unified diff lines get their class", () => {
+  assert.deepEqual(["--- a", "+++ b", "@@ -1 +1 @@", "+x", "-y", " z"].map(diffLineClass),
+    ["fxviz-diff-file", "fxviz-diff-file", "fxviz-diff-hunk", "fxviz-diff-insert", "fxviz-diff-delete", ""]);
+});
+
+test("the host model fires only on real changes and hands saves to the host", () => {
+  const saved = [];
+  const model = new HostModel({ selected: "", collapsed: ["a"] }, (c) => saved.push(c));
+  const seen = [];
+  model.on("change:selected", () => seen.push(model.get("selected")));
+  model.set("selected", "x");
+  model.set("selected", "x");
+  model.save_changes();
+  assert.deepEqual(seen, ["x"]);
+  assert.deepEqual(saved, [{ selected: "x" }]);
+  // a "kernel" update assigns every key before any event fires
+  model.on("change:collapsed", () => seen.push(`${model.get("selected")}|${model.get("collapsed")}`));
+  model.update({ collapsed: ["b"], selected: "y" });
+  assert.deepEqual(seen, ["x", "y|b", "y"]);
+  assert.deepEqual(saved, [{ selected: "x" }]);  // a kernel update is not sent back
+});

@@ -1,0 +1,264 @@
+"""Session.to_html: one self-contained page, every user string escaped, and in Chromium
+(from file://, the network refused) the graph, details, expand and code diff work."""
+from __future__ import annotations
+
+import base64
+import gzip
+import json
+import re
+import shutil
+
+import pytest
+import torch
+from torch import nn
+
+import fxviz
+from fxviz.report import report_html
+from fxviz.report_views import ALL, chain, focused, module_paths
+
+EVIL = "<img src=x onerror=alert(1)>"
+
+
+def _data(page: str) -> dict:
+    match = re.search(r'<script type="application/json" id="fxviz-report-data">(.*?)</script>', page, re.S)
+    return json.loads(match.group(1))
+
+
+def _blob(data: dict, index: int):
+    return json.loads(gzip.decompress(base64.b64decode(data["blobs"][index])))
+
+
+class Evil(nn.Module):
+    """A submodule whose name is markup: it reaches module paths and targets."""
+
+    def __init__(self):
+        super().__init__()
+        self.add_module(EVIL, nn.Sequential(nn.Linear(4, 4), nn.ReLU()))
+        self.head = nn.Linear(4, 2)
+
+    def forward(self, x):
+        return self.head(getattr(self, EVIL)(x))
+
+
+@pytest.fixture(scope="module")
+def resnet_session(resnet18):
+    torch.manual_seed(0)
+    session = fxviz.Session(resnet18, (torch.randn(1, 3, 64, 64),))
+    session.apply("fuse_conv_bn")
+    session.apply("lower_modules")
+    return session
+
+
+def test_the_page_is_self_contained_and_carries_every_step(resnet_session, tmp_path):
+    path = resnet_session.to_html(tmp_path / "r.html")
+    page = path.read_text()
+    assert not re.search(r'(src|href)\s*=\s*"(?!data:|#)', page)  # nothing to fetch
+    assert "http://" not in page.replace("http://www.w3.org/", "") and "https://" not in page
+    data = _data(page)
+    assert [s["pass_name"] for s in data["steps"]] == ["trace", "fuse_conv_bn", "lower_modules"]
+    assert data["current"] == 2 and all(s["check"]["status"] == "match" for s in data["steps"])
+    step0 = data["steps"][0]
+    # the top level: layer1..4 collapsed; focusing layer1 opens it, its blocks collapsed
+    top, layer1 = _blob(data, step0["views"][""]), _blob(data, step0["views"]["layer1"])
+    assert {"layer1", "layer4"} <= set(top["collapsed"])
+    assert "layer1" not in layer1["collapsed"] and "layer1.0" in layer1["collapsed"]
+    assert re.search(r'id="fx(-|&#45;)conv1"', top["svg"]) and ALL in step0["views"]
+    # the code diff of any two steps, both ways
+    diff = _blob(data, data["diffs"]["0,1"])
+    assert "-    bn1 = self.bn1(conv1)" in diff and "+++ step 1 (fuse_conv_bn)" in diff
+    assert _blob(data, data["diffs"]["1,0"]).startswith("--- step 1")
+    details = _blob(data, step0["details"])
+    assert dict(details["conv1"]["rows"])["shape"] == "1×64×32×32"
+    assert details["conv1"]["users"] == ["bn1"]
+
+
+def test_timings_appear_only_when_measured_unless_asked(my_module):
+    session = fxviz.Session(my_module, (torch.randn(5, 4),))
+    assert _data(report_html(session))["steps"][0]["timing"] is None
+    session.current.profile(repeats=3, warmup=1)
+    timing = _data(report_html(session))["steps"][0]["timing"]
+    assert timing["columns"][0] == "node" and {r[0] for r in timing["rows"]} <= set(session.current.graph)
+    assert "3 repeats" in timing["summary"]
+
+
+def test_every_user_string_is_escaped():
+    torch.manual_seed(0)
+    session = fxviz.Session(Evil(), (torch.randn(2, 4),))
+    page = report_html(session, title=EVIL)
+    assert "<img" not in page and "</script><" not in page.replace('</script>\n<script', "")
+    data = _data(page)
+    assert data["title"] == EVIL  # the text itself is intact, just inert
+    paths = {r["module_path"] for r in data["steps"][0]["nodes"].values()}
+    assert f"{EVIL}.0" in paths and EVIL in _blob(data, data["steps"][0]["code"])
+
+
+def test_focused_views_open_the_chain_and_collapse_the_rest(resnet18):
+    graph = fxviz.Session(resnet18, (torch.randn(1, 3, 64, 64),)).current.graph
+    paths = module_paths(graph)
+    assert chain("layer2.0.downsample") == ["layer2", "layer2.0", "layer2.0.downsample"]
+    rendering = focused(graph, "layer2.0", paths)
+    assert "layer2" not in rendering.collapsed and "layer2.0" not in rendering.collapsed
+    assert {"layer1", "layer3", "layer2.1", "layer2.0.downsample"} <= set(rendering.collapsed)
+
+
+def test_a_view_budget_bounds_the_drawings(resnet_session):
+    small = _data(report_html(resnet_session, max_views=3))
+    large = _data(report_html(resnet_session))
+    assert len(small["steps"][0]["views"]) == 4  # the top level, two focuses and the Explorer's view
+    assert len(large["steps"][0]["views"]) > 10
+
+
+# --- in Chromium -----------------------------------------------------------------
+
+def _open(chromium, path):
+    """The report in a fresh page from file://, every other request refused; yields the
+    page, then fails on any request that left it, JavaScript error or dialog."""
+    context = chromium.new_context(viewport={"width": 1400, "height": 900})
+    page = context.new_page()
+    problems, requests = [], []
+    page.on("pageerror", lambda exc: problems.append(f"page error: {exc}"))
+    page.on("console", lambda m: problems.append(f"console {m.type}: {m.text}") if m.type == "error" else None)
+    page.on("dialog", lambda d: (problems.append(f"dialog: {d.message}"), d.dismiss()))
+    page.on("request", lambda r: requests.append(r.url))
+    context.route(lambda url: not url.startswith("file://"), lambda route: route.abort())
+    page.goto(path.as_uri())
+    page.wait_for_selector(".fxviz-report[data-ready] .fxviz-gv-canvas svg g.node")
+    yield page
+    context.close()
+    # file:// is the page; blob: is the graph view's module built from the page's own text
+    assert [u for u in requests if not u.startswith(("file://", "blob:"))] == []
+    assert problems == []
+
+
+@pytest.fixture
+def report_page(chromium, resnet_session, tmp_path):
+    if not shutil.which("dot"):
+        pytest.skip("needs graphviz")
+    yield from _open(chromium, resnet_session.to_html(tmp_path / "report.html"))
+
+
+def test_markup_in_module_names_stays_text_in_the_browser(chromium, tmp_path):
+    torch.manual_seed(0)
+    path = fxviz.Session(Evil(), (torch.randn(2, 4),)).to_html(tmp_path / "evil.html", title=EVIL)
+    for page in _open(chromium, path):  # a dialog (alert) would fail it
+        assert page.inner_text(".fxviz-report-title") == EVIL
+        page.locator(".fxviz-gv-canvas g.node[id^=fxco-]").first.click()  # open the evil module
+        page.wait_for_function("document.querySelector('.fxviz-gv-status').textContent.includes('open: <img')")
+        page.locator(".fxviz-gv-canvas g.node[id^=fx-]", has_text="Linear").first.click()
+        page.wait_for_selector(".fxviz-report-details table.fxviz-kv")
+        page.click(".fxviz-report-inputs .fxviz-node-link")  # head's input: the ReLU inside
+        page.wait_for_function("document.querySelector('.fxviz-report-details').textContent.includes('ReLU')")
+        assert f"module path\t{EVIL}.1" in page.inner_text(".fxviz-report-details")
+        assert page.locator("img").count() == 0
+
+
+def test_report_in_chromium_select_expand_and_diff(report_page):
+    page = report_page
+    canvas = page.locator(".fxviz-gv-canvas")
+    assert page.locator(".fxviz-report-history-step").count() == 3
+    assert "step 2 of 2" in page.inner_text(".fxviz-report-step")
+    # a node shows its details
+    canvas.locator("#fx-conv1").click()
+    page.wait_for_selector(".fxviz-report-details table.fxviz-kv")
+    assert "conv1 (Conv2d)" in page.inner_text(".fxviz-report-details")
+    assert page.inner_text(".fxviz-report-table .fxviz-tv-selected").split("\t")[1] == "conv1"
+    # the node table (the Explorer's own front-end) selects in the graph: maxpool is drawn
+    page.locator(".fxviz-report-table .fxviz-tv-row", has_text="maxpool (MaxPool2d)").click()
+    canvas.locator("#fx-maxpool.fxviz-selected").wait_for()
+    assert "MaxPool2d" in page.inner_text(".fxviz-report-details")
+    # a collapsed module expands: layer2 opens, its blocks appear
+    layer2 = canvas.locator("g.node[id^=fxco-]", has_text="layer2")
+    layer2.click()
+    page.wait_for_function("document.querySelector('.fxviz-gv-status').textContent.includes('open: layer2')")
+    assert canvas.locator("g.node[id^=fxco-]", has_text="BasicBlock").count() == 2  # layer2.0, layer2.1
+    assert canvas.locator("g.node[id^=fxco-]", has_text="layer2").count() == 0
+    # the code diff of step 2 against step 0
+    page.click(".fxviz-report-tab[data-tab=code]")
+    page.check(".fxviz-report-diff-toggle")
+    page.select_option(".fxviz-report-diff-base", "0")
+    page.wait_for_selector(".fxviz-report-code .fxviz-diff-insert")
+    code = page.inner_text(".fxviz-report-code")
+    assert "--- step 0 (trace)" in code and "+++ step 2 (lower_modules)" in code
+    assert "-    bn1 = self.bn1(conv1)" in code
+    # another step from the history
+    page.click(".fxviz-report-history-step >> nth=0")
+    page.wait_for_function("document.querySelector('.fxviz-gv-status').textContent.includes('step 0 ·')")
+    assert "open: layer2" in page.inner_text(".fxviz-gv-status")  # the focus is kept across steps
+    assert canvas.locator("#fx-bn1").count() == 1  # step 0 still has its batch norms
+
+
+# --- static fallbacks --------------------------------------------------------------
+
+FX_ID = re.compile(r'<svg.*id="fx(-|&#45;)\w+"', re.S)
+
+
+def test_session_and_step_show_their_graph_as_html(resnet_session):
+    assert [s.check.status for s in resnet_session.steps] == ["match"] * 3
+    html = resnet_session._repr_html_()
+    assert FX_ID.search(html) and "step 1: fuse_conv_bn · check: match" in html
+    step = resnet_session.steps[0]
+    html = step._repr_html_()
+    assert FX_ID.search(html) and "Step 0: trace(tracer=&#x27;symbolic&#x27;)" in html and "<td>conv1</td>" in html
+
+
+def test_a_fresh_step_shows_without_running_its_check(my_module):
+    session = fxviz.Session(my_module, (torch.randn(5, 4),))
+    assert "check pending" in session._repr_html_() and not session.current.check_done
+
+
+def test_the_explorer_carries_a_static_copy_beside_the_widget():
+    pytest.importorskip("ipywidgets")
+    torch.manual_seed(0)
+    from fxviz.widgets import Explorer
+
+    explorer = Explorer(fxviz.Session(Evil(), (torch.randn(2, 4),)), profile="off", title=EVIL)
+    try:
+        bundle = explorer._repr_mimebundle_()
+    finally:
+        explorer.close()
+    assert "application/vnd.jupyter.widget-view+json" in bundle
+    html = bundle["text/html"]
+    assert FX_ID.search(html) and "step 0 of 0 · trace" in html and "<img" not in html
+    assert "&lt;img src=x onerror=alert(1)&gt;" in html  # title, module paths: escaped text
+    assert "<td>head</td>" in html  # the node table
+
+
+def test_the_explorers_export_button_writes_the_report_and_links_it(tmp_path, monkeypatch):
+    pytest.importorskip("ipywidgets")
+    monkeypatch.chdir(tmp_path)
+    model = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
+    explorer = fxviz.explore(model, torch.randn(2, 4), profile="sync", profile_kwargs={"repeats": 3})
+    try:
+        explorer.session.apply("lower_modules")
+        explorer.export_button.click()
+        assert explorer.error.value == ""
+        page = (tmp_path / "Sequential-report.html").read_text()
+        assert 'href="Sequential-report.html"' in explorer.export_link.value
+        assert "Wrote the report (2 steps) to Sequential-report.html" in explorer.status.value
+    finally:
+        explorer.close()
+    data = _data(page)
+    assert [s["pass_name"] for s in data["steps"]] == ["trace", "lower_modules"]
+    assert data["steps"][1]["timing"] is not None  # the Explorer's timings travel with it
+
+
+def test_the_report_marks_the_line_the_code_tab_marks(resnet_session):
+    from fxviz.report import _node_lines
+    from fxviz.widgets.panel_code import node_line
+
+    step = resnet_session.steps[2]
+    code = step.code.lstrip("\n")
+    expected = {n: node_line(code, n, a["op"]) for n, a in step.graph.nodes(data=True)}
+    assert _node_lines(code, step.graph) == expected and expected["x"] == 1
+
+
+def test_a_graph_view_carries_its_svg_as_html(resnet_session):
+    pytest.importorskip("anywidget")
+    from fxviz.render import render
+    from fxviz.widgets import GraphView
+
+    view = GraphView(svg=render(resnet_session.current.graph).svg, status="51 nodes · step 2")
+    bundle, _ = view._repr_mimebundle_()
+    view.close()
+    assert "application/vnd.jupyter.widget-view+json" in bundle
+    assert FX_ID.search(bundle["text/html"]) and "51 nodes · step 2" in bundle["text/html"]
