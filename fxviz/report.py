@@ -24,13 +24,13 @@ import io
 import json
 import pathlib
 import re
+import sys
 from dataclasses import dataclass
 from typing import Any
 
 from fxviz.graph import shape_text
 from fxviz.report_views import draw_all, variant_record
 
-_HERE = pathlib.Path(__file__).parent
 TOP_NODES = 15  # rows of each step's timing table and chart
 DEFAULT_MAX_VIEWS = 40
 
@@ -47,7 +47,7 @@ def write_html(session: Any, path: str | pathlib.Path, *, title: str | None = No
 def report_html(session: Any, *, title: str | None = None, profile: bool = False,
                 max_views: int = DEFAULT_MAX_VIEWS) -> str:
     """The report page as a string."""
-    views_esm, views_css, table_esm, table_css, columns, node_rows = _front_end()
+    views_esm, views_css, table_esm, table_css, columns, node_rows, widgets_dir = _front_end()
     blobs = _Blobs()
     steps = session.steps
     views, svgs = draw_all((s.graph for s in steps), max_views)
@@ -63,8 +63,8 @@ def report_html(session: Any, *, title: str | None = None, profile: bool = False
                   for a in steps for b in steps if a is not b},
         "blobs": blobs.items,
     }
-    host = (_HERE / "widgets" / "report_host.js").read_text(encoding="utf-8")
-    page_css = (_HERE / "widgets" / "report.css").read_text(encoding="utf-8")
+    host = (widgets_dir / "report_host.js").read_text(encoding="utf-8")
+    page_css = (widgets_dir / "report.css").read_text(encoding="utf-8")
     if "</script" in host.lower():
         raise ValueError("report_host.js must not contain '</script': it is inlined in the page.")
     return "\n".join([
@@ -82,9 +82,10 @@ def report_html(session: Any, *, title: str | None = None, profile: bool = False
     ])
 
 
-def _front_end() -> tuple[str, str, str, str, list, Any]:
+def _front_end() -> tuple[str, str, str, str, list, Any, pathlib.Path]:
     """The graph view's and node table's ES modules and CSS exactly as the widgets get
-    them, the Explorer's node-table columns and its row builder."""
+    them, the Explorer's node-table columns, its row builder and the widgets' folder
+    (``fxviz.widgets`` maps onto the top-level ``widgets/``, not ``fxviz/widgets``)."""
     try:
         from fxviz.widgets.explorer import COLUMNS, _rows
         from fxviz.widgets.graph_view import GraphView
@@ -94,7 +95,9 @@ def _front_end() -> tuple[str, str, str, str, list, Any]:
             f"The HTML report reuses the Explorer's front-end, which needs the widgets extra: "
             f"pip install 'fxviz[widgets]' ({exc})."
         ) from exc
-    return str(GraphView._esm), str(GraphView._css), str(TableView._esm), str(TableView._css), COLUMNS, _rows
+    widgets_dir = pathlib.Path(sys.modules[GraphView.__module__].__file__).parent
+    return (str(GraphView._esm), str(GraphView._css), str(TableView._esm), str(TableView._css),
+            COLUMNS, _rows, widgets_dir)
 
 
 def _json(value: Any) -> str:
