@@ -77,10 +77,30 @@ class Block(nn.Module):
         self.attn, self.mlp = nn.Module(), nn.Module()
 
 
+OPS = (torch.tanh, torch.sigmoid, operator.neg)
+
+
+def blocks(n_blocks: int, x, call, at):
+    """The synthetic computation, eagerly (``call(fn, *args)``) or as a graph; ``at``
+    labels each value with its module path."""
+    for i in range(n_blocks):
+        h = x
+        for part in ("attn", "mlp"):
+            start = h
+            for j in range(24):
+                h = at(call(OPS[j % 3], h), f"blocks.{i}.{part}")
+            h = at(call(operator.add, h, start), f"blocks.{i}")
+        x = h
+    return x
+
+
 class Synthetic(nn.Module):
     def __init__(self, n_blocks: int):
         super().__init__()
         self.blocks = nn.ModuleList(Block() for _ in range(n_blocks))
+
+    def forward(self, x):  # what the prebuilt graph computes: the numeric check's reference
+        return blocks(len(self.blocks), x, lambda fn, *args: fn(*args), lambda v, _: v)
 
 
 class Prebuilt(torch.fx.Tracer):
@@ -102,18 +122,12 @@ def synthetic(n_nodes: int):
     graph = torch.fx.Graph()
     x = graph.placeholder("x")
     x.meta["module_path"] = ""
-    ops = (torch.tanh, torch.sigmoid, operator.neg)
-    for i in range(n_blocks):
-        h = x
-        for part in ("attn", "mlp"):
-            start = h
-            for j in range(24):
-                h = graph.call_function(ops[j % 3], (h,))
-                h.meta["module_path"] = f"blocks.{i}.{part}"
-            h = graph.call_function(operator.add, (h, start))
-            h.meta["module_path"] = f"blocks.{i}"
-        x = h
-    graph.output(x)
+
+    def at(node, path):
+        node.meta["module_path"] = path
+        return node
+
+    graph.output(blocks(n_blocks, x, lambda fn, *args: graph.call_function(fn, args), at))
     model = Synthetic(n_blocks)
     return model, (torch.randn(1, 4),), {"tracer": Prebuilt(graph)}
 

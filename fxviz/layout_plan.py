@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 import networkx as nx
 
+from fxviz._gc import gc_paused
 from fxviz.layout_tree import DENSE_EDGES, Box, BoxTree, build_tree, effective_path  # noqa: F401  (re-exported)
 
 MAX_STUBS_PER_CLUSTER = 8  # more far inputs into one cluster share one "+k more" stub
@@ -43,7 +44,8 @@ def plan_layout(graph: nx.DiGraph, *, collapse: set[str], expand: set[str], auto
     enclosing box opens whatever ``collapse`` says (revealing a node). With ``auto``,
     more boxes open, shallow and structural first, while the drawing stays within
     ``max_nodes`` boxes; without it every box not in ``collapse`` is open."""
-    tree = build_tree(graph)
+    with gc_paused():
+        tree = build_tree(graph)
     collapse = {p for p in collapse if p in tree.boxes}
     forced: set[str] = set()
     for key in expand:
