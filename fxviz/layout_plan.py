@@ -6,6 +6,7 @@ bounded by the box budget (every box's children are bounded, see layout_tree).
 """
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass, field
 
 import networkx as nx
@@ -44,8 +45,7 @@ def plan_layout(graph: nx.DiGraph, *, collapse: set[str], expand: set[str], auto
     enclosing box opens whatever ``collapse`` says (revealing a node). With ``auto``,
     more boxes open, shallow and structural first, while the drawing stays within
     ``max_nodes`` boxes; without it every box not in ``collapse`` is open."""
-    with gc_paused():
-        tree = build_tree(graph)
+    tree = _tree(graph)
     collapse = {p for p in collapse if p in tree.boxes}
     forced: set[str] = set()
     for key in expand:
@@ -61,15 +61,30 @@ def plan_layout(graph: nx.DiGraph, *, collapse: set[str], expand: set[str], auto
         opened = {p for p in tree.boxes if p and p not in collapse}
     plan = LayoutPlan()
     _place(tree, opened, plan)
-    _plan_edges(graph, plan, long_edge)
+    _plan_edges(tree, plan, long_edge)
     return plan
+
+
+_TREES: weakref.WeakKeyDictionary[nx.DiGraph, tuple[int, BoxTree]] = weakref.WeakKeyDictionary()
+
+
+def _tree(graph: nx.DiGraph) -> BoxTree:
+    """The box tree of ``graph``, built once per graph (a step's graph never changes):
+    expanding a box or revealing a node then costs the drawing, not the graph."""
+    size = graph.number_of_nodes()  # a cheap check that the graph was not rebuilt in place
+    cached = _TREES.get(graph)
+    if cached is None or cached[0] != size:
+        with gc_paused():
+            cached = (size, build_tree(graph))
+        _TREES[graph] = cached
+    return cached[1]
 
 
 def _choose_open(tree: BoxTree, collapse: set[str], forced: set[str], budget: int) -> set[str]:
     """Forced boxes, then whole levels of boxes in order of information (modules and
     module ranges by depth, then node segments by depth) while the drawing fits. A level
-    of modules opens whole or not at all (an even view); one of node segments opens as
-    far as it fits, in graph order."""
+    of modules opens whole or not at all (an even view); one of synthetic groups (ranges,
+    segments) opens as far as it fits, in graph order, so a huge graph fills its budget."""
     boxes = tree.boxes
     opened = {""} | forced
     count = sum(len(boxes[p].items) - 1 for p in opened) + 1
@@ -95,7 +110,7 @@ def _choose_open(tree: BoxTree, collapse: set[str], forced: set[str], budget: in
         level = [b for b in pending if (b.nodes_only, b.depth) == rank]
         cost = sum(len(b.items) - 1 for b in level)
         if count + cost > budget:
-            if rank[0]:  # node segments: open those that fit, from the inputs on
+            if rank[0] or all(b.synthetic for b in level):  # groups: open those that fit, in order
                 for box in level:
                     if count + len(box.items) - 1 <= budget:
                         count += len(box.items) - 1
@@ -150,28 +165,34 @@ def _members(boxes: dict[str, Box], path: str) -> list[str]:
     return out
 
 
-def _clusters(plan: LayoutPlan) -> dict[Unit, str]:
-    """The open box (cluster, or the root "") that holds each drawn unit."""
-    return {("node" if kind == "node" else "collapsed", key): path
-            for path, items in plan.children.items() for kind, key in items if kind != "cluster"}
+def _drawing_order(plan: LayoutPlan) -> tuple[dict[Unit, int], dict[Unit, str]]:
+    """Each drawn unit's place in drawing order (graph order: children lists are in it)
+    and the open box (cluster, or the root "") that holds it."""
+    order: dict[Unit, int] = {}
+    where: dict[Unit, str] = {}
+
+    def visit(path: str) -> None:
+        for kind, key in plan.children.get(path, ()):
+            if kind == "cluster":
+                visit(key)
+            else:
+                unit = ("node" if kind == "node" else "collapsed", key)
+                order[unit], where[unit] = len(order), path
+
+    visit("")
+    return order, where
 
 
-def _plan_edges(graph: nx.DiGraph, plan: LayoutPlan, long_edge: int) -> None:
+def _plan_edges(tree: BoxTree, plan: LayoutPlan, long_edge: int) -> None:
     """Edges between drawn units; one spanning more than ``long_edge`` units becomes a
     stub beside its consumer, since long edges make Graphviz's crossing minimisation
     explode. A cluster gets at most ``MAX_STUBS_PER_CLUSTER`` stubs."""
-    index = nx.get_node_attributes(graph, "index")
-    first: dict[Unit, int] = {}
-    for name, unit in plan.unit_of.items():
-        if unit not in first or index[name] < first[unit]:
-            first[unit] = index[name]
-    order = {u: i for i, u in enumerate(sorted(first, key=first.__getitem__))}
-    where_of = _clusters(plan)
+    order, where_of = _drawing_order(plan)
     seen: set[tuple[Unit, Unit]] = set()
     stub_of: dict[tuple[Unit, str], int] = {}
     per_cluster: dict[str, int] = {}
     unit_of = plan.unit_of
-    for tail, head in graph.edges:
+    for tail, head in tree.edges:
         ut, uh = unit_of[tail], unit_of[head]
         if ut == uh:
             continue

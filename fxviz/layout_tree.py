@@ -42,6 +42,7 @@ class Box:
 class BoxTree:
     boxes: dict[str, Box]
     box_of: dict[str, str]  # FX node name -> the box that lists it
+    edges: list[tuple[str, str]]  # the graph's edges, listed once for every drawing
 
     def chain(self, path: str) -> list[str]:
         """``path`` and its ancestors up to (excluding) the root ``""``."""
@@ -72,9 +73,10 @@ def _node_paths(graph: nx.DiGraph) -> dict[str, str]:
     module with a single node (a lowered ReLU is a node, not a one-node cluster)."""
     paths = {name: effective_path(attrs) for name, attrs in graph.nodes(data=True)}
     prefixes = {p: _prefixes(p) for p in set(paths.values())}
+    index_of = nx.get_node_attributes(graph, "index")
     spans: dict[str, list[int]] = {}  # path -> [first index, last index, node count]
     for name, path in paths.items():
-        index = graph.nodes[name]["index"]
+        index = index_of[name]
         for prefix in prefixes[path]:
             span = spans.get(prefix)
             if span is None:
@@ -116,19 +118,21 @@ def build_tree(graph: nx.DiGraph) -> BoxTree:
         owner = box(paths[name])
         owner.items.append(("node", name))
         signature[owner.path].append(_node_signature(attrs))
-        for path in [owner.path, *(_prefixes(owner.path)[:-1])]:
-            boxes[path].size += 1
-    boxes[""].size = len(paths)
+        owner.size += 1
+    for path in sorted(boxes, key=lambda p: -boxes[p].depth):  # children before parents
+        if path:
+            boxes[boxes[path].parent].size += boxes[path].size
     if any(attrs.get("shape") is not None for _, attrs in graph.nodes(data=True)):
         _mark_repeats(boxes, signature, module_types)  # without shapes, "identical" is a guess
     for path in [p for p in boxes if not boxes[p].synthetic]:
         _group(boxes, boxes[path], graph)
     box_of = {name: path for path, b in boxes.items() for kind, name in b.items if kind == "node"}
-    _count_edges(boxes, box_of, graph)
-    return BoxTree(boxes, box_of)
+    edges = list(graph.edges)
+    _count_edges(boxes, box_of, edges)
+    return BoxTree(boxes, box_of, edges)
 
 
-def _count_edges(boxes: dict[str, Box], box_of: dict[str, str], graph: nx.DiGraph) -> None:
+def _count_edges(boxes: dict[str, Box], box_of: dict[str, str], edges: list[tuple[str, str]]) -> None:
     """Per box, the distinct edges between its children: each graph edge counts in the
     innermost box holding both ends (densenet's blocks join every layer to every later one)."""
     chains: dict[str, list[str]] = {}
@@ -140,8 +144,12 @@ def _count_edges(boxes: dict[str, Box], box_of: dict[str, str], graph: nx.DiGrap
         return chains[path]
 
     pairs: set[tuple[str, str, str]] = set()
-    for tail, head in graph.edges:
-        up_t, up_h = chain(box_of[tail]), chain(box_of[head])
+    for tail, head in edges:
+        box_t, box_h = box_of[tail], box_of[head]
+        if box_t == box_h:  # the common case: two nodes of one box
+            pairs.add((box_t, tail, head))
+            continue
+        up_t, up_h = chain(box_t), chain(box_h)
         common = set(up_t).intersection(up_h)
         lca = next(p for p in up_t if p in common)
         below_t = up_t[up_t.index(lca) - 1] if up_t[0] != lca else tail
@@ -223,7 +231,8 @@ def _make_group(boxes: dict[str, Box], owner: Box, part: list[Item], inner: list
         names = [m.path.rpartition(".")[2] for m in modules]
         kinds = {m.label.partition(" · ")[2] for m in modules}
         prefix = owner.path.rpartition(".")[2]
-        label = f"{prefix} {names[0]}–{names[-1]}".strip() + (f" · {kinds.pop()}" if len(kinds) == 1 else "")
+        kind = kinds.pop() if len(kinds) == 1 else ""
+        label = f"{prefix} {names[0]}–{names[-1]}".strip() + (f" · {kind}" if kind else "")
     else:
         label = f"nodes {first}–{last}"
     for _kind, key in inner:
