@@ -164,7 +164,7 @@ def search_seconds(nodes: dict, query: str) -> float | None:
     return json.loads(out.stdout)[0]
 
 
-def measure(name: str) -> dict[str, float]:
+def measure(name: str, save_dot: pathlib.Path | None = None) -> dict[str, float]:
     from fxviz.widgets.explorer import Explorer
 
     fn, inputs, options = CASES[name]()
@@ -189,8 +189,10 @@ def measure(name: str) -> dict[str, float]:
     graph = session.current.graph
     _, nx_s = timed(fxviz.to_networkx, session.current.gm)
     _, plan_s = timed(plan_layout, graph, collapse=set(), expand=set(), auto=True, max_nodes=250, long_edge=40)
-    rendering, render_s = timed(render, graph)  # the plan again, then the DOT
+    rendering, render_s = timed(render, graph)  # the plan again (the box tree is cached), then the DOT
     _, layout_s = timed(lambda: rendering.svg)
+    if save_dot is not None:  # to look at: dot -Tpng DIR/10k.dot -o 10k.png
+        (save_dot / f"{name}.dot").write_text(rendering.dot.source)
     _, check_s = timed(lambda: session.current.check)  # else the Explorer runs it inline (profile="off")
     explorer, explore_s = timed(Explorer, session, profile="off")
     collapsed = explorer.graph.collapsed
@@ -205,7 +207,7 @@ def measure(name: str) -> dict[str, float]:
     boxes = rendering.box_count
     explorer.close()
     return {"nodes": len(graph), "boxes": boxes, "capture": capture, "session": session_s,
-            "to_networkx": nx_s, "plan": plan_s, "plan+dot": render_s, "layout": layout_s,
+            "to_networkx": nx_s, "plan": plan_s, "render": render_s, "layout": layout_s,
             "check": check_s, "explore": explore_s, "expand": expand_s, "reveal": reveal_s, "revealed": revealed,
             "search": search_s if search_s is not None else float("nan")}
 
@@ -215,22 +217,24 @@ def main() -> None:
     parser.add_argument("--sizes", default=",".join(CASES), help="comma-separated: " + ",".join(CASES))
     parser.add_argument("--threads", type=int, default=1,
                         help="torch threads (default 1: on a loaded machine, idle OpenMP threads make each tiny op wait)")
+    parser.add_argument("--save-dot", type=pathlib.Path, help="write each first view's DOT into this folder")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     sizes = args.sizes.split(",")
-    cols = ["nodes", "boxes", "capture", "session", "to_networkx", "plan", "plan+dot", "layout", "check", "explore", "expand",
+    cols = ["nodes", "boxes", "capture", "session", "to_networkx", "plan", "render", "layout", "check", "explore", "expand",
             "reveal", "search"]
     print(f"{'graph':6} " + " ".join(f"{c:>11}" for c in cols) + f" {'session/capture':>16} {'first view':>11}")
     fxviz.trace(*training_step(1)[:2], tracer="make_fx")  # torch's one-off warm-up, outside any stage
     for name in sizes:
-        r = measure(name)
-        first_view = r["to_networkx"] + r["plan+dot"] + r["layout"]
+        r = measure(name, args.save_dot)
+        first_view = r["to_networkx"] + r["plan"] + r["render"] + r["layout"]
         cells = [f"{r[c]:11d}" if isinstance(r[c], int) else f"{r[c]:11.3f}" for c in cols]
         print(f"{name:6} " + " ".join(cells) + f" {r['session'] / r['capture']:16.2f} {first_view:11.3f}"
               + ("" if r["revealed"] else "  (reveal FAILED)"))
         sys.stdout.flush()
-    print("seconds per stage; session includes its own capture; capture = the Session's own; first view = to_networkx + plan+dot + "
-          "layout (what drawing a captured graph costs); explore = the whole Explorer built on the session")
+    print("seconds per stage; session includes its own capture; capture = the Session's own; plan = the first "
+          "plan (builds the box tree); render = plan again (tree cached) + DOT; first view = to_networkx + plan + "
+          "render + layout (what drawing a captured graph costs); explore = the whole Explorer built on the session")
 
 
 if __name__ == "__main__":

@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 import networkx as nx
 
 from fxviz._gc import gc_paused
-from fxviz.layout_tree import DENSE_EDGES, Box, BoxTree, build_tree, effective_path  # noqa: F401  (re-exported)
+from fxviz.layout_tree import DENSE_EDGES, Box, BoxTree, build_tree
 
-MAX_STUBS_PER_CLUSTER = 8  # more far inputs into one cluster share one "+k more" stub
+MAX_STUBS_PER_CLUSTER = 8  # more far inputs into one cluster share one "↳ name and more" stub
 
 Item = tuple[str, str]  # ("node", name) | ("cluster", path) | ("collapsed", path)
 Unit = tuple[str, str | int]  # ("node", name) | ("collapsed", path) | ("stub", k)

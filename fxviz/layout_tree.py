@@ -33,7 +33,7 @@ class Box:
     items: list[Item] = field(default_factory=list)
     size: int = 0  # FX nodes inside
     depth: int = 0
-    repeated: bool = False  # one of a run of identical sibling modules
+    repeated: bool = False  # one of a run of identical sibling modules, or a range of them
     edges: int = 0  # distinct edges between its children, drawn when it opens
     nodes_only: bool = False  # a segment: a synthetic group of plain nodes (least informative)
 
@@ -238,8 +238,11 @@ def _make_group(boxes: dict[str, Box], owner: Box, part: list[Item], inner: list
     for _kind, key in inner:
         if _kind == "box":
             boxes[key].parent = path
+    # A range of identical blocks is as uninformative opened as they are; a range of
+    # such ranges is not (it shows how many there are).
+    repeated = all(kind == "box" and boxes[k].repeated and not boxes[k].synthetic for kind, k in inner)
     boxes[path] = Box(path, owner.path, label, synthetic=True, items=inner, size=count,
-                      nodes_only=nodes_only)
+                      nodes_only=nodes_only, repeated=repeated)
     _fix_depths(boxes, path, owner.depth + 1)
     return path
 

@@ -98,7 +98,7 @@ export function scrollToRow(index, scrollTop, viewport, rowHeight, header) {
 /** A column's starting width in px: its own, else by kind. @param {Column} column */
 export function defaultWidth(column) {
   if (column.width) return column.width;
-  if (column.key === "index") return 56;
+  if (column.key === "index") return 76;
   return column.numeric ? 96 : 150;
 }
 

@@ -85,7 +85,7 @@ test("scrolling to a row moves as little as possible, and not at all when it is 
 });
 
 test("columns start at a width by kind and resize, never below a legible minimum", () => {
-  assert.equal(defaultWidth({ key: "index", label: "#", numeric: true }), 56);
+  assert.equal(defaultWidth({ key: "index", label: "#", numeric: true }), 76); // "100,000"
   assert.equal(defaultWidth({ key: "flops", label: "FLOPs", numeric: true }), 96);
   assert.equal(defaultWidth({ key: "name", label: "name" }), 150);
   assert.equal(defaultWidth({ key: "name", label: "name", width: 220 }), 220);
