@@ -71,18 +71,20 @@ def _node_paths(graph: nx.DiGraph) -> dict[str, str]:
     a module whose nodes lie far apart in graph order (called from several places, e.g.
     torchvision's shared ReLU once lowered) draws its nodes in its parent, and so does a
     module with a single node (a lowered ReLU is a node, not a one-node cluster)."""
-    paths = {name: effective_path(attrs) for name, attrs in graph.nodes(data=True)}
-    prefixes = {p: _prefixes(p) for p in set(paths.values())}
-    index_of = nx.get_node_attributes(graph, "index")
-    spans: dict[str, list[int]] = {}  # path -> [first index, last index, node count]
-    for name, path in paths.items():
-        index = index_of[name]
-        for prefix in prefixes[path]:
-            span = spans.get(prefix)
-            if span is None:
-                spans[prefix] = [index, index, 1]
-            else:
-                span[1], span[2] = index, span[2] + 1
+    paths: dict[str, str] = {}
+    own: dict[str, list[int]] = {}  # path -> [first index, last index, node count] of its own nodes
+    for name, attrs in graph.nodes(data=True):  # in graph order
+        path = paths[name] = effective_path(attrs)
+        span = own.get(path)
+        if span is None:
+            own[path] = [attrs["index"], attrs["index"], 1]
+        else:
+            span[1], span[2] = attrs["index"], span[2] + 1
+    spans: dict[str, list[int]] = {}  # the same over each module's whole subtree
+    for path, (first, last, count) in own.items():
+        for prefix in _prefixes(path):
+            span = spans.setdefault(prefix, [first, last, 0])
+            span[0], span[1], span[2] = min(span[0], first), max(span[1], last), span[2] + count
     dropped = {p for p, (first, last, count) in spans.items() if last - first + 1 > 2 * count or count == 1}
     for name, path in paths.items():
         while path in dropped:
@@ -248,8 +250,8 @@ def _make_group(boxes: dict[str, Box], owner: Box, part: list[Item], inner: list
 
 
 def _fix_depths(boxes: dict[str, Box], path: str, depth: int) -> None:
-    """Depths under a new group (only its direct child boxes move down one level; groups
-    are made before their owner's deeper modules are visited, so this stays shallow)."""
+    """Depths of a new group's subtree, which moved one level down (linear in the
+    subtree's boxes, not its nodes)."""
     stack = [(path, depth)]
     while stack:
         p, d = stack.pop()
