@@ -6,7 +6,8 @@ capture does not dominate). Per graph it prints the seconds of each stage: captu
 Session (which captures again, then annotates, converts and checks nothing yet),
 to_networkx, plan, DOT, layout, explore ready (the Explorer built, Python side, with
 profiling off, after the step's numeric check has run: "check"), expand one cluster, reveal a node hidden in a collapsed cluster, and
-search (the view's own searchNodes over all nodes, run under node). The ratio
+search (the view's own searchNodes over all nodes, run under node), and the MB of
+JSON the first view sends to the browser (table rows, search records, SVG). The ratio
 Session/capture is measured in the same run; the targets at 100k nodes are a first view
 in < 2 s after capture, expand < 1 s and search < 0.1 s.
 Run from the repository root: .venv/bin/python -m bench.scale [--sizes 1k,10k,30k,100k]
@@ -204,12 +205,13 @@ def measure(name: str, save_dot: pathlib.Path | None = None) -> dict[str, float]
     _, reveal_s = timed(explorer.select, last_hidden) if last_hidden else (None, float("nan"))
     revealed = last_hidden is not None and f"fx-{last_hidden}" in explorer.graph.elements
     search_s = search_seconds(explorer.graph.nodes, last_hidden or "output")
+    payload = len(json.dumps(explorer.table.rows)) + len(json.dumps(explorer.graph.nodes)) + len(explorer.graph.svg)
     boxes = rendering.box_count
     explorer.close()
     return {"nodes": len(graph), "boxes": boxes, "capture": capture, "session": session_s,
             "to_networkx": nx_s, "plan": plan_s, "render": render_s, "layout": layout_s,
             "check": check_s, "explore": explore_s, "expand": expand_s, "reveal": reveal_s, "revealed": revealed,
-            "search": search_s if search_s is not None else float("nan")}
+            "search": search_s if search_s is not None else float("nan"), "MB sent": payload / 1e6}
 
 
 def main() -> None:
@@ -222,7 +224,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     sizes = args.sizes.split(",")
     cols = ["nodes", "boxes", "capture", "session", "to_networkx", "plan", "render", "layout", "check", "explore", "expand",
-            "reveal", "search"]
+            "reveal", "search", "MB sent"]
     print(f"{'graph':6} " + " ".join(f"{c:>11}" for c in cols) + f" {'session/capture':>16} {'first view':>11}")
     fxviz.trace(*training_step(1)[:2], tracer="make_fx")  # torch's one-off warm-up, outside any stage
     for name in sizes:
