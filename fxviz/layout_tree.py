@@ -240,9 +240,10 @@ def _make_group(boxes: dict[str, Box], owner: Box, part: list[Item], inner: list
     for _kind, key in inner:
         if _kind == "box":
             boxes[key].parent = path
-    # A range of identical blocks is as uninformative opened as they are; a range of
-    # such ranges is not (it shows how many there are).
-    repeated = all(kind == "box" and boxes[k].repeated and not boxes[k].synthetic for kind, k in inner)
+    # A range of mostly identical blocks (a stack's first or last layer may differ) is as
+    # uninformative opened as they are; a range of such ranges is not (it shows how many).
+    modules_only = all(kind == "box" and not boxes[k].synthetic for kind, k in inner)
+    repeated = modules_only and 2 * sum(boxes[k].repeated for _, k in inner) > len(inner)
     boxes[path] = Box(path, owner.path, label, synthetic=True, items=inner, size=count,
                       nodes_only=nodes_only, repeated=repeated)
     _fix_depths(boxes, path, owner.depth + 1)
