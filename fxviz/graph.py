@@ -15,6 +15,7 @@ import torch.fx
 from torch.fx.node import Node, _get_qualified_name
 from torch.fx.passes.shape_prop import TensorMetadata
 
+from fxviz._gc import gc_paused
 from fxviz.shapes import memory_format_name
 
 MAX_ARG_TEXT = 160
@@ -97,6 +98,11 @@ def to_networkx(gm: torch.fx.GraphModule) -> nx.DiGraph:
     until :func:`fxviz.annotate` has run). Edge attribute ``uses``: the argument
     positions, e.g. ``("args[0]", "args[1]")`` for ``x + x``.
     """
+    with gc_paused():
+        return _to_networkx(gm)
+
+
+def _to_networkx(gm: torch.fx.GraphModule) -> nx.DiGraph:
     graph = nx.DiGraph(
         name=type(gm).__name__,
         module_types=gm.meta.get("fxviz", {}).get("module_types")

@@ -1,16 +1,20 @@
-"""What to lay out: which module clusters stay open, which collapse, which edges become stubs.
+"""What to lay out: which boxes of the tree stay open, which collapse, which edges become stubs.
 
 Pure graph bookkeeping with no Graphviz, so the rules that keep layouts fast and
-legible can be tested directly.
+legible can be tested directly. The cost is linear in the graph; what is drawn is
+bounded by the box budget (every box's children are bounded, see layout_tree).
 """
 from __future__ import annotations
 
-from collections import defaultdict
+import weakref
 from dataclasses import dataclass, field
 
 import networkx as nx
 
-SEGMENT = 64  # nodes per synthetic cluster when one module holds too many nodes of its own
+from fxviz._gc import gc_paused
+from fxviz.layout_tree import DENSE_EDGES, Box, BoxTree, build_tree
+
+MAX_STUBS_PER_CLUSTER = 8  # more far inputs into one cluster share one "↳ name and more" stub
 
 Item = tuple[str, str]  # ("node", name) | ("cluster", path) | ("collapsed", path)
 Unit = tuple[str, str | int]  # ("node", name) | ("collapsed", path) | ("stub", k)
@@ -20,143 +24,190 @@ Unit = tuple[str, str | int]  # ("node", name) | ("collapsed", path) | ("stub", 
 class LayoutPlan:
     children: dict[str, list[Item]] = field(default_factory=dict)
     labels: dict[str, str] = field(default_factory=dict)
-    collapsed: set[str] = field(default_factory=set)
+    collapsed: set[str] = field(default_factory=set)  # collapsed boxes that are drawn
+    opened: set[str] = field(default_factory=set)  # boxes drawn open (clusters), root excluded
     members: dict[str, list[str]] = field(default_factory=dict)
     edges: list[tuple[Unit, Unit]] = field(default_factory=list)
     stubs: list[tuple[str, str]] = field(default_factory=list)  # (producer node, cluster path)
+    shared_stubs: set[int] = field(default_factory=set)  # stubs standing for several producers
     unit_of: dict[str, Unit] = field(default_factory=dict)
+    drawn: int = 0  # nodes and collapsed boxes drawn
 
     @property
     def box_count(self) -> int:
-        return len(set(self.unit_of.values())) + len(self.stubs)
-
-
-def effective_path(attrs: dict) -> str:
-    """The cluster a node is drawn in: a leaf module's own call sits in its parent module."""
-    path = attrs.get("module_path") or ""
-    if attrs["op"] == "call_module" and path and attrs.get("target", "").split(" ")[0] == path:
-        return path.rpartition(".")[0]
-    return path
-
-
-def _prefixes(path: str) -> list[str]:
-    parts = path.split(".") if path else []
-    return [".".join(parts[: i + 1]) for i in range(len(parts))]
-
-
-def _segment(graph: nx.DiGraph, paths: dict[str, str]) -> None:
-    """Split a module's own nodes into consecutive synthetic clusters when there are many."""
-    own: dict[str, list[str]] = defaultdict(list)
-    for name, path in paths.items():
-        own[path].append(name)
-    for path, names in own.items():
-        if len(names) <= SEGMENT:
-            continue
-        for start in range(0, len(names), SEGMENT):
-            chunk = names[start : start + SEGMENT]
-            first, last = graph.nodes[chunk[0]]["index"], graph.nodes[chunk[-1]]["index"]
-            label = f"⟨nodes {first}–{last}⟩"
-            for name in chunk:
-                paths[name] = f"{path}.{label}" if path else label
-
-
-def _gather_scattered(graph: nx.DiGraph, paths: dict[str, str]) -> None:
-    """Draw in the parent module the nodes of a module whose nodes lie far apart in
-    graph order: a module called from several places (torchvision's shared ReLU once
-    lowered) would otherwise wrap distant nodes in one box and tangle the layout."""
-    spans: dict[str, list[int]] = {}  # path -> [first index, last index, node count]
-    for name, path in paths.items():
-        index = graph.nodes[name]["index"]
-        for prefix in _prefixes(path):
-            span = spans.setdefault(prefix, [index, index, 0])
-            span[0], span[1], span[2] = min(span[0], index), max(span[1], index), span[2] + 1
-    scattered = {p for p, (first, last, count) in spans.items() if last - first + 1 > 2 * count}
-    for name, path in paths.items():
-        while path in scattered:
-            path = path.rpartition(".")[0]
-        paths[name] = path
-
-
-def _units(paths: dict[str, str], collapsed: set[str]) -> dict[str, Unit]:
-    units: dict[str, Unit] = {}
-    for name, path in paths.items():
-        top = next((p for p in _prefixes(path) if p in collapsed), None)
-        units[name] = ("collapsed", top) if top else ("node", name)
-    return units
-
-
-def _choose_collapsed(paths: dict[str, str], collapse: set[str], expand: set[str],
-                      auto: bool, max_nodes: int) -> set[str]:
-    all_paths = {p for path in paths.values() for p in _prefixes(path)}
-    protected = {p for path in expand for p in _prefixes(path)}
-    chosen = {p for p in collapse if p in all_paths}
-    if not auto or len(set(_units(paths, chosen).values())) <= max_nodes:
-        return chosen
-    deepest = max((p.count(".") + 1 for p in all_paths), default=0)
-    candidate = chosen
-    for depth in range(deepest, 0, -1):  # keep as much detail as fits: deepest level first
-        level = {p for p in all_paths if p.count(".") + 1 == depth and p not in protected}
-        candidate = chosen | level
-        if len(set(_units(paths, candidate).values())) <= max_nodes:
-            return candidate
-    return candidate
+        return self.drawn + len(self.stubs)
 
 
 def plan_layout(graph: nx.DiGraph, *, collapse: set[str], expand: set[str], auto: bool,
                 max_nodes: int, long_edge: int) -> LayoutPlan:
-    paths = {name: effective_path(attrs) for name, attrs in graph.nodes(data=True)}
-    _gather_scattered(graph, paths)
-    if len(paths) > max_nodes and auto:
-        _segment(graph, paths)
-    collapsed = _choose_collapsed(paths, collapse, expand, auto, max_nodes)
-    units = _units(paths, collapsed)
-    module_types = graph.graph.get("module_types", {})
-    plan = LayoutPlan(collapsed={u[1] for u in units.values() if u[0] == "collapsed"}, unit_of=units)
-
-    placed: set[Item] = set()
-
-    def place(parent: str, item: Item) -> None:
-        if item not in placed:
-            placed.add(item)
-            plan.children.setdefault(parent, []).append(item)
-
-    for name, path in paths.items():
-        unit = units[name]
-        chain = _prefixes(unit[1].rpartition(".")[0] if unit[0] == "collapsed" else path)
-        parent = ""
-        for prefix in chain:
-            place(parent, ("cluster", prefix))
-            parent = prefix
-        if unit[0] == "collapsed":
-            place(parent, ("collapsed", unit[1]))
-            plan.members.setdefault(unit[1], []).append(name)
-        else:
-            place(parent, ("node", name))
-    for path in {p for items in plan.children.values() for kind, p in items if kind != "node"}:
-        short = path.rpartition(".")[2]
-        kind = module_types.get(path)
-        plan.labels[path] = f"{short} · {kind}" if kind else short
-    _plan_edges(graph, plan, paths, long_edge)
+    """``collapse``: boxes drawn closed. ``expand``: boxes forced open with their
+    ancestors (unless one of them is in ``collapse``), or FX node names, whose every
+    enclosing box opens whatever ``collapse`` says (revealing a node). With ``auto``,
+    more boxes open, shallow and structural first, while the drawing stays within
+    ``max_nodes`` boxes; without it every box not in ``collapse`` is open."""
+    tree = _tree(graph)
+    collapse = {p for p in collapse if p in tree.boxes}
+    forced: set[str] = set()
+    for key in expand:
+        if key in tree.box_of:  # a node: reveal it
+            chain = tree.chain(tree.box_of[key])
+            collapse.difference_update(chain)
+            forced.update(chain)
+        elif key in tree.boxes and not collapse.intersection(tree.chain(key)):
+            forced.update(tree.chain(key))
+    if auto:
+        opened = _choose_open(tree, collapse, forced, max_nodes)
+    else:
+        opened = {p for p in tree.boxes if p and p not in collapse}
+    plan = LayoutPlan()
+    _place(tree, opened, plan)
+    _plan_edges(tree, plan, long_edge)
     return plan
 
 
-def _plan_edges(graph: nx.DiGraph, plan: LayoutPlan, paths: dict[str, str], long_edge: int) -> None:
-    """Short edges are drawn; a long one becomes a stub beside its consumer, since long
-    edges are what makes Graphviz's crossing minimisation explode."""
+_TREES: weakref.WeakKeyDictionary[nx.DiGraph, tuple[int, BoxTree]] = weakref.WeakKeyDictionary()
+
+
+def _tree(graph: nx.DiGraph) -> BoxTree:
+    """The box tree of ``graph``, built once per graph (a step's graph never changes):
+    expanding a box or revealing a node then costs the drawing, not the graph."""
+    size = graph.number_of_nodes()  # a cheap check that the graph was not rebuilt in place
+    cached = _TREES.get(graph)
+    if cached is None or cached[0] != size:
+        with gc_paused():
+            cached = (size, build_tree(graph))
+        _TREES[graph] = cached
+    return cached[1]
+
+
+def _choose_open(tree: BoxTree, collapse: set[str], forced: set[str], budget: int) -> set[str]:
+    """Forced boxes, then whole levels of boxes in order of information (modules and
+    module ranges by depth, then node segments by depth) while the drawing fits. A level
+    of modules opens whole or not at all (an even view); one of synthetic groups (ranges,
+    segments) opens as far as it fits, in graph order, so a huge graph fills its budget."""
+    boxes = tree.boxes
+    opened = {""} | forced
+    count = sum(len(boxes[p].items) - 1 for p in opened) + 1
+
+    def candidates() -> list[Box]:
+        found = []
+        stack = [""]
+        while stack:
+            for kind, key in boxes[stack.pop()].items:
+                if kind != "box":
+                    continue
+                if key in opened:
+                    stack.append(key)
+                elif key not in collapse and not _hidden(boxes[key]):
+                    found.append(boxes[key])
+        return found
+
+    while True:
+        pending = candidates()
+        if not pending:
+            return opened
+        rank = min((b.nodes_only, b.depth) for b in pending)
+        level = [b for b in pending if (b.nodes_only, b.depth) == rank]
+        cost = sum(len(b.items) - 1 for b in level)
+        if count + cost > budget:
+            if rank[0] or all(b.synthetic for b in level):  # groups: open those that fit, in order
+                for box in level:
+                    if count + len(box.items) - 1 <= budget:
+                        count += len(box.items) - 1
+                        opened.add(box.path)
+            return opened
+        count += cost
+        opened.update(b.path for b in level)
+
+
+def _hidden(box: Box) -> bool:
+    """Boxes that start collapsed however much room there is: one of a run of identical
+    blocks, or a box whose children are so interconnected that opening it draws a hairball."""
+    return box.repeated or box.edges > DENSE_EDGES * len(box.items)
+
+
+def _place(tree: BoxTree, opened: set[str], plan: LayoutPlan) -> None:
+    """Children lists of open boxes, and the unit (own box or collapsed box) of every node."""
+    boxes = tree.boxes
+    stack = [""]
+    while stack:
+        path = stack.pop()
+        children = plan.children.setdefault(path, [])
+        for kind, key in boxes[path].items:
+            if kind == "node":
+                children.append(("node", key))
+                plan.unit_of[key] = ("node", key)
+                plan.drawn += 1
+            elif key in opened:
+                children.append(("cluster", key))
+                plan.opened.add(key)
+                plan.labels[key] = boxes[key].label
+                stack.append(key)
+            else:
+                children.append(("collapsed", key))
+                plan.collapsed.add(key)
+                plan.labels[key] = boxes[key].label
+                plan.drawn += 1
+                members = _members(boxes, key)
+                plan.members[key] = members
+                for name in members:
+                    plan.unit_of[name] = ("collapsed", key)
+
+
+def _members(boxes: dict[str, Box], path: str) -> list[str]:
+    out, stack = [], [path]
+    while stack:
+        for kind, key in reversed(boxes[stack.pop()].items):
+            if kind == "node":
+                out.append(key)
+            else:
+                stack.append(key)
+    return out
+
+
+def _drawing_order(plan: LayoutPlan) -> tuple[dict[Unit, int], dict[Unit, str]]:
+    """Each drawn unit's place in drawing order (graph order: children lists are in it)
+    and the open box (cluster, or the root "") that holds it."""
+    order: dict[Unit, int] = {}
+    where: dict[Unit, str] = {}
+
+    def visit(path: str) -> None:
+        for kind, key in plan.children.get(path, ()):
+            if kind == "cluster":
+                visit(key)
+            else:
+                unit = ("node" if kind == "node" else "collapsed", key)
+                order[unit], where[unit] = len(order), path
+
+    visit("")
+    return order, where
+
+
+def _plan_edges(tree: BoxTree, plan: LayoutPlan, long_edge: int) -> None:
+    """Edges between drawn units; one spanning more than ``long_edge`` units becomes a
+    stub beside its consumer, since long edges make Graphviz's crossing minimisation
+    explode. A cluster gets at most ``MAX_STUBS_PER_CLUSTER`` stubs."""
+    order, where_of = _drawing_order(plan)
     seen: set[tuple[Unit, Unit]] = set()
-    stub_index: dict[tuple[Unit, str], int] = {}
-    index = nx.get_node_attributes(graph, "index")
-    for tail, head in graph.edges:
-        ut, uh = plan.unit_of[tail], plan.unit_of[head]
+    stub_of: dict[tuple[Unit, str], int] = {}
+    per_cluster: dict[str, int] = {}
+    unit_of = plan.unit_of
+    for tail, head in tree.edges:
+        ut, uh = unit_of[tail], unit_of[head]
         if ut == uh:
             continue
-        if abs(index[head] - index[tail]) > long_edge:
-            where = uh[1].rpartition(".")[0] if uh[0] == "collapsed" else paths[head]
+        if abs(order[uh] - order[ut]) > long_edge:
+            where = where_of[uh]
             key = (ut, where)
-            if key not in stub_index:
-                stub_index[key] = len(plan.stubs)
+            if key not in stub_of and per_cluster.get(where, 0) >= MAX_STUBS_PER_CLUSTER:
+                key = (("stub", -1), where)  # the cluster's shared stub for the rest
+                if key not in stub_of:
+                    plan.shared_stubs.add(len(plan.stubs))
+            if key not in stub_of:
+                stub_of[key] = len(plan.stubs)
+                per_cluster[where] = per_cluster.get(where, 0) + 1
                 plan.stubs.append((tail, where))
-            ut = ("stub", stub_index[key])
+            ut = ("stub", stub_of[key])
         if (ut, uh) not in seen:
             seen.add((ut, uh))
             plan.edges.append((ut, uh))

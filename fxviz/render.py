@@ -54,6 +54,7 @@ class Rendering:
     collapsed: tuple[str, ...]
     layout_timeout: float = 10.0
     box_count: int = 0  # boxes laid out: nodes, collapsed modules and stubs
+    expanded: tuple[str, ...] = ()  # boxes drawn open: pass as expand= to keep this view
 
     @cached_property
     def svg(self) -> str:
@@ -108,9 +109,11 @@ def render(
     ``color_by``: ``None``/``"op"`` (by node kind), ``"flops"`` (node FLOPs), ``"time"``
     or any name for ``values`` (node name -> number, e.g. time share: a heat scale), or
     ``"diff"`` with ``marks`` (node name -> added/faster/slower/unchanged).
-    ``collapse``/``expand``: module paths drawn as one summary node / forced open.
-    With ``auto_collapse``, clusters are collapsed deepest-first until at most
-    ``max_nodes`` boxes remain, so graphs of thousands of nodes stay legible.
+    ``collapse``/``expand``: boxes (module paths, or the groups ``Rendering.collapsed``
+    names) drawn as one summary node / forced open; an FX node name in ``expand`` opens
+    every box around it. With ``auto_collapse``, boxes open level by level (modules
+    first, runs of identical blocks stay collapsed) while at most ``max_nodes`` boxes
+    are drawn, so a graph of any size opens at the most detailed level that fits.
     """
     graph = to_networkx(source) if isinstance(source, torch.fx.GraphModule) else source
     plan = plan_layout(
@@ -136,7 +139,7 @@ def render(
         body=lines,
     )
     return Rendering(dot, writer.elements, legend, tuple(sorted(plan.collapsed)), layout_timeout,
-                     plan.box_count)
+                     plan.box_count, tuple(sorted(plan.opened)))
 
 
 def to_dot(source: torch.fx.GraphModule | nx.DiGraph, **options: Any) -> graphviz.Digraph:
@@ -270,8 +273,9 @@ class _DotWriter:
                 out.append(f"{indent}}}")
         for k in stubs_in.get(path, ()):
             producer = self.plan.stubs[k][0]
+            text = f"↳ {producer} and more" if k in self.plan.shared_stubs else f"↳ {producer}"
             self.elements[f"fxst-{k}"] = {"kind": "stub", "name": producer}
-            out.append(f'{indent}{self._id("stub", k)} [id="fxst-{k}" label=<{escape("↳ " + producer)}> '
+            out.append(f'{indent}{self._id("stub", k)} [id="fxst-{k}" label=<{escape(text)}> '
                        'shape=plain fontsize=9 fontcolor="#6b7280" style=""]')
 
     def _highlight(self, names: list[str]) -> str:

@@ -57,6 +57,8 @@ from .table_view import TableView
 
 CSS = (pathlib.Path(__file__).parent / "explorer.css").read_text()
 DEFAULT_PROFILE_KWARGS = {"budget_s": 1.0}
+CODE_TAB = 1
+EAGER_CODE_NODES = 2000  # above this, the Code tab is drawn only while it is open
 COLUMNS = [
     {"key": "index", "label": "#", "numeric": True},
     {"key": "name", "label": "name"},
@@ -93,13 +95,15 @@ class Explorer(w.VBox):
     node everywhere; ``close()`` unsubscribes from the session and stops profiling."""
 
     _unsubscribe: Callable[[], None] | None = None
+    _revealing = False  # re-selecting a node just revealed: the panels show it once
 
     def __init__(self, session: Session, *, profile: str = "background",
                  profile_kwargs: Mapping[str, Any] | None = None, title: str | None = None):
         self.session = session
         self.profiler = Profiler(profile, DEFAULT_PROFILE_KWARGS if profile_kwargs is None else profile_kwargs)
         self._ui = threading.RLock()  # panels change from the kernel's thread and the profiler's
-        self._drawn_collapsed: list[str] | None = None  # None: not drawn yet, so auto-collapse
+        self._drawn_collapsed: list[str] | None = None  # the collapsed boxes on screen
+        self._open: set[str] = set()  # boxes the view keeps open (the first draw's, then the user's)
         self._drawn_source = ""  # the DOT on screen: the same DOT is not laid out twice
         self.graph = _named(GraphView(layout=w.Layout(width="60%")), "fxviz-graph")
         self.table = _named(TableView(columns=COLUMNS, sort_by="index"), "fxviz-node-table")
@@ -138,6 +142,7 @@ class Explorer(w.VBox):
         self.graph.observe(lambda _: self._request_profiles(), "color_mode")
         # Opening the Passes tab lists passes registered since (e.g. in another cell).
         self.tabs.observe(lambda _: self.passes.show(session, self.graph.selected), "selected_index")
+        self.tabs.observe(lambda _: self._show_code(), "selected_index")
         self.undo_button.on_click(lambda _: self._act(session.undo))
         self.redo_button.on_click(lambda _: self._act(session.redo))
         self.graph.on_action(self._on_key)  # Ctrl+Z / Ctrl+Shift+Z in the workbench
@@ -234,7 +239,7 @@ class Explorer(w.VBox):
             if self.graph.selected not in step.graph:
                 self.graph.selected = ""
             self.passes.show(session, self.graph.selected)
-            self.code.show(session, self.graph.selected, self._op(self.graph.selected))
+            self._show_code()
             self._request_profiles()
 
     def _request_profiles(self, force: bool = False) -> None:
@@ -269,38 +274,42 @@ class Explorer(w.VBox):
             self.details.show(step.graph, self.graph.selected, timings)
             self.timing.show(self.session, timings)
 
-    def _draw(self, *, keep_on_error: bool = False) -> None:
-        """Draw the current step. ``keep_on_error``: a drawing the user asked for (a
-        collapse or expand) that cannot be laid out keeps the one on screen."""
+    def _draw(self, reveal: str = "", *, keep_on_error: bool = False) -> bool:
+        """Draw the current step with the boxes the user opened and closed (the first
+        draw opens what fits); ``reveal``: a node hidden in a collapsed box to open up to.
+        ``keep_on_error``: a drawing the user asked for (a collapse or expand) that cannot
+        be laid out keeps the one on screen. Returns whether the asked-for drawing is shown."""
         step = self.session.current
         coloring, note = self._coloring(step)
         status = " · ".join(filter(None, [f"{len(step.graph)} nodes", f"step {step.index}", note]))
         try:
             rendering = render(step.graph, collapse=self.graph.collapsed,
-                               auto_collapse=self._drawn_collapsed is None, **coloring)
+                               expand=self._open | ({reveal} if reveal else set()), **coloring)
             same = rendering.dot.source == self._drawn_source  # e.g. timings arrived in "op" colouring
             svg = None if same else rendering.svg
         except FxvizError as exc:  # e.g. a layout that would take too long: no stale picture
             if keep_on_error and self._drawn_source:
                 self._say(f"{exc} The drawing on screen is kept.")
                 self.graph.collapsed = self._drawn_collapsed
-                return
+                return False
             self._say(str(exc))
             self._drawn_source = ""
             with self.graph.hold_sync():
                 self.graph.svg, self.graph.elements, self.graph.legend = "", {}, []
                 self.graph.status = f"step {step.index} not drawn: see the error above"
-            return
+            return False
         if same:
             self.graph.status = status
-            return
+            return True
         self._drawn_collapsed = list(rendering.collapsed)
+        self._open = set(rendering.expanded)
         self._drawn_source = rendering.dot.source
         with self.graph.hold_sync():
             self.graph.svg, self.graph.elements, self.graph.legend = svg, rendering.elements, rendering.legend
             self.graph.legend_mode = coloring.get("color_by") or "op"
             self.graph.collapsed = self._drawn_collapsed
             self.graph.status = status
+        return True
 
     def _coloring(self, step: Any) -> tuple[dict[str, Any], str]:
         """``render`` options for the colour mode, and a note when it falls back to op."""
@@ -324,14 +333,40 @@ class Explorer(w.VBox):
     def _on_selected(self, change: dict[str, Any]) -> None:
         with self._ui:
             name, step = change["new"], self.session.current
+            if self._revealing:
+                return
+            if name in step.graph and f"fx-{name}" not in self.graph.elements and self._drawn_source:
+                self._reveal(name)
             self.details.show(step.graph, name, self.profiler.known(step))
-            self.code.show(self.session, name, self._op(name))
+            self._show_code()
             self.passes.select_node(name)
+
+    def _reveal(self, name: str) -> None:
+        """Open the boxes around a selected node that a collapsed box hides (e.g. a
+        search hit), then select it again so the view pans to it in the new drawing."""
+        self._draw(reveal=name)
+        # The browser pans only on a change of `selected`: clear it and set it again.
+        self._revealing = True
+        try:
+            self.graph.selected = ""
+            self.graph.selected = name
+        finally:
+            self._revealing = False
+
+    def _show_code(self) -> None:
+        """The Code tab; on a large graph only while it is open: highlighting the code of
+        thousands of nodes takes seconds, which no other tab's user should wait for."""
+        if self.tabs.selected_index == CODE_TAB or len(self.session.current.graph) <= EAGER_CODE_NODES:
+            name = self.graph.selected
+            self.code.show(self.session, name, self._op(name))
 
     def _on_collapsed(self, change: dict[str, Any]) -> None:
         if change["new"] != self._drawn_collapsed:  # a click in the view, not our own draw
             with self._ui:
-                self._draw(keep_on_error=True)
+                new, before = set(change["new"]), self._open
+                self._open = (self._open | (set(self._drawn_collapsed or ()) - new)) - new
+                if not self._draw(keep_on_error=True):
+                    self._open = before
 
     def _op(self, name: str) -> str:
         graph = self.session.current.graph

@@ -1,8 +1,10 @@
-// The node table: an anywidget with sortable columns and a selected row that is
-// synchronised with Python. Pure helpers are named exports (tested under node);
-// nothing touches `document` until render() runs. User text enters with textContent.
+// The node table: an anywidget with sortable, resizable columns and a selected row that
+// is synchronised with Python. Virtualised: only the rows in view (and a few around)
+// are in the DOM, so 100,000 rows scroll smoothly. Pure helpers are named exports
+// (tested under node); nothing touches `document` until render() runs. User text
+// enters with textContent.
 
-/** @typedef {{key: string, label: string, numeric?: boolean, digits?: number}} Column */
+/** @typedef {{key: string, label: string, numeric?: boolean, digits?: number, width?: number}} Column */
 /** @typedef {Record<string, string | number | null>} Row  rows carry a unique `name` */
 
 /**
@@ -63,6 +65,49 @@ export function ariaSort(key, state) {
   return state.descending ? "descending" : "ascending";
 }
 
+export const ROW_HEIGHT = 22; // px, fixed: what makes the window arithmetic exact
+const OVERSCAN = 10;
+const MIN_WIDTH = 36;
+
+/**
+ * The rows to put in the DOM: those under the viewport plus `overscan` on each side.
+ * @param {number} scrollTop @param {number} viewport height of the scrolled area (px)
+ * @param {number} rowHeight @param {number} total @param {number} [overscan]
+ * @returns {{start: number, end: number}} rows [start, end)
+ */
+export function visibleRange(scrollTop, viewport, rowHeight, total, overscan = OVERSCAN) {
+  const first = Math.floor(Math.max(0, scrollTop) / rowHeight);
+  const count = Math.ceil(Math.max(viewport, rowHeight) / rowHeight) + 1;
+  return { start: Math.max(0, first - overscan), end: Math.min(total, first + count + overscan) };
+}
+
+/**
+ * The scrollTop that brings row `index` into view, moving as little as possible
+ * (the header, `header` px tall, stays on top of the rows).
+ * @param {number} index @param {number} scrollTop @param {number} viewport
+ * @param {number} rowHeight @param {number} header
+ */
+export function scrollToRow(index, scrollTop, viewport, rowHeight, header) {
+  const top = index * rowHeight;
+  const bottom = top + rowHeight;
+  if (top < scrollTop) return top;
+  if (bottom > scrollTop + viewport - header) return bottom - viewport + header;
+  return scrollTop;
+}
+
+/** A column's starting width in px: its own, else by kind. @param {Column} column */
+export function defaultWidth(column) {
+  if (column.width) return column.width;
+  if (column.key === "index") return 76;
+  return column.numeric ? 96 : 150;
+}
+
+/** A width after dragging its edge by `dx` px, never below a legible minimum.
+ * @param {number} width @param {number} dx */
+export function resized(width, dx) {
+  return Math.max(MIN_WIDTH, Math.round(width + dx));
+}
+
 /** @param {{model: any, el: HTMLElement}} ctx */
 function render({ model, el }) {
   const doc = el.ownerDocument;
@@ -74,16 +119,55 @@ function render({ model, el }) {
   };
   const root = h("div", "fxviz-tv");
   const table = h("table", "fxviz-tv-table");
+  const colgroup = h("colgroup", "");
   const thead = h("thead", "");
   const tbody = h("tbody", "");
-  table.append(thead, tbody);
+  table.append(colgroup, thead, tbody);
   root.append(table);
   el.replaceChildren(root);
-  /** @type {Map<string, HTMLElement>} */
-  let rowByName = new Map();
+  /** @type {Row[]} */
+  let sorted = [];
+  /** @type {Map<string, number>} */
+  let position = new Map(); // row name -> index in `sorted`
+  /** @type {Map<string, number>} */
+  const widths = new Map(); // column key -> px, kept across re-renders (the user's resizing)
+  let drawn = { start: -1, end: -1 };
 
   const state = () => ({ sort_by: model.get("sort_by") || "", descending: Boolean(model.get("descending")) });
   const columns = () => /** @type {Column[]} */ (model.get("columns") || []);
+  const widthOf = (/** @type {Column} */ c) => widths.get(c.key) ?? defaultWidth(c);
+  const headerHeight = () => thead.getBoundingClientRect().height || ROW_HEIGHT;
+
+  function applyWidths() {
+    const cols = columns();
+    colgroup.replaceChildren(...cols.map((c) => {
+      const col = h("col", "");
+      col.style.width = `${widthOf(c)}px`;
+      return col;
+    }));
+    table.style.width = `${cols.reduce((sum, c) => sum + widthOf(c), 0)}px`;
+  }
+
+  /** Drag the right edge of a header to resize its column. @param {Column} column @param {HTMLElement} grip */
+  function makeResizable(column, grip) {
+    grip.addEventListener("pointerdown", (/** @type {PointerEvent} */ e) => {
+      e.preventDefault();
+      e.stopPropagation();
+      const x0 = e.clientX, w0 = widthOf(column);
+      grip.setPointerCapture(e.pointerId);
+      const move = (/** @type {PointerEvent} */ m) => {
+        widths.set(column.key, resized(w0, m.clientX - x0));
+        applyWidths();
+      };
+      const up = () => {
+        grip.removeEventListener("pointermove", move);
+        grip.removeEventListener("pointerup", up);
+      };
+      grip.addEventListener("pointermove", move);
+      grip.addEventListener("pointerup", up);
+    });
+    grip.addEventListener("click", (e) => e.stopPropagation());
+  }
 
   function renderHead() {
     const tr = h("tr", "");
@@ -99,39 +183,76 @@ function render({ model, el }) {
         model.set("descending", next.descending);
         model.save_changes();
       });
-      th.append(button);
+      const grip = h("span", "fxviz-tv-grip");
+      grip.title = `Drag to resize ${column.label}`;
+      makeResizable(column, grip);
+      th.append(button, grip);
       tr.append(th);
     }
     thead.replaceChildren(tr);
+    applyWidths();
+  }
+
+  /** @param {Row} row @param {Column[]} cols @param {number} i */
+  function rowElement(row, cols, i) {
+    const tr = h("tr", "fxviz-tv-row");
+    tr.dataset.index = String(i);
+    if (row.name === model.get("selected")) tr.classList.add("fxviz-tv-selected");
+    for (const column of cols) {
+      const text = formatCell(row[column.key], column);
+      const td = h("td", column.numeric ? "fxviz-tv-num" : "", text);
+      if (text) td.title = text; // the whole text when the cell shows an ellipsis
+      tr.append(td);
+    }
+    return tr;
+  }
+
+  /** Put the rows under the viewport in the DOM, between two spacers. @param {boolean} force */
+  function renderWindow(force) {
+    const range = visibleRange(root.scrollTop, root.clientHeight, ROW_HEIGHT, sorted.length);
+    if (!force && range.start === drawn.start && range.end === drawn.end) return;
+    drawn = range;
+    const cols = columns();
+    const spacer = (/** @type {number} */ rows) => {
+      const tr = h("tr", "fxviz-tv-spacer");
+      const td = /** @type {HTMLTableCellElement} */ (h("td", ""));
+      td.colSpan = Math.max(1, cols.length);
+      td.style.height = `${rows * ROW_HEIGHT}px`;
+      tr.append(td);
+      return tr;
+    };
+    const trs = [];
+    for (let i = range.start; i < range.end; i++) trs.push(rowElement(sorted[i], cols, i));
+    tbody.replaceChildren(spacer(range.start), ...trs, spacer(sorted.length - range.end));
   }
 
   function renderBody() {
-    const cols = columns();
     const { sort_by, descending } = state();
-    rowByName = new Map();
-    const trs = sortRows(model.get("rows") || [], sort_by, descending).map((row) => {
-      const tr = h("tr", "fxviz-tv-row");
-      for (const column of cols) tr.append(h("td", column.numeric ? "fxviz-tv-num" : "", formatCell(row[column.key], column)));
-      const name = String(row.name);
-      tr.addEventListener("click", () => {
-        model.set("selected", name);
-        model.save_changes();
-      });
-      rowByName.set(name, tr);
-      return tr;
-    });
-    tbody.replaceChildren(...trs);
-    markSelected(false);
+    sorted = sortRows(model.get("rows") || [], sort_by, descending);
+    position = new Map(sorted.map((row, i) => [String(row.name), i]));
+    renderWindow(true);
   }
 
-  /** @param {boolean} scroll */
+  /** Mark the selected row; scroll the table (never the page) to it. @param {boolean} scroll */
   function markSelected(scroll) {
-    for (const tr of tbody.querySelectorAll(".fxviz-tv-selected")) tr.classList.remove("fxviz-tv-selected");
-    const tr = rowByName.get(model.get("selected"));
-    if (!tr) return;
-    tr.classList.add("fxviz-tv-selected");
-    if (scroll) tr.scrollIntoView({ block: "nearest" });
+    const i = position.get(model.get("selected"));
+    if (scroll && i !== undefined && root.clientHeight > 0) {
+      root.scrollTop = scrollToRow(i, root.scrollTop, root.clientHeight, ROW_HEIGHT, headerHeight());
+    }
+    renderWindow(true);
   }
+
+  tbody.addEventListener("click", (/** @type {MouseEvent} */ e) => {
+    const tr = e.target instanceof Element ? e.target.closest("tr.fxviz-tv-row") : null;
+    const row = tr instanceof HTMLElement ? sorted[Number(tr.dataset.index)] : undefined;
+    if (!row) return;
+    model.set("selected", String(row.name));
+    model.save_changes();
+  });
+  root.addEventListener("scroll", () => renderWindow(false), { passive: true });
+  // Rendered before it is attached, the table has no height yet: draw once it has one.
+  const resize = new ResizeObserver(() => renderWindow(false));
+  resize.observe(root);
 
   const onRows = () => renderBody();
   const onSort = () => { renderHead(); renderBody(); };
@@ -149,6 +270,7 @@ function render({ model, el }) {
     model.off("change:sort_by", onSort);
     model.off("change:descending", onSort);
     model.off("change:selected", onSelected);
+    resize.disconnect();
     el.replaceChildren();
   };
 }

@@ -3,7 +3,9 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import widget, { ariaSort, compareValues, formatCell, nextSort, sortRows } from "../../widgets/table_view.js";
+import widget, {
+  ariaSort, compareValues, defaultWidth, formatCell, nextSort, resized, scrollToRow, sortRows, visibleRange,
+} from "../../widgets/table_view.js";
 
 const ROWS = [
   { name: "x", op: "placeholder", time_us: null },
@@ -65,4 +67,28 @@ test("aria-sort names the direction of the sorted column only", () => {
   assert.equal(ariaSort("name", state), "descending");
   assert.equal(ariaSort("op", state), "none");
   assert.equal(ariaSort("name", { sort_by: "name", descending: false }), "ascending");
+});
+
+test("only the rows under the viewport, plus a margin, are drawn", () => {
+  assert.deepEqual(visibleRange(0, 300, 22, 100000, 10), { start: 0, end: 25 });
+  const middle = visibleRange(22 * 50000, 300, 22, 100000, 10);
+  assert.deepEqual(middle, { start: 49990, end: 50025 });
+  assert.deepEqual(visibleRange(22 * 99990, 300, 22, 100000, 10), { start: 99980, end: 100000 });
+  assert.deepEqual(visibleRange(0, 0, 22, 3, 10), { start: 0, end: 3 }); // not attached yet: a few rows
+});
+
+test("scrolling to a row moves as little as possible, and not at all when it is in view", () => {
+  // 10 rows of 22 px visible under a 22 px header in a 242 px viewport
+  assert.equal(scrollToRow(5, 0, 242, 22, 22), 0);
+  assert.equal(scrollToRow(20, 0, 242, 22, 22), 21 * 22 - 242 + 22);
+  assert.equal(scrollToRow(3, 220, 242, 22, 22), 66);
+});
+
+test("columns start at a width by kind and resize, never below a legible minimum", () => {
+  assert.equal(defaultWidth({ key: "index", label: "#", numeric: true }), 76); // "100,000"
+  assert.equal(defaultWidth({ key: "flops", label: "FLOPs", numeric: true }), 96);
+  assert.equal(defaultWidth({ key: "name", label: "name" }), 150);
+  assert.equal(defaultWidth({ key: "name", label: "name", width: 220 }), 220);
+  assert.equal(resized(150, 30.4), 180);
+  assert.equal(resized(150, -500), 36);
 });

@@ -1,0 +1,243 @@
+"""Cost per stage on graphs of 1k to 100k nodes, from capture to an interactive Explorer.
+
+Graphs: make_fx training steps of deep stacks of small transformer layers (1k, 10k,
+30k nodes), and a synthetic 100k-node graph built directly with torch.fx (so that
+capture does not dominate). Per graph it prints the seconds of each stage: capture,
+Session (which captures again, then annotates, converts and checks nothing yet),
+to_networkx, plan, DOT, layout, explore ready (the Explorer built, Python side, with
+profiling off, after the step's numeric check has run: "check"), expand one cluster, reveal a node hidden in a collapsed cluster, and
+search (the view's own searchNodes over all nodes, run under node), and the MB of
+JSON the first view sends to the browser (table rows, search records, SVG). The ratio
+Session/capture is measured in the same run; the targets at 100k nodes are a first view
+in < 2 s after capture, expand < 1 s and search < 0.1 s.
+Run from the repository root: .venv/bin/python -m bench.scale [--sizes 1k,10k,30k,100k]
+(as a module: run as a script, bench/profile.py would shadow the standard library's profile)
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import operator
+import pathlib
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+import torch
+import torch.fx
+from torch import nn
+
+import fxviz
+from fxviz.layout_plan import plan_layout
+from fxviz.render import render
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+LAYER_NODES = 156  # ATen nodes per layer of a training step (measured: 19,968 for 128 layers)
+
+
+class Layer(nn.Module):
+    """A small pre-norm transformer layer."""
+
+    def __init__(self, d: int = 16):
+        super().__init__()
+        self.ln1, self.qkv, self.out = nn.LayerNorm(d), nn.Linear(d, 3 * d), nn.Linear(d, d)
+        self.ln2, self.up, self.down = nn.LayerNorm(d), nn.Linear(d, 2 * d), nn.Linear(2 * d, d)
+
+    def forward(self, x):
+        q, k, v = self.qkv(self.ln1(x)).chunk(3, dim=-1)
+        x = x + self.out(torch.softmax(q @ k.transpose(-1, -2) / 4.0, dim=-1) @ v)
+        return x + self.down(torch.nn.functional.gelu(self.up(self.ln2(x))))
+
+
+class Stack(nn.Module):
+    def __init__(self, n: int):
+        super().__init__()
+        self.embed, self.layers, self.head = nn.Linear(8, 16), nn.Sequential(*[Layer() for _ in range(n)]), nn.Linear(16, 4)
+
+    def forward(self, x):
+        return self.head(self.layers(self.embed(x)))
+
+
+def training_step(n_layers: int):
+    """A make_fx training step (forward and backward) of a stack of ``n_layers``."""
+    model = Stack(n_layers)
+    params = list(model.parameters())
+
+    def step(x):
+        with torch.enable_grad():  # the numeric check runs the model under no_grad
+            return torch.autograd.grad(model(x).sum(), params)
+
+    return step, (torch.randn(2, 6, 8),), {"tracer": "make_fx", "module": model}
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.attn, self.mlp = nn.Module(), nn.Module()
+
+
+OPS = (torch.tanh, torch.sigmoid, operator.neg)
+
+
+def blocks(n_blocks: int, x, call, at):
+    """The synthetic computation, eagerly (``call(fn, *args)``) or as a graph; ``at``
+    labels each value with its module path."""
+    for i in range(n_blocks):
+        h = x
+        for part in ("attn", "mlp"):
+            start = h
+            for j in range(24):
+                h = at(call(OPS[j % 3], h), f"blocks.{i}.{part}")
+            h = at(call(operator.add, h, start), f"blocks.{i}")
+        x = h
+    return x
+
+
+class Synthetic(nn.Module):
+    def __init__(self, n_blocks: int):
+        super().__init__()
+        self.blocks = nn.ModuleList(Block() for _ in range(n_blocks))
+
+    def forward(self, x):  # what the prebuilt graph computes: the numeric check's reference
+        return blocks(len(self.blocks), x, lambda fn, *args: fn(*args), lambda v, _: v)
+
+
+class Prebuilt(torch.fx.Tracer):
+    """A "tracer" that returns a graph built beforehand: capture costs nothing."""
+
+    def __init__(self, graph: torch.fx.Graph):
+        super().__init__()
+        self.prebuilt = graph
+
+    def trace(self, root, concrete_args=None):
+        self.root = root
+        return self.prebuilt
+
+
+def synthetic(n_nodes: int):
+    """A graph of ``n_nodes`` element-wise ops on a tiny tensor in blocks of 50, each
+    node carrying the module path a tracer would give it (blocks.i.attn, blocks.i.mlp)."""
+    n_blocks = n_nodes // 50
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x")
+    x.meta["module_path"] = ""
+
+    def at(node, path):
+        node.meta["module_path"] = path
+        return node
+
+    graph.output(blocks(n_blocks, x, lambda fn, *args: graph.call_function(fn, args), at))
+    model = Synthetic(n_blocks)
+    return model, (torch.randn(1, 4),), {"tracer": Prebuilt(graph)}
+
+
+CASES = {
+    "1k": lambda: training_step(max(1, 1000 // LAYER_NODES)),
+    "10k": lambda: training_step(10000 // LAYER_NODES),
+    "30k": lambda: training_step(30000 // LAYER_NODES),
+    "100k": lambda: synthetic(100_000),
+}
+
+
+def timed(fn, *args, **kwargs):
+    start = time.perf_counter()
+    result = fn(*args, **kwargs)
+    return result, time.perf_counter() - start
+
+
+def search_seconds(nodes: dict, query: str) -> float | None:
+    """The view's own ``searchNodes`` over every node, under node (None without node)."""
+    exe = shutil.which("node")
+    if exe is None:
+        return None
+    with tempfile.TemporaryDirectory() as tmp:
+        data = pathlib.Path(tmp) / "nodes.json"
+        data.write_text(json.dumps(nodes))
+        script = (f"import {{ searchNodes }} from {json.dumps((ROOT / 'widgets/graph_view.js').as_uri())};"
+                  f"import {{ readFileSync }} from 'node:fs';"
+                  f"const nodes = JSON.parse(readFileSync({json.dumps(str(data))}));"
+                  f"searchNodes(nodes, {json.dumps(query)});"
+                  f"const t = performance.now(); const hits = searchNodes(nodes, {json.dumps(query)});"
+                  f"console.log(JSON.stringify([(performance.now() - t) / 1000, hits.length]));")
+        out = subprocess.run([exe, "--input-type=module", "-e", script], capture_output=True, text=True, check=True)
+    return json.loads(out.stdout)[0]
+
+
+def measure(name: str, save_dot: pathlib.Path | None = None) -> dict[str, float]:
+    from fxviz.widgets.explorer import Explorer
+
+    fn, inputs, options = CASES[name]()
+    tracer = options.pop("tracer")
+    # The Session's own capture, timed inside it: make_fx alone varies 2-3x between runs
+    # on a loaded machine, so the ratio compares the Session with the capture it made.
+    captures: list[float] = []
+    trace_module = sys.modules["fxviz.trace"]  # `fxviz.trace` is the function it exports
+    real_trace = trace_module.trace
+
+    def timed_trace(*args, **kwargs):
+        gm, seconds = timed(real_trace, *args, **kwargs)
+        captures.append(seconds)
+        return gm
+
+    trace_module.trace = timed_trace
+    try:
+        session, session_s = timed(fxviz.Session, fn, inputs, tracer=tracer, **options)
+    finally:
+        trace_module.trace = real_trace
+    capture = captures[0]
+    graph = session.current.graph
+    _, nx_s = timed(fxviz.to_networkx, session.current.gm)
+    _, plan_s = timed(plan_layout, graph, collapse=set(), expand=set(), auto=True, max_nodes=250, long_edge=40)
+    rendering, render_s = timed(render, graph)  # the plan again (the box tree is cached), then the DOT
+    _, layout_s = timed(lambda: rendering.svg)
+    if save_dot is not None:  # to look at: dot -Tpng DIR/10k.dot -o 10k.png
+        (save_dot / f"{name}.dot").write_text(rendering.dot.source)
+    _, check_s = timed(lambda: session.current.check)  # else the Explorer runs it inline (profile="off")
+    explorer, explore_s = timed(Explorer, session, profile="off")
+    collapsed = explorer.graph.collapsed
+    target = max(collapsed, key=lambda p: -len(p)) if collapsed else None  # a deep one: a real expand
+    _, expand_s = timed(setattr, explorer.graph, "collapsed", [p for p in collapsed if p != target]) \
+        if target else (None, float("nan"))
+    hidden = [n for n in graph if f"fx-{n}" not in explorer.graph.elements]
+    last_hidden = hidden[-1] if hidden else None
+    _, reveal_s = timed(explorer.select, last_hidden) if last_hidden else (None, float("nan"))
+    revealed = last_hidden is not None and f"fx-{last_hidden}" in explorer.graph.elements
+    search_s = search_seconds(explorer.graph.nodes, last_hidden or "output")
+    payload = len(json.dumps(explorer.table.rows)) + len(json.dumps(explorer.graph.nodes)) + len(explorer.graph.svg)
+    boxes = rendering.box_count
+    explorer.close()
+    return {"nodes": len(graph), "boxes": boxes, "capture": capture, "session": session_s,
+            "to_networkx": nx_s, "plan": plan_s, "render": render_s, "layout": layout_s,
+            "check": check_s, "explore": explore_s, "expand": expand_s, "reveal": reveal_s, "revealed": revealed,
+            "search": search_s if search_s is not None else float("nan"), "MB sent": payload / 1e6}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default=",".join(CASES), help="comma-separated: " + ",".join(CASES))
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch threads (default 1: on a loaded machine, idle OpenMP threads make each tiny op wait)")
+    parser.add_argument("--save-dot", type=pathlib.Path, help="write each first view's DOT into this folder")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    sizes = args.sizes.split(",")
+    cols = ["nodes", "boxes", "capture", "session", "to_networkx", "plan", "render", "layout", "check", "explore", "expand",
+            "reveal", "search", "MB sent"]
+    print(f"{'graph':6} " + " ".join(f"{c:>11}" for c in cols) + f" {'session/capture':>16} {'first view':>11}")
+    fxviz.trace(*training_step(1)[:2], tracer="make_fx")  # torch's one-off warm-up, outside any stage
+    for name in sizes:
+        r = measure(name, args.save_dot)
+        first_view = r["to_networkx"] + r["plan"] + r["render"] + r["layout"]
+        cells = [f"{r[c]:11d}" if isinstance(r[c], int) else f"{r[c]:11.3f}" for c in cols]
+        print(f"{name:6} " + " ".join(cells) + f" {r['session'] / r['capture']:16.2f} {first_view:11.3f}"
+              + ("" if r["revealed"] else "  (reveal FAILED)"))
+        sys.stdout.flush()
+    print("seconds per stage; session includes its own capture; capture = the Session's own; plan = the first "
+          "plan (builds the box tree); render = plan again (tree cached) + DOT; first view = to_networkx + plan + "
+          "render + layout (what drawing a captured graph costs); explore = the whole Explorer built on the session")
+
+
+if __name__ == "__main__":
+    main()

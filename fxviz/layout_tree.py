@@ -1,0 +1,260 @@
+"""The tree of boxes a drawing can open or collapse: modules, and synthetic groups that
+keep every box's list of children short.
+
+A module with more than ``MAX_ITEMS`` children gets them grouped: long runs of its own
+nodes into segments ("nodes 120–151"), long runs of sibling modules into ranges
+("layers 0–31"), hierarchically, so opening any box adds a bounded number of boxes and
+a planner can always reach its budget. Built in one pass over the graph (linear).
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+import networkx as nx
+
+MAX_ITEMS = 48  # a box with more children than this has them grouped
+CHUNK = 32  # children per synthetic group
+REPEAT_RUN = 3  # this many identical sibling modules in a row start collapsed
+REPEAT_MIN_NODES = 6  # ...when each is a block worth hiding (not three conv-bn-relu)
+DENSE_EDGES = 3  # a box whose children are joined by more edges than this per child starts collapsed
+
+Item = tuple[str, str]  # ("node", FX name) | ("box", path)
+
+
+@dataclass
+class Box:
+    """A module (``synthetic=False``) or a group of consecutive children of one."""
+
+    path: str
+    parent: str | None
+    label: str
+    synthetic: bool = False
+    items: list[Item] = field(default_factory=list)
+    size: int = 0  # FX nodes inside
+    depth: int = 0
+    repeated: bool = False  # one of a run of identical sibling modules, or a range of them
+    edges: int = 0  # distinct edges between its children, drawn when it opens
+    nodes_only: bool = False  # a segment: a synthetic group of plain nodes (least informative)
+
+
+@dataclass
+class BoxTree:
+    boxes: dict[str, Box]
+    box_of: dict[str, str]  # FX node name -> the box that lists it
+    edges: list[tuple[str, str]]  # the graph's edges, listed once for every drawing
+
+    def chain(self, path: str) -> list[str]:
+        """``path`` and its ancestors up to (excluding) the root ``""``."""
+        out = []
+        while path:
+            out.append(path)
+            path = self.boxes[path].parent or ""
+        return out
+
+
+def effective_path(attrs: dict) -> str:
+    """The cluster a node is drawn in: a leaf module's own call sits in its parent module."""
+    path = attrs.get("module_path") or ""
+    if attrs["op"] == "call_module" and path and attrs.get("target", "").split(" ")[0] == path:
+        return path.rpartition(".")[0]
+    return path
+
+
+def _prefixes(path: str) -> list[str]:
+    parts = path.split(".") if path else []
+    return [".".join(parts[: i + 1]) for i in range(len(parts))]
+
+
+def _node_paths(graph: nx.DiGraph) -> dict[str, str]:
+    """Each node's module path, after two rules that keep modules from becoming noise:
+    a module whose nodes lie far apart in graph order (called from several places, e.g.
+    torchvision's shared ReLU once lowered) draws its nodes in its parent, and so does a
+    module with a single node (a lowered ReLU is a node, not a one-node cluster)."""
+    paths: dict[str, str] = {}
+    own: dict[str, list[int]] = {}  # path -> [first index, last index, node count] of its own nodes
+    for name, attrs in graph.nodes(data=True):  # in graph order
+        path = paths[name] = effective_path(attrs)
+        span = own.get(path)
+        if span is None:
+            own[path] = [attrs["index"], attrs["index"], 1]
+        else:
+            span[1], span[2] = attrs["index"], span[2] + 1
+    spans: dict[str, list[int]] = {}  # the same over each module's whole subtree
+    for path, (first, last, count) in own.items():
+        for prefix in _prefixes(path):
+            span = spans.setdefault(prefix, [first, last, 0])
+            span[0], span[1], span[2] = min(span[0], first), max(span[1], last), span[2] + count
+    dropped = {p for p, (first, last, count) in spans.items() if last - first + 1 > 2 * count or count == 1}
+    for name, path in paths.items():
+        while path in dropped:
+            path = path.rpartition(".")[0]
+        paths[name] = path
+    return paths
+
+
+def _node_signature(attrs: dict) -> tuple:
+    target = attrs.get("target", "")
+    if attrs["op"] == "call_module":
+        target = target.partition(" ")[2]  # "(Linear)": the kind, not the path
+    return attrs["op"], target, attrs.get("shape")  # shapes too: resnet's layer2..4 differ
+
+
+def build_tree(graph: nx.DiGraph) -> BoxTree:
+    """The box tree of ``graph`` (a :func:`fxviz.to_networkx` graph), children in graph order."""
+    module_types = graph.graph.get("module_types", {})
+    paths = _node_paths(graph)
+    boxes = {"": Box("", None, "")}
+    signature: dict[str, list] = defaultdict(list)
+
+    def box(path: str) -> Box:
+        if path not in boxes:
+            parent = box(path.rpartition(".")[0])
+            short, kind = path.rpartition(".")[2], module_types.get(path)
+            boxes[path] = Box(path, parent.path, f"{short} · {kind}" if kind else short, depth=parent.depth + 1)
+            parent.items.append(("box", path))
+            signature[parent.path].append(("box", path))
+        return boxes[path]
+
+    for name, attrs in graph.nodes(data=True):
+        owner = box(paths[name])
+        owner.items.append(("node", name))
+        signature[owner.path].append(_node_signature(attrs))
+        owner.size += 1
+    for path in sorted(boxes, key=lambda p: -boxes[p].depth):  # children before parents
+        if path:
+            boxes[boxes[path].parent].size += boxes[path].size
+    if any(attrs.get("shape") is not None for _, attrs in graph.nodes(data=True)):
+        _mark_repeats(boxes, signature, module_types)  # without shapes, "identical" is a guess
+    for path in [p for p in boxes if not boxes[p].synthetic]:
+        _group(boxes, boxes[path], graph)
+    box_of = {name: path for path, b in boxes.items() for kind, name in b.items if kind == "node"}
+    edges = list(graph.edges)
+    _count_edges(boxes, box_of, edges)
+    return BoxTree(boxes, box_of, edges)
+
+
+def _count_edges(boxes: dict[str, Box], box_of: dict[str, str], edges: list[tuple[str, str]]) -> None:
+    """Per box, the distinct edges between its children: each graph edge counts in the
+    innermost box holding both ends (densenet's blocks join every layer to every later one)."""
+    chains: dict[str, list[str]] = {}
+
+    def chain(path: str) -> list[str]:  # the path, then its ancestors up to the root ""
+        if path not in chains:
+            parent = boxes[path].parent
+            chains[path] = [path] + (chain(parent) if parent is not None else [])
+        return chains[path]
+
+    pairs: set[tuple[str, str, str]] = set()
+    for tail, head in edges:
+        box_t, box_h = box_of[tail], box_of[head]
+        if box_t == box_h:  # the common case: two nodes of one box
+            pairs.add((box_t, tail, head))
+            continue
+        up_t, up_h = chain(box_t), chain(box_h)
+        common = set(up_t).intersection(up_h)
+        lca = next(p for p in up_t if p in common)
+        below_t = up_t[up_t.index(lca) - 1] if up_t[0] != lca else tail
+        below_h = up_h[up_h.index(lca) - 1] if up_h[0] != lca else head
+        if below_t != below_h:
+            pairs.add((lca, below_t, below_h))
+    for lca, _t, _h in pairs:
+        boxes[lca].edges += 1
+
+
+def _mark_repeats(boxes: dict[str, Box], signature: dict[str, list], module_types: dict[str, str]) -> None:
+    """Mark runs of ``REPEAT_RUN`` or more identical sibling modules (same type, same ops
+    and output shapes in the same order, recursively): they start collapsed, since one
+    says what all say (ViT's twelve encoder layers)."""
+    digest: dict[str, int] = {}
+    for path in sorted(boxes, key=lambda p: -boxes[p].depth):  # children before parents
+        parts = tuple(digest[item[1]] if item[0] == "box" else item for item in signature[path])
+        digest[path] = hash((module_types.get(path), parts))
+    for parent in boxes.values():
+        run: list[str] = []
+        for kind, key in [*parent.items, ("node", "")]:
+            if kind == "box" and run and digest[key] == digest[run[0]]:
+                run.append(key)
+                continue
+            if len(run) >= REPEAT_RUN and boxes[run[0]].size >= REPEAT_MIN_NODES:
+                for path in run:
+                    boxes[path].repeated = True
+            run = [key] if kind == "box" else []
+
+
+def _group(boxes: dict[str, Box], owner: Box, graph: nx.DiGraph) -> None:
+    """Bound ``owner``'s children: group runs of one kind first (nodes into segments,
+    modules into ranges), then whatever is still too long."""
+    if len(owner.items) <= MAX_ITEMS:
+        return
+    runs: list[list[Item]] = []
+    for item in owner.items:
+        if runs and runs[-1][0][0] == item[0]:
+            runs[-1].append(item)
+        else:
+            runs.append([item])
+    items = [i for run in runs for i in (_chunk(boxes, owner, run, graph) if len(run) > MAX_ITEMS else run)]
+    owner.items = _chunk(boxes, owner, items, graph) if len(items) > MAX_ITEMS else items
+
+
+def _chunk(boxes: dict[str, Box], owner: Box, items: list[Item], graph: nx.DiGraph) -> list[Item]:
+    """``items`` as at most ``MAX_ITEMS`` groups of consecutive items, nested as needed."""
+    size = CHUNK
+    while -(-len(items) // size) > MAX_ITEMS:
+        size *= CHUNK
+    out: list[Item] = []
+    for start in range(0, len(items), size):
+        part = items[start : start + size]
+        if len(part) == 1:
+            out.append(part[0])
+            continue
+        inner = _chunk(boxes, owner, part, graph) if size > CHUNK else part
+        out.append(("box", _make_group(boxes, owner, part, inner, graph)))
+    return out
+
+
+def _span(boxes: dict[str, Box], items: list[Item], graph: nx.DiGraph) -> tuple[int, int, int]:
+    """First and last FX index under ``items``, and their node count."""
+    first_item, last_item = items[0], items[-1]
+    while first_item[0] == "box":
+        first_item = boxes[first_item[1]].items[0]
+    while last_item[0] == "box":
+        last_item = boxes[last_item[1]].items[-1]
+    count = sum(boxes[k].size if kind == "box" else 1 for kind, k in items)
+    return graph.nodes[first_item[1]]["index"], graph.nodes[last_item[1]]["index"], count
+
+
+def _make_group(boxes: dict[str, Box], owner: Box, part: list[Item], inner: list[Item], graph: nx.DiGraph) -> str:
+    first, last, count = _span(boxes, part, graph)
+    path = f"{owner.path}.⟨{first}–{last}⟩" if owner.path else f"⟨{first}–{last}⟩"
+    modules = [boxes[k] for kind, k in part if kind == "box" and not boxes[k].synthetic]
+    nodes_only = all(kind == "node" or boxes[k].nodes_only for kind, k in part)
+    if len(modules) == len(part):  # a range of sibling modules: "layers 0–31 · Block"
+        names = [m.path.rpartition(".")[2] for m in modules]
+        kinds = {m.label.partition(" · ")[2] for m in modules}
+        prefix = owner.path.rpartition(".")[2]
+        kind = kinds.pop() if len(kinds) == 1 else ""
+        label = f"{prefix} {names[0]}–{names[-1]}".strip() + (f" · {kind}" if kind else "")
+    else:
+        label = f"nodes {first}–{last}"
+    for _kind, key in inner:
+        if _kind == "box":
+            boxes[key].parent = path
+    # A range of mostly identical blocks (a stack's first or last layer may differ) is as
+    # uninformative opened as they are; a range of such ranges is not (it shows how many).
+    modules_only = all(kind == "box" and not boxes[k].synthetic for kind, k in inner)
+    repeated = modules_only and 2 * sum(boxes[k].repeated for _, k in inner) > len(inner)
+    boxes[path] = Box(path, owner.path, label, synthetic=True, items=inner, size=count,
+                      nodes_only=nodes_only, repeated=repeated)
+    _fix_depths(boxes, path, owner.depth + 1)
+    return path
+
+
+def _fix_depths(boxes: dict[str, Box], path: str, depth: int) -> None:
+    """Depths of a new group's subtree, which moved one level down (linear in the
+    subtree's boxes, not its nodes)."""
+    stack = [(path, depth)]
+    while stack:
+        p, d = stack.pop()
+        boxes[p].depth = d
+        stack.extend((k, d + 1) for kind, k in boxes[p].items if kind == "box")
