@@ -144,7 +144,7 @@ def test_markup_in_module_names_stays_text_in_the_browser(chromium, tmp_path):
         assert page.inner_text(".fxviz-report-title") == EVIL
         page.locator(".fxviz-gv-canvas g.node[id^=fxco-]").first.click()  # open the evil module
         page.wait_for_function("document.querySelector('.fxviz-gv-status').textContent.includes('open: <img')")
-        page.locator(".fxviz-gv-canvas g.node[id^=fx-]", has_text="Linear").first.click()
+        page.locator(".fxviz-gv-canvas g.node#fx-head").click()  # the head Linear
         page.wait_for_selector(".fxviz-report-details table.fxviz-kv")
         page.click(".fxviz-report-inputs .fxviz-node-link")  # head's input: the ReLU inside
         page.wait_for_function("document.querySelector('.fxviz-report-details').textContent.includes('ReLU')")
