@@ -1,4 +1,4 @@
-"""The timing engine behind :func:`fxviz.profile.profile`: clock stamps between nodes.
+"""The timing engine behind :func:`fxviz.profiling.profile`: clock stamps between nodes.
 
 A timed forward executes ``gm``'s own generated code with one ``tick(i)`` call before
 node i (:func:`instrument`), so what is measured is the forward the user runs, at well

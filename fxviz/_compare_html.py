@@ -1,4 +1,4 @@
-"""HTML for :class:`fxviz.compare.Comparison`: a side-by-side code diff and the summary
+"""HTML for :class:`fxviz.comparison.Comparison`: a side-by-side code diff and the summary
 ``_repr_html_`` shows. Every string is escaped; colours follow JupyterLab's theme."""
 from __future__ import annotations
 

@@ -91,7 +91,7 @@ class Step:
 
     def profile(self, **kwargs: Any) -> Any:
         """``fxviz.profile(gm, example_inputs, **kwargs)``, computed once per kwargs."""
-        from fxviz.profile import profile
+        from fxviz.profiling import profile
 
         key = repr(sorted(kwargs.items()))
         if key not in self._profiles:
@@ -225,7 +225,7 @@ class Session:
     def compare(self, i: int, j: int, **options: Any) -> Any:
         """``fxviz.compare`` of steps ``i`` and ``j`` (``options``: its keyword arguments,
         e.g. ``profile_kwargs={"budget_s": 1}``)."""
-        from fxviz.compare import compare
+        from fxviz.comparison import compare
 
         return compare(self._steps[i], self._steps[j], **options)
 

@@ -15,9 +15,9 @@ import torchvision
 from torch import nn
 from torch.fx.experimental.optimization import fuse
 
-from fxviz.compare import code_diff_html, compare, graph_diff
+from fxviz.comparison import code_diff_html, compare, graph_diff
 from fxviz.errors import FxvizError
-from fxviz.profile import profile
+from fxviz.profiling import profile
 from fxviz.timing_diff import diff_timing, plot_top, top_changes
 from fxviz.trace import trace
 

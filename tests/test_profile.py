@@ -16,7 +16,7 @@ from torch import nn
 
 from fxviz._clock import instrument
 from fxviz.errors import FxvizError
-from fxviz.profile import _table, attribute_events, plot_profile, profile, profile_aten
+from fxviz.profiling import _table, attribute_events, plot_profile, profile, profile_aten
 from fxviz.shapes import annotate
 from fxviz.trace import trace
 

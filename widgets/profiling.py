@@ -5,7 +5,7 @@ Profiler runs them one step at a time on a worker thread, shows a progress bar, 
 calls back when they are known; ``"sync"`` runs them on the caller's thread (tests);
 ``"off"`` profiles only when asked (``force=True``) but still checks each step inline,
 since the step's badge needs it. A step's timings are exactly
-``step.profile(**profile_kwargs)`` and ``fxviz.profile.profile_aten(step.gm,
+``step.profile(**profile_kwargs)`` and ``fxviz.profiling.profile_aten(step.gm,
 step.example_inputs)``: what a notebook gets from the same calls.
 """
 from __future__ import annotations
@@ -22,8 +22,8 @@ from typing import Any
 import ipywidgets as w
 import pandas as pd
 
-from fxviz.compare import Comparison, compare
-from fxviz.profile import profile_aten
+from fxviz.comparison import Comparison, compare
+from fxviz.profiling import profile_aten
 
 MODES = ("background", "sync", "off")
 START_DELAY_S = 0.5
@@ -68,7 +68,7 @@ class Profiler:
         return self._known.get(step)
 
     def comparison(self, step_a: Any, step_b: Any) -> Comparison:
-        """``fxviz.compare.compare`` of two steps, timed with this profiler's settings."""
+        """``fxviz.comparison.compare`` of two steps, timed with this profiler's settings."""
         return compare(step_a, step_b, profile_kwargs=self.kwargs)
 
     def request(self, steps: Iterable[Any], then: Callable[[], Any], *, force: bool = False) -> bool:

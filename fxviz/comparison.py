@@ -1,7 +1,7 @@
 """Two steps side by side: code diff, graph diff, timing diff and output difference.
 
 Steps are duck-typed: anything with ``.gm``, ``.code``, ``.example_inputs``, ``.index``
-and ``.profile()`` (a cached :func:`fxviz.profile.profile` DataFrame) will do.
+and ``.profile()`` (a cached :func:`fxviz.profiling.profile` DataFrame) will do.
 """
 from __future__ import annotations
 

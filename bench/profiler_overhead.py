@@ -11,24 +11,18 @@ thread pool, which otherwise swamps these sub-microsecond effects.
 """
 from __future__ import annotations
 
-import sys
+import argparse
+import operator
+import os
+import statistics
+import time
 
-# This file shares its name with the standard library's `profile`, which torch imports
-# (through cProfile): take bench/ off the import path before anything else is imported.
-sys.path = [p for p in sys.path if p != __import__("os").path.dirname(__file__)]  # noqa: E402
+import torch
+import torch.fx
+import torchvision
 
-import argparse  # noqa: E402
-import operator  # noqa: E402
-import os  # noqa: E402
-import statistics  # noqa: E402
-import time  # noqa: E402
-
-import torch  # noqa: E402
-import torch.fx  # noqa: E402
-import torchvision  # noqa: E402
-
-from fxviz.profile import profile  # noqa: E402
-from fxviz.trace import trace  # noqa: E402
+from fxviz.profiling import profile
+from fxviz.trace import trace
 
 
 class NaiveTimer(torch.fx.Interpreter):
