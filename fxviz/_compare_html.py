@@ -45,8 +45,7 @@ def comparison_html(cmp: Any) -> str:
     changes per target, and (folded) the changed nodes and the code diff."""
     counts = cmp.graph_diff["status"].value_counts()
     graph = ", ".join(f"{counts.get(s, 0)} {s}" for s in ("added", "removed", "changed", "unchanged"))
-    out = cmp.output_diff
-    outputs = f"max abs {out.max_abs:.3g}, max rel {out.max_rel:.3g}" + (f" ({out.note})" if out.note else "")
+    outputs = f"{cmp.output_diff.status} ({cmp.output_diff.message})"
     changed = cmp.graph_diff[cmp.graph_diff["status"] != "unchanged"]
     esc = html.escape
     return "".join([

@@ -8,22 +8,20 @@ from __future__ import annotations
 import difflib
 import functools
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
 import torch
 import torch.fx
-from torch.utils._pytree import tree_leaves
 
 from fxviz._compare_html import code_diff_html, comparison_html
-from fxviz._runtime import preserved_buffers
+from fxviz.check import CheckResult, compare_outputs, run_outputs
 from fxviz.errors import FxvizError
 from fxviz.graph import readable_target
 from fxviz.timing_diff import Exclude, diff_timing, plot_top, top_changes
 from fxviz.trace import as_inputs
 
-__all__ = ["compare", "Comparison", "OutputDiff", "graph_diff", "code_diff_html"]
+__all__ = ["compare", "Comparison", "graph_diff", "code_diff_html"]
 
 LEVELS = ("target", "node", "kind")
 
@@ -34,17 +32,6 @@ def compare(step_a: Any, step_b: Any, *, top_n: int = 10, noise: float = 1.0,
     outputs are read: those profile (``step.profile(**profile_kwargs)``, which the
     steps cache) or run both steps on first use."""
     return Comparison(step_a, step_b, top_n=top_n, noise=noise, profile_kwargs=profile_kwargs)
-
-
-@dataclass(frozen=True)
-class OutputDiff:
-    """Largest difference between the two steps' outputs on their example inputs.
-    ``max_rel`` is relative to the largest magnitude in step a's output; both are NaN
-    with a ``note`` when the outputs cannot be matched up."""
-
-    max_abs: float
-    max_rel: float
-    note: str = ""
 
 
 class Comparison:
@@ -100,9 +87,11 @@ class Comparison:
         return diff_timing(control, test, key=key, noise=self.noise)
 
     @functools.cached_property
-    def output_diff(self) -> OutputDiff:
-        """See :class:`OutputDiff`."""
-        return _output_diff(_outputs(self.step_a), _outputs(self.step_b))
+    def output_diff(self) -> CheckResult:
+        """Step b's outputs against step a's, each on its own example inputs, judged as
+        the numeric check judges them (:func:`fxviz.check.compare_outputs`)."""
+        outputs = [run_outputs(step.gm, [as_inputs(step.example_inputs)]) for step in (self.step_a, self.step_b)]
+        return compare_outputs(*outputs)
 
     def top(self, n: int | None = None, by: str = "duration", exclude: Exclude = None,
             level: str = "target") -> pd.DataFrame:
@@ -198,36 +187,6 @@ def _same_value(x: Any, y: Any) -> bool:
 def _attr(gm: torch.nn.Module, target: str) -> Any:
     module, _, name = target.rpartition(".")
     return getattr(gm.get_submodule(module), name)
-
-
-def _outputs(step: Any) -> Any:
-    with torch.no_grad(), preserved_buffers(step.gm):
-        return step.gm(*as_inputs(step.example_inputs))
-
-
-def _output_diff(out_a: Any, out_b: Any) -> OutputDiff:
-    leaves_a, leaves_b = tree_leaves(out_a), tree_leaves(out_b)
-    if len(leaves_a) != len(leaves_b):
-        return _unmatched(f"{len(leaves_a)} outputs against {len(leaves_b)}")
-    max_abs = max_rel = 0.0
-    for i, (x, y) in enumerate(zip(leaves_a, leaves_b)):
-        if not (isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor)):
-            if x is not y and x != y:
-                return _unmatched(f"output {i} differs: {x!r} against {y!r}")
-            continue
-        if x.shape != y.shape:
-            return _unmatched(f"output {i} has shape {tuple(x.shape)} against {tuple(y.shape)}")
-        if x.numel() == 0:
-            continue
-        x, y = x.detach().cpu().double(), y.detach().cpu().double()
-        diff, scale = float((x - y).abs().max()), float(x.abs().max())
-        max_abs = max(max_abs, diff)
-        max_rel = max(max_rel, diff / scale if scale else (0.0 if diff == 0 else float("inf")))
-    return OutputDiff(max_abs, max_rel)
-
-
-def _unmatched(note: str) -> OutputDiff:
-    return OutputDiff(float("nan"), float("nan"), note)
 
 
 def _label(step: Any, fallback: str) -> str:

@@ -256,8 +256,14 @@ class Session:
             except Exception as exc:  # ran on the example inputs, fails on a random one
                 return CheckResult("mismatch", math.inf, math.inf, 0.0, 0.0, len(check_inputs),
                                    f"fails on a random input of the example's shapes: {type(exc).__name__}: {exc}")
+            try:
+                reference = self._reference()
+            except Exception as exc:  # a state the badge shows, never an exception lost in a thread
+                return CheckResult.failed("running the original model for the check", exc, len(check_inputs),
+                                          "Call it on the example inputs in a cell to see the traceback; "
+                                          "if only the example inputs work, use n_random_inputs=0.")
             outputs = [first, *rest] if fresh else rest
-            return compare_outputs(self._reference(), outputs, expected_to_differ=differs)
+            return compare_outputs(reference, outputs, expected_to_differ=differs)
 
         return Step(index, gm, action, check_inputs[0], check_inputs, to_networkx(scratch), differs, check)
 

@@ -1,4 +1,5 @@
 """Comparing two steps: code, graph, timing (TraceDiff's categories) and outputs."""
+import math
 import operator
 import re
 from types import SimpleNamespace
@@ -157,7 +158,7 @@ def test_code_diff_of_fusion_removes_exactly_the_batchnorm_lines(fusion):
 
 
 def test_fused_outputs_match_and_marks_colour_step_b(fusion):
-    assert fusion.output_diff.max_abs < 1e-4 and fusion.output_diff.note == ""
+    assert fusion.output_diff.status == "match" and fusion.output_diff.max_abs < 1e-4
     marks = fusion.node_marks()
     assert list(marks) == [n.name for n in fusion.step_b.gm.graph.nodes]
     assert set(marks.values()) <= {"faster", "slower", "unchanged"}
@@ -212,11 +213,30 @@ def test_output_diff_measures_and_explains():
     gm = torch.fx.symbolic_trace(AddRelu())
     x = (torch.full((4,), 3.0),)
     changed = compare(make_step(0, gm, x), make_step(1, with_mul(gm), x)).output_diff
-    assert (changed.max_abs, changed.max_rel) == (3.0, 0.5)  # 9 against 6, relative to 6
+    assert (changed.status, changed.max_abs, changed.max_rel) == ("mismatch", 3.0, 0.5)  # 9 against 6
     other_shape = torch.fx.symbolic_trace(nn.Flatten(0))
     ones = (torch.ones(2, 2),)
     mismatch = compare(make_step(0, gm, ones), make_step(1, other_shape, ones)).output_diff
-    assert mismatch.max_abs != mismatch.max_abs and "shape (2, 2) against (4,)" in mismatch.note
+    assert mismatch.status == "mismatch" and math.isinf(mismatch.max_abs)
+    assert "expected a tensor of shape (2, 2), got a tensor of shape (4,)" in mismatch.message
+
+
+class Const(nn.Module):
+    def __init__(self, value):
+        super().__init__()
+        self.register_buffer("value", torch.tensor(value))
+
+    def forward(self, x):
+        return self.value + 0 * x
+
+
+def test_output_diff_is_the_checks_comparison_nan_included():
+    """[1, 2] against [1, nan]: the NaN is a difference, not a zero (it was max_abs=0.0)."""
+    x = (torch.zeros(2),)
+    a, b = torch.fx.symbolic_trace(Const([1.0, 2.0])), torch.fx.symbolic_trace(Const([1.0, float("nan")]))
+    diff = compare(make_step(0, a, x), make_step(1, b, x)).output_diff
+    assert diff.status == "mismatch" and math.isinf(diff.max_abs)
+    assert compare(make_step(0, b, x), make_step(1, b, x)).output_diff.status == "match"
 
 
 class Odd(nn.Module):
