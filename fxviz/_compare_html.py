@@ -53,7 +53,8 @@ def comparison_html(cmp: Any) -> str:
         '<div class="fxviz-compare">',
         f"<b>{esc(cmp.labels[0])} → {esc(cmp.labels[1])}</b>",
         f"<div>Nodes: {esc(graph)}. Outputs: {esc(outputs)}.</div>",
-        f"<div>Largest timing changes per target (µs, noise × {cmp.noise:g} of the spread):</div>",
+        f"<div>Largest timing changes per target (µs; both steps timed interleaved, "
+        f"{cmp.paired.rounds} rounds; changes under {cmp.min_effect:.0%} or inside the noise are not claimed):</div>",
         cmp.top().to_html(index=False, escape=True, float_format="{:.1f}".format, border=0),
         f"<details><summary>Changed nodes ({len(changed)})</summary>",
         changed.to_html(index=False, escape=True, border=0, na_rep=""),

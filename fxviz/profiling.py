@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import os
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
@@ -24,10 +25,13 @@ from fxviz.errors import FxvizError
 from fxviz.graph import readable_target
 from fxviz.trace import as_inputs
 
-__all__ = ["profile", "profile_aten", "plot_profile", "attribute_events", "node_kind", "device_of"]
+__all__ = ["profile", "profile_aten", "plot_profile", "attribute_events", "node_kind", "device_of", "conditions"]
 
 MIN_REPEATS = 3
 NODE_LABEL = "fxviz::node::"  # record_function label that marks a node's region in a trace
+# A profile whose whole forwards scatter by more than this (IQR over median) was
+# disturbed by other work: its per-node numbers are not to be trusted as precise.
+NOISY_SPREAD = 0.10
 
 
 def profile(
@@ -59,7 +63,12 @@ def profile(
     ``df.attrs``: ``plain_forward_us`` and ``profiled_forward_us`` (medians of whole
     forwards, µs), ``overhead_per_node_us`` (median over repeats of timed minus the
     plain forward run just before it, over the node count: pairing cancels slow drift
-    of a shared machine), ``device``, ``repeats`` and ``warmup`` (runs done).
+    of a shared machine; never negative), ``overhead_below_resolution`` (True when a
+    quarter of those pairs or more show no overhead at all: then the number says
+    nothing), ``spread`` (IQR over median of the timed forwards: the profile's own
+    noise), ``noisy`` (spread above 10 %, or the machine busier than its CPUs
+    before or after), ``conditions`` (see :func:`conditions`, taken before, with
+    ``load_after``), ``device``, ``repeats`` and ``warmup`` (runs done).
     """
     _require_graph_module(gm)
     if repeats < 1 or warmup < 0:
@@ -68,9 +77,21 @@ def profile(
     nodes = list(gm.graph.nodes)
     device = device_of(gm, inputs)
     clock = Clock(len(nodes), device)
+    before = conditions(device)
     measured = _measure(gm, instrument(gm, clock.tick), clock, inputs, warmup, repeats, budget_s, progress)
     counts = [(flops or {}).get(n.name, n.meta.get("flops")) for n in nodes]
-    return _table(gm, nodes, counts, device, *measured)
+    df = _table(gm, nodes, counts, device, *measured)
+    taken = {**before, "load_after": conditions(device)["load"]}
+    busy = max(taken["load"], taken["load_after"]) > taken["cpu_count"]
+    df.attrs.update(conditions=taken, noisy=bool(busy or df.attrs["spread"] > NOISY_SPREAD))
+    return df
+
+
+def conditions(device: torch.device | str) -> dict[str, Any]:
+    """What a measurement ran under: ``load`` (1-minute load average), ``cpu_count``,
+    torch's intra-op ``threads`` and the ``device``."""
+    return {"load": os.getloadavg()[0], "cpu_count": os.cpu_count() or 1,
+            "threads": torch.get_num_threads(), "device": str(device)}
 
 
 def _measure(gm, timed, clock: Clock, inputs, warmup, repeats, budget_s, progress):
@@ -80,7 +101,7 @@ def _measure(gm, timed, clock: Clock, inputs, warmup, repeats, budget_s, progres
     budget = float("inf") if budget_s is None else budget_s
     started = time.perf_counter()
     plain, profiled, per_node = [], [], []
-    with _quiet_run(gm), tqdm(total=warmup + repeats, desc="profile", disable=not progress, leave=False) as bar:
+    with quiet_run(gm), tqdm(total=warmup + repeats, desc="profile", disable=not progress, leave=False) as bar:
         warmed = 0
         while warmed < warmup and not (warmed and time.perf_counter() - started > budget / 4):
             gm(*inputs)
@@ -119,10 +140,14 @@ def _table(gm, nodes, counts, device, warmup, plain, profiled, times: np.ndarray
         "gflops": gflops,
     })
     paired = np.subtract(profiled[::2], plain)  # plain forwards ran before every other timed one
+    q25, q50 = np.percentile(paired, [25, 50])
+    w25, w50, w75 = np.percentile(profiled, [25, 50, 75])
     df.attrs.update(
         plain_forward_us=float(np.median(plain)),
         profiled_forward_us=float(np.median(profiled)),
-        overhead_per_node_us=float(np.median(paired)) / len(nodes),
+        overhead_per_node_us=max(float(q50), 0.0) / len(nodes),
+        overhead_below_resolution=bool(q25 <= 0),
+        spread=float((w75 - w25) / w50) if w50 > 0 else 0.0,
         device=str(device),
         repeats=len(times),
         warmup=warmup,
@@ -260,7 +285,7 @@ def plot_profile(df: pd.DataFrame, top: int = 20, ax=None):
 
 
 @contextlib.contextmanager
-def _quiet_run(gm: torch.nn.Module) -> Iterator[None]:
+def quiet_run(gm: torch.nn.Module) -> Iterator[None]:
     """no_grad, buffers restored, and the garbage collector paused (a collection in the
     middle of a node would be charged to it); all undone on any exit, Ctrl-C included."""
     collecting = gc.isenabled()

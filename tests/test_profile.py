@@ -230,3 +230,25 @@ def test_plot_profile_draws_the_slowest_nodes(resnet18_profile):
     labels = [t.get_text() for t in ax.get_yticklabels()]
     assert len(ax.patches) == 5
     assert labels[-1] == resnet18_profile.loc[resnet18_profile["median_us"].idxmax(), "node"]
+
+
+def test_overhead_is_never_negative_and_says_when_it_is_below_resolution():
+    gm = torch.fx.symbolic_trace(nn.ReLU())
+    nodes, times = list(gm.graph.nodes), np.ones((4, 3))
+    # a busy machine: the timed forwards ran faster than the plain ones before them
+    df = _table(gm, nodes, [None] * 3, torch.device("cpu"), 1,
+                plain=[200, 190], profiled=[150, 300, 180, 310], times=times)
+    assert df.attrs["overhead_per_node_us"] == 0.0 and df.attrs["overhead_below_resolution"]
+    assert df.attrs["spread"] == pytest.approx((302.5 - 172.5) / 240)
+    clear = _table(gm, nodes, [None] * 3, torch.device("cpu"), 1,
+                   plain=[100, 100], profiled=[106, 106, 106, 106], times=times)
+    assert clear.attrs["overhead_per_node_us"] == pytest.approx(2.0) and not clear.attrs["overhead_below_resolution"]
+
+
+def test_a_profile_records_its_conditions_and_noise():
+    df = profile(torch.fx.symbolic_trace(nn.Linear(4, 4)), torch.randn(2, 4), warmup=1, repeats=5)
+    taken = df.attrs["conditions"]
+    assert taken["threads"] == torch.get_num_threads() and taken["device"] == "cpu"
+    assert taken["cpu_count"] >= 1 and taken["load"] >= 0 and taken["load_after"] >= 0
+    busy = max(taken["load"], taken["load_after"]) > taken["cpu_count"]
+    assert df.attrs["noisy"] == (busy or df.attrs["spread"] > 0.10)

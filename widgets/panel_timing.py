@@ -11,7 +11,7 @@ import ipywidgets as w
 
 from fxviz._html import escape
 from fxviz.profiling import plot_profile
-from fxviz.timing_diff import CATEGORIES
+from fxviz.timing_ab import CATEGORIES
 
 from .profiling import Profiler, Timings
 
