@@ -26,7 +26,7 @@ from fxviz.trace import as_inputs
 __all__ = ["compare", "Comparison", "graph_diff", "code_diff_html"]
 
 LEVELS = ("target", "node", "kind")
-MEASURE_KWARGS = ("warmup", "repeats", "budget_s")
+MEASURE_KWARGS = ("warmup", "repeats", "budget_s", "cancelled")
 
 
 def compare(step_a: Any, step_b: Any, *, top_n: int = 10, min_effect: float = 0.05,

@@ -100,6 +100,10 @@ class Step:
             self._profiles[key] = profile(self.gm, self.example_inputs, **{"flops": flops, **kwargs})
         return self._profiles[key]
 
+    def drop_profile(self, **kwargs: Any) -> None:
+        """Forget the profile cached for ``kwargs`` (a disturbed one, to measure again)."""
+        self._profiles.pop(repr(sorted(kwargs.items())), None)
+
     def __repr__(self) -> str:
         check = self.check.status if self.check_done else "check pending"
         return f"<Step {self.index}: {self.pass_name}, {check}>"

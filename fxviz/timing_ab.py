@@ -4,9 +4,10 @@ Two profiles taken at different times differ by whatever else the machine did in
 between. :func:`measure_pair` runs A and B alternately (A B, B A, A B, …: drift and
 order effects cancel) on the same inputs, threads and warm caches, stamping every
 node of both; :func:`paired_timing` then judges each node (or target, or kind) on
-the per-round ratios B/A: a bootstrap interval of their median says whether the
-change is beyond noise, and when the interval is too wide to say either way the
-row reads "too noisy to tell" rather than a precise-looking number.
+the ratio of B's to A's lower quartile over rounds: a bootstrap interval (rounds
+resampled whole) says whether the change is beyond noise, and when the interval is
+too wide to say either way the row reads "too noisy to tell" rather than a
+precise-looking number.
 """
 from __future__ import annotations
 
@@ -28,6 +29,10 @@ __all__ = ["PairedTimes", "measure_pair", "paired_timing", "node_marks", "NOISY"
 
 MIN_ROUNDS = 5
 NOISY = "too noisy to tell"
+# Each side is summarised by its lower quartile over rounds: other work only ever adds
+# time (a preempted node), and on a busy machine the node right after a long one is
+# preempted more often, so medians and per-round ratios flag nodes that did not change.
+QUANTILE = 0.25
 CATEGORIES = ("added", "deleted", "increased", "decreased", "unchanged", NOISY)
 
 
@@ -92,9 +97,9 @@ def paired_timing(paired: PairedTimes, key: str = "target", *, min_effect: float
     """Per value of ``key`` (``node``, ``target`` or ``kind``), A against B.
 
     Columns: ``<key>``, ``control_count``, ``test_count``, ``control_us``, ``test_us``
-    (medians over rounds of the group's summed time), ``diff_duration`` (median of the
-    per-round differences B - A, µs), ``diff_lo``/``diff_hi`` (its bootstrap interval),
-    ``ratio`` (median per-round B/A) with ``ratio_lo``/``ratio_hi``, ``diff_counts``
+    (lower quartiles over rounds of the group's summed time: its undisturbed cost),
+    ``diff_duration`` (test - control, µs), ``diff_lo``/``diff_hi`` (its bootstrap
+    interval), ``ratio`` (test / control) with ``ratio_lo``/``ratio_hi``, ``diff_counts``
     and ``category``: ``added``/``deleted`` (only in B / only in A),
     ``increased``/``decreased`` (count changed, or the whole interval of the ratio
     beyond ``1 ± min_effect`` and of the difference beyond ``floor_us``),
@@ -113,7 +118,7 @@ def paired_timing(paired: PairedTimes, key: str = "target", *, min_effect: float
     for name in names:
         (count_a, ta), (count_b, tb) = a.get(name, (0, None)), b.get(name, (0, None))
         row = {key: name, "control_count": count_a, "test_count": count_b,
-               "control_us": _median(ta), "test_us": _median(tb)}
+               "control_us": _typical(ta), "test_us": _typical(tb)}
         row.update(_paired_stats(ta, tb, picks, confidence) if ta is not None and tb is not None else {})
         row["category"] = _category(count_a, count_b, row, min_effect, floor_us)
         rows.append(row)
@@ -134,23 +139,23 @@ def _grouped(times: np.ndarray, keys: pd.Series) -> dict[str, tuple[int, np.ndar
     return {name: (len(cols), times[:, cols].sum(axis=1)) for name, cols in groups.items()}
 
 
-def _median(times: np.ndarray | None) -> float:
-    return float(np.median(times)) if times is not None and len(times) else np.nan
+def _typical(times: np.ndarray | None) -> float:
+    return float(np.quantile(times, QUANTILE)) if times is not None and len(times) else np.nan
 
 
 def _paired_stats(ta: np.ndarray, tb: np.ndarray, picks: np.ndarray | None, confidence: float) -> dict:
+    """Difference and ratio of the two sides' lower quartiles, with bootstrap intervals
+    that resample whole rounds (A and B of a round stay together)."""
     if picks is None:
         return {}
-    diff = tb - ta
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ratio = np.where(ta > 0, tb / ta, np.nan)
+    qa, qb = np.quantile(ta[picks], QUANTILE, axis=1), np.quantile(tb[picks], QUANTILE, axis=1)
     tail = 100 * (1 - confidence) / 2
-    lo_d, hi_d = np.percentile(np.median(diff[picks], axis=1), [tail, 100 - tail])
-    stats = {"diff_duration": float(np.median(diff)), "diff_lo": float(lo_d), "diff_hi": float(hi_d),
+    lo_d, hi_d = np.percentile(qb - qa, [tail, 100 - tail])
+    stats = {"diff_duration": _typical(tb) - _typical(ta), "diff_lo": float(lo_d), "diff_hi": float(hi_d),
              "ratio": np.nan, "ratio_lo": np.nan, "ratio_hi": np.nan}
-    if not np.isnan(ratio).any():
-        lo_r, hi_r = np.percentile(np.median(ratio[picks], axis=1), [tail, 100 - tail])
-        stats.update(ratio=float(np.median(ratio)), ratio_lo=float(lo_r), ratio_hi=float(hi_r))
+    if (qa > 0).all():
+        lo_r, hi_r = np.percentile(qb / qa, [tail, 100 - tail])
+        stats.update(ratio=_typical(tb) / _typical(ta), ratio_lo=float(lo_r), ratio_hi=float(hi_r))
     return stats
 
 

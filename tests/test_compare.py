@@ -208,7 +208,7 @@ def test_node_marks_from_a_synthetic_interleaved_run():
     cmp = compare(make_step(0, gm_a, x), make_step(1, gm_b, x), paired=paired)
     marks = cmp.node_marks()
     assert marks == {"input_1": "added", "add": "slower", "relu": "faster", "_1": "added", "output": "unchanged"}
-    assert cmp.timing_by_node.set_index("node").loc["add", "ratio"] == pytest.approx(51 / 11)  # median of (50+r)/(10+r)
+    assert cmp.timing_by_node.set_index("node").loc["add", "ratio"] == 5.0  # lower quartiles: 50 against 10
 
 
 def test_output_diff_measures_and_explains():

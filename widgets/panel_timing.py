@@ -17,7 +17,8 @@ from .profiling import Profiler, Timings
 
 TOP = 15
 TIMING_COLUMNS = ["node", "kind", "median_us", "p25_us", "p75_us", "share"]
-DIFF_COLUMNS = ["control_us", "test_us", "diff_duration", "control_count", "test_count", "category"]
+DIFF_COLUMNS = ["control_us", "test_us", "diff_duration", "ratio", "ratio_lo", "ratio_hi", "control_count",
+                "test_count", "category"]
 
 
 def chart_png(draw: Callable[[Any], Any], rows: int) -> bytes:
@@ -84,7 +85,7 @@ class TimingPanel(w.VBox):
             self.step_a.options = self.step_b.options = options
             self.step_a.value, self.step_b.value = max(session.index - 1, 0), session.index
         self._session, self._step = session, session.current
-        self.profile_button.layout.display = "none" if timings is not None and not timings.error else ""
+        self.profile_button.layout.display = "none" if timings is not None and not (timings.error or timings.noisy) else ""
         if timings is None or timings.error:
             self.summary.value = _pending_text(self._profiler, timings)
             self.table.value = ""
@@ -93,34 +94,34 @@ class TimingPanel(w.VBox):
         df, attrs = timings.table, timings.table.attrs
         self.summary.value = escape(
             f"Step {session.index}: forward {attrs['plain_forward_us']:.0f} µs "
-            f"({attrs['profiled_forward_us']:.0f} µs profiled, {attrs['overhead_per_node_us']:.1f} µs overhead "
-            f"per node), median of {attrs['repeats']} repeats on {attrs['device']}.")
+            f"({attrs['profiled_forward_us']:.0f} µs profiled, {_overhead(attrs)}), "
+            f"median of {attrs['repeats']} repeats on {attrs['device']}.") + _noise_html(timings)
         rows = df.nlargest(TOP, "median_us")
         self.table.value = table_html(rows[TIMING_COLUMNS])
         self.chart.value = chart_png(lambda ax: plot_profile(df, top=TOP, ax=ax), len(rows))
         self.chart.layout.display = ""
 
     def compare(self) -> None:
-        """Profile the two picked steps if needed, then show their timing diff."""
+        """Time the two picked steps in one interleaved run, then show their timing diff."""
         steps = self._session.steps
         a, b, level = steps[self.step_a.value], steps[self.step_b.value], self.level.value
-        self.comparison.value = escape(f"Profiling steps {a.index} and {b.index}…")
+        self.comparison.value = escape(f"Timing steps {a.index} and {b.index}, interleaved…")
         self.comparison_chart.layout.display = "none"
-        if not self._profiler.request([a, b], lambda: self._show_comparison(a, b, level), force=True):
+        if not self._profiler.request(pairs=[(a, b)], then=lambda: self._show_comparison(a, b, level), force=True):
             self._show_comparison(a, b, level)
 
     def _show_comparison(self, a: Any, b: Any, level: str) -> None:
-        timings = [self._profiler.known(a), self._profiler.known(b)]
-        if None in timings:  # called back after the checks, before the profiles: not yet
+        compared = self._profiler.compared(a, b)
+        if compared is None:  # called back after another stage: not yet
             return
-        errors = [t.error for t in timings if t.error]
+        error = compared.error
         try:
-            if not errors:
-                self._draw_comparison(self._profiler.comparison(a, b), level)
+            if not error:
+                self._draw_comparison(compared.comparison, level)
         except Exception as exc:  # shown here: a button callback's traceback is invisible
-            errors.append(f"comparing failed: {type(exc).__name__}: {exc}")
-        if errors:
-            self.comparison.value = f'<div class="fxviz-timing-error">{escape(errors[0])}</div>'
+            error = f"comparing failed: {type(exc).__name__}: {exc}"
+        if error:
+            self.comparison.value = f'<div class="fxviz-timing-error">{escape(error)}</div>'
 
     def _draw_comparison(self, cmp: Any, level: str) -> None:
         diff = {"target": cmp.timing, "kind": cmp.timing_by_kind, "node": cmp.timing_by_node}[level]
@@ -140,3 +141,22 @@ def _pending_text(profiler: Profiler, timings: Timings | None) -> str:
     if profiler.mode == "off":
         return "Profiling is off for this Explorer: click “profile this step”."
     return "Profiling this step…"
+
+
+def _overhead(attrs: dict) -> str:
+    """The profiler's cost per node; never negative: below resolution, it says so."""
+    if attrs.get("overhead_below_resolution"):
+        return "overhead per node below resolution"
+    return f"{attrs['overhead_per_node_us']:.1f} µs overhead per node"
+
+
+def _noise_html(timings: Timings) -> str:
+    attrs = timings.table.attrs
+    if not (timings.noisy or attrs.get("noisy")):
+        return ""
+    taken = attrs.get("conditions", {})
+    return ('<div class="fxviz-timing-noisy">' + escape(
+        f"Too noisy to tell: forwards scattered by {attrs.get('spread', 0):.0%} (load "
+        f"{taken.get('load', 0):.1f} on {taken.get('cpu_count', '?')} CPUs, {taken.get('threads', '?')} threads), "
+        "even when measured again. Compare steps (interleaved) for changes, or profile again when the machine "
+        "is quieter.") + "</div>")
