@@ -43,6 +43,7 @@ def profile(
     budget_s: float | None = None,
     progress: bool = False,
     flops: Mapping[str, int | None] | None = None,
+    moved: Mapping[str, int | None] | None = None,
 ) -> pd.DataFrame:
     """Time every node of ``gm`` on ``example_inputs``; one row per node, in graph order.
 
@@ -52,13 +53,16 @@ def profile(
     stop when the next would not fit (but run 3 times: a forward slower than a third
     of the budget overruns it). Runs under ``torch.no_grad()``; buffers (e.g.
     BatchNorm running stats in training mode) are restored afterwards, also after
-    Ctrl-C. ``flops`` maps node names to FLOPs where ``node.meta`` has none.
+    Ctrl-C. ``flops`` and ``moved`` map node names to FLOPs and bytes moved where
+    ``node.meta`` has none.
 
     Columns: ``node``, ``op``, ``target`` (readable), ``kind`` (module class, function
     or method: what the node computes), ``module_path`` (None unless traced by
     :func:`fxviz.trace`), ``median_us``, ``p25_us``, ``p75_us`` (µs over repeats),
-    ``share`` (percent of the sum of medians), ``flops`` (from :func:`fxviz.annotate`,
-    else NaN) and ``gflops`` (achieved GFLOP/s at the median time).
+    ``share`` (percent of the sum of medians), ``flops`` (from :func:`fxviz.annotate`;
+    NaN where not counted), ``gflops`` (achieved GFLOP/s at the median time),
+    ``bytes`` (read and written, from :func:`fxviz.annotate`, else NaN) and ``gbps``
+    (achieved GB/s: the number for memory-bound nodes).
 
     ``df.attrs``: ``plain_forward_us`` and ``profiled_forward_us`` (medians of whole
     forwards, µs), ``overhead_per_node_us`` (median over repeats of timed minus the
@@ -79,7 +83,8 @@ def profile(
     clock = Clock(len(nodes), device)
     before = conditions(device)
     measured = _measure(gm, instrument(gm, clock.tick), clock, inputs, warmup, repeats, budget_s, progress)
-    counts = [(flops or {}).get(n.name, n.meta.get("flops")) for n in nodes]
+    counts = {key: [(given or {}).get(n.name, n.meta.get(key)) for n in nodes]
+              for key, given in (("flops", flops), ("bytes", moved))}
     df = _table(gm, nodes, counts, device, *measured)
     taken = {**before, "load_after": conditions(device)["load"]}
     busy = max(taken["load"], taken["load_after"]) > taken["cpu_count"]
@@ -122,10 +127,13 @@ def _measure(gm, timed, clock: Clock, inputs, warmup, repeats, budget_s, progres
 
 
 def _table(gm, nodes, counts, device, warmup, plain, profiled, times: np.ndarray) -> pd.DataFrame:
+    """``counts``: per-node ``flops`` and ``bytes`` lists (None: not counted)."""
     p25, median, p75 = np.percentile(times, [25, 50, 75], axis=0)
-    flops = np.array([np.nan if c is None else c for c in counts], dtype=float)
+    flops, moved = (np.array([np.nan if c is None else c for c in counts.get(key, [None] * len(nodes))], dtype=float)
+                    for key in ("flops", "bytes"))
     with np.errstate(divide="ignore", invalid="ignore"):
         gflops = np.where(median > 0, flops / (median * 1e3), np.nan)
+        gbps = np.where(median > 0, moved / (median * 1e3), np.nan)
     df = pd.DataFrame({
         "node": [n.name for n in nodes],
         "op": [n.op for n in nodes],
@@ -138,6 +146,8 @@ def _table(gm, nodes, counts, device, warmup, plain, profiled, times: np.ndarray
         "share": 100 * median / median.sum(),
         "flops": flops,
         "gflops": gflops,
+        "bytes": moved,
+        "gbps": gbps,
     })
     paired = np.subtract(profiled[::2], plain)  # plain forwards ran before every other timed one
     q25, q50 = np.percentile(paired, [25, 50])

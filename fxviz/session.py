@@ -95,9 +95,10 @@ class Step:
 
         key = repr(sorted(kwargs.items()))
         if key not in self._profiles:
-            # FLOPs live on the annotated graph: annotation never touches ``gm`` itself.
+            # Costs live on the annotated graph: annotation never touches ``gm`` itself.
             flops = {name: attrs["flops"] for name, attrs in self.graph.nodes(data=True)}
-            self._profiles[key] = profile(self.gm, self.example_inputs, **{"flops": flops, **kwargs})
+            moved = {name: attrs.get("bytes") for name, attrs in self.graph.nodes(data=True)}
+            self._profiles[key] = profile(self.gm, self.example_inputs, **{"flops": flops, "moved": moved, **kwargs})
         return self._profiles[key]
 
     def drop_profile(self, **kwargs: Any) -> None:

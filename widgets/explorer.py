@@ -61,6 +61,7 @@ COLUMNS = [
     {"key": "module_path", "label": "module"},
     {"key": "shape", "label": "shape"},
     {"key": "flops", "label": "FLOPs", "numeric": True},
+    {"key": "bytes", "label": "bytes moved", "numeric": True},
     {"key": "time_us", "label": "time (µs)", "numeric": True, "digits": 1},
     {"key": "share", "label": "share (%)", "numeric": True, "digits": 1},
 ]
@@ -302,6 +303,7 @@ def _rows(graph: Any, timings: Timings | None) -> list[dict[str, Any]]:
             "index": a["index"], "name": name, "op": a["op"], "target": a["target"],
             "module_path": a["module_path"] or "", "shape": shape_text(a["shape"]),
             "flops": None if a["flops"] is None else int(a["flops"]),
+            "bytes": a.get("bytes"),
             "time_us": float(table.at[name, "median_us"]) if timed else None,
             "share": float(table.at[name, "share"]) if timed else None,
         })
