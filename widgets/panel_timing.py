@@ -21,18 +21,29 @@ DIFF_COLUMNS = ["control_us", "test_us", "diff_duration", "ratio", "ratio_lo", "
                 "test_count", "category"]
 
 
-def chart_png(draw: Callable[[Any], Any], rows: int) -> bytes:
-    """A PNG of ``draw(ax)`` on a white card (readable in light and dark themes).
-    Uses a bare Figure, not pyplot: no global state, safe off the main thread.
+INK = "#010203"  # drawn in this colour, then swapped for the theme's text colour
+
+
+def chart_svg(draw: Callable[[Any], Any], rows: int) -> str:
+    """An inline SVG of ``draw(ax)`` on a transparent background whose text and axes
+    take JupyterLab's font colour (``--jp-ui-font-color1``): readable in light and dark
+    themes. Uses a bare Figure, not pyplot: no global state, safe off the main thread.
     Imported here: matplotlib costs half a second, which the first graph should not wait for."""
+    import matplotlib
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(6, 0.28 * rows + 1.2), facecolor="white")
-    draw(fig.subplots())
-    fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=90)
-    return buf.getvalue()
+    ink = {key: INK for key in ("text.color", "axes.labelcolor", "axes.edgecolor", "xtick.color", "ytick.color")}
+    with matplotlib.rc_context({**ink, "svg.fonttype": "none", "font.size": 9}):
+        fig = Figure(figsize=(6, 0.28 * rows + 1.2), facecolor="none")
+        ax = fig.subplots()
+        ax.set_facecolor("none")
+        draw(ax)
+        fig.tight_layout()
+        buf = io.StringIO()
+        fig.savefig(buf, format="svg", transparent=True)
+    svg = buf.getvalue()
+    svg = svg[svg.index("<svg"):]  # inline: no XML prolog or doctype
+    return svg.replace(INK, "var(--jp-ui-font-color1, #333)")
 
 
 def table_html(df: Any) -> str:
@@ -53,7 +64,7 @@ class TimingPanel(w.VBox):
         self.profile_button = w.Button(description="profile this step", icon="clock-o")
         self.profile_button.add_class("fxviz-profile")
         self.profile_button.on_click(lambda _: profile_step())
-        self.chart = w.Image(format="png", layout=w.Layout(display="none", max_width="100%"))
+        self.chart = w.HTML(layout=w.Layout(display="none", max_width="100%"))
         self.chart.add_class("fxviz-timing-chart")
         self.table = w.HTML()
         self.table.add_class("fxviz-timing-table")
@@ -68,7 +79,7 @@ class TimingPanel(w.VBox):
         self.compare_button.on_click(lambda _: self.compare())
         self.comparison = w.HTML()
         self.comparison.add_class("fxviz-compare-result")
-        self.comparison_chart = w.Image(format="png", layout=w.Layout(display="none", max_width="100%"))
+        self.comparison_chart = w.HTML(layout=w.Layout(display="none", max_width="100%"))
         self.comparison_chart.add_class("fxviz-compare-chart")
         super().__init__([
             self.summary, self.profile_button, self.chart, self.table,
@@ -98,7 +109,7 @@ class TimingPanel(w.VBox):
             f"median of {attrs['repeats']} repeats on {attrs['device']}.") + _noise_html(timings)
         rows = df.nlargest(TOP, "median_us")
         self.table.value = table_html(rows[TIMING_COLUMNS])
-        self.chart.value = chart_png(lambda ax: plot_profile(df, top=TOP, ax=ax), len(rows))
+        self.chart.value = chart_svg(lambda ax: plot_profile(df, top=TOP, ax=ax), len(rows))
         self.chart.layout.display = ""
 
     def compare(self) -> None:
@@ -131,7 +142,7 @@ class TimingPanel(w.VBox):
         self.comparison.value = (f"<div>{escape(f'{cmp.labels[0]} → {cmp.labels[1]}, per {level}: {summary}.')}</div>"
                                  + (table_html(top) if len(top) else "<div>No timing changes beyond the noise.</div>"))
         if len(top):
-            self.comparison_chart.value = chart_png(lambda ax: cmp.plot_top(level=level, ax=ax), len(top))
+            self.comparison_chart.value = chart_svg(lambda ax: cmp.plot_top(level=level, ax=ax), len(top))
             self.comparison_chart.layout.display = ""
 
 
@@ -159,4 +170,5 @@ def _noise_html(timings: Timings) -> str:
         f"Too noisy to tell: forwards scattered by {attrs.get('spread', 0):.0%} (load "
         f"{taken.get('load', 0):.1f} on {taken.get('cpu_count', '?')} CPUs, {taken.get('threads', '?')} threads), "
         "even when measured again. Compare steps (interleaved) for changes, or profile again when the machine "
-        "is quieter.") + "</div>")
+        "is quieter; on a machine busier than its CPUs, torch.set_num_threads(1) keeps torch's thread pool "
+        "from stalling.") + "</div>")
