@@ -111,3 +111,23 @@ def test_off_mode_checks_but_does_not_time_unless_forced(session):
     assert scheduler.request([step]) is False and scheduler.known(step) is None
     with pytest.raises(ValueError, match="profile must be one of"):
         Scheduler("later")
+
+
+def test_a_training_steps_badge_ends_in_a_verdict_in_the_background():
+    """The badge used to read "checking…" forever on a make_fx training step."""
+    from fxviz.widgets import explore
+
+    model = nn.Sequential(nn.Linear(4, 3), nn.ReLU(), nn.Linear(3, 1))
+
+    def step(x):
+        return torch.autograd.grad(model(x).sum(), [model[0].weight])
+
+    session = Session(step, (torch.randn(5, 4),), tracer="make_fx", module=model)
+    explorer = explore(session, profile="background", profile_kwargs=FAST)
+    try:
+        deadline = time.monotonic() + 60
+        while "checking" in explorer.badge.value and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert "fxviz-badge-match" in explorer.badge.value and ">match<" in explorer.badge.value
+    finally:
+        explorer.close()
