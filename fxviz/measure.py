@@ -24,7 +24,7 @@ from typing import Any
 import pandas as pd
 
 from fxviz.comparison import Comparison, compare
-from fxviz.profiling import profile_aten
+from fxviz.aten_breakdown import profile_aten
 
 MODES = ("background", "sync", "off")
 START_DELAY_S = 0.5

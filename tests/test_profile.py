@@ -16,7 +16,8 @@ from torch import nn
 
 from fxviz._clock import instrument
 from fxviz.errors import FxvizError
-from fxviz.profiling import _table, attribute_events, plot_profile, profile, profile_aten
+from fxviz.aten_breakdown import attribute_events, profile_aten
+from fxviz.profiling import _table, plot_profile, profile
 from fxviz.shapes import annotate
 from fxviz.trace import trace
 
