@@ -216,7 +216,10 @@ class Scheduler:
         for attempt in range(2):
             generation = self._generation
             table, error = _attempt(lambda: step.profile(**self.kwargs), "profiling")
-            disturbed = generation != self._generation or (table is not None and table.attrs.get("noisy", False))
+            other_work = generation != self._generation
+            if table is not None:  # recorded with the profile's other conditions
+                table.attrs.setdefault("conditions", {})["other_work"] = other_work
+            disturbed = other_work or (table is not None and table.attrs.get("noisy", False))
             if error or not disturbed:
                 break
             if attempt == 0:  # the cached result is what a notebook's step.profile() would return

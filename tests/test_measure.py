@@ -75,6 +75,7 @@ def test_a_pass_applied_during_a_profile_makes_it_measured_again():
     disturbed_once.during = lambda: scheduler.disturb() if disturbed_once.calls == 1 else None
     scheduler.request([disturbed_once])
     assert (disturbed_once.calls, scheduler.known(disturbed_once).noisy) == (2, False)
+    assert scheduler.known(disturbed_once).table.attrs["conditions"] == {"other_work": False}  # the retake
 
 
 def test_a_failing_profile_ends_in_an_error_state_with_advice():
