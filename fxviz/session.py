@@ -228,8 +228,8 @@ class Session:
         return session
 
     def compare(self, i: int, j: int, **options: Any) -> Any:
-        """``fxviz.compare`` of steps ``i`` and ``j`` (``options``: its keyword arguments,
-        e.g. ``profile_kwargs={"budget_s": 1}``)."""
+        """``fxviz.compare`` of steps ``i`` and ``j``: its timings measure both steps in one
+        interleaved run (``options``: its keyword arguments, e.g. ``profile_kwargs={"budget_s": 1}``)."""
         from fxviz.comparison import compare
 
         return compare(self._steps[i], self._steps[j], **options)
