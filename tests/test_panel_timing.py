@@ -9,6 +9,7 @@ from fxviz.widgets.panel_timing import _noise_html, _overhead, chart_svg
 def test_chart_is_transparent_svg_in_the_themes_colour_with_escaped_labels():
     svg = chart_svg(lambda ax: ax.barh(["<script>alert(1)</script>", "b"], [1, 2]), 2)
     assert svg.startswith("<svg") and "var(--jp-ui-font-color1, #333)" in svg
+    assert 'width="100%" style="max-width: ' in svg.split(">")[0] and "viewBox" in svg.split(">")[0]
     assert "#ffffff" not in svg.lower() and "<script>" not in svg and "&lt;script&gt;" in svg
 
 

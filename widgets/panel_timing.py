@@ -4,6 +4,7 @@ decreased), with the top changes as a table and a chart."""
 from __future__ import annotations
 
 import io
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -43,6 +44,9 @@ def chart_svg(draw: Callable[[Any], Any], rows: int) -> str:
         fig.savefig(buf, format="svg", transparent=True)
     svg = buf.getvalue()
     svg = svg[svg.index("<svg"):]  # inline: no XML prolog or doctype
+    # Scale down with the panel (the viewBox keeps the proportions), never up past its size.
+    svg = re.sub(r'<svg([^>]*?) width="([\d.]+pt)" height="[\d.]+pt"', r'<svg\1 width="100%" style="max-width: \2"',
+                 svg, count=1)
     return svg.replace(INK, "var(--jp-ui-font-color1, #333)")
 
 
