@@ -12,7 +12,8 @@ with the same time budget:
   other (the old method: a profile taken while the machine was busy stays in the cache).
 
 Prints false positives (a node flagged slower or faster that was not changed) and
-false negatives (the slowed conv not flagged slower), summed over ``--trials``.
+false negatives (the slowed conv not flagged slower), summed over ``--trials``, and
+``runs``: the median number of rounds (interleaved) or repeats per profile (cached).
 On a machine with more runnable work than CPUs, torch's intra-op thread pool stalls
 at every parallel region (a node of 0.7 ms takes 40 ms); ``--threads`` (default 1,
 the same for both steps and both methods) keeps those stalls out of the numbers.
@@ -23,6 +24,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import statistics
 import subprocess
 import sys
 import threading
@@ -91,7 +93,7 @@ def interleaved(step_a, step_b, condition: str, budget_s: float) -> dict[str, st
     with competing(start):
         cmp = fxviz.compare(step_a, step_b, profile_kwargs={"budget_s": budget_s, "repeats": 10_000})
         timing = cmp.timing_by_node
-    return dict(zip(timing["node"], timing["category"]))
+    return dict(zip(timing["node"], timing["category"])), cmp.paired.rounds
 
 
 def cached_profiles(step_a, step_b, condition: str, budget_s: float) -> dict[str, str]:
@@ -101,7 +103,7 @@ def cached_profiles(step_a, step_b, condition: str, budget_s: float) -> dict[str
         with competing(0 if condition == "load spike" else None):
             second = profile(step_b.gm, step_b.example_inputs, **kwargs)
     diff = diff_timing(first, second, key="node")
-    return dict(zip(diff["node"], diff["category"]))
+    return dict(zip(diff["node"], diff["category"])), min(first.attrs["repeats"], second.attrs["repeats"])
 
 
 def errors(categories: dict[str, str], slowed: str | None) -> tuple[int, int]:
@@ -131,16 +133,19 @@ def main() -> None:
           f"load average {load}; resnet18 1x3x{args.size}x{args.size}, {nodes} nodes, slowed: {SLOWED}")
     print(f"{args.trials} trials x {args.budget:g} s per comparison; FP: unchanged nodes flagged (of "
           f"{nodes} per identical pair, {nodes - 1} per slowed pair), FN: slowed node not flagged slower\n")
-    print(f"{'condition':<12}{'method':<17}{'identical FP':>13}{'slowed FP':>11}{'slowed FN':>11}")
+    print(f"{'condition':<12}{'method':<17}{'identical FP':>13}{'slowed FP':>11}{'slowed FN':>11}{'runs':>7}")
     for condition in CONDITIONS:
         for method, run in zip(METHODS, (interleaved, cached_profiles)):
             same_fp = slowed_fp = slowed_fn = 0
+            runs = []
             for _ in range(args.trials):
-                same_fp += errors(run(base, base, condition, args.budget), None)[0]
-                fp, fn = errors(run(base, slowed, condition, args.budget), SLOWED)
-                slowed_fp, slowed_fn = slowed_fp + fp, slowed_fn + fn
-            print(f"{condition:<12}{method:<17}{same_fp:>13}{slowed_fp:>11}{slowed_fn:>8} / {args.trials}",
-                  flush=True)
+                categories, rounds = run(base, base, condition, args.budget)
+                same_fp += errors(categories, None)[0]
+                categories, more = run(base, slowed, condition, args.budget)
+                fp, fn = errors(categories, SLOWED)
+                slowed_fp, slowed_fn, runs = slowed_fp + fp, slowed_fn + fn, runs + [rounds, more]
+            print(f"{condition:<12}{method:<17}{same_fp:>13}{slowed_fp:>11}{slowed_fn:>8} / {args.trials}"
+                  f"{int(statistics.median(runs)):>7}", flush=True)
 
 
 if __name__ == "__main__":

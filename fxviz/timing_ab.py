@@ -28,6 +28,10 @@ from fxviz.profiling import conditions, device_of, node_kind, quiet_run
 __all__ = ["PairedTimes", "measure_pair", "paired_timing", "node_marks", "NOISY", "CATEGORIES"]
 
 MIN_ROUNDS = 5
+# Fewer rounds than this and a bootstrap interval is too coarse to trust: every row whose
+# count is unchanged reads "too noisy to tell" (on a saturated machine a forward can take
+# seconds, and a budget then buys only a handful of rounds).
+VERDICT_ROUNDS = 10
 NOISY = "too noisy to tell"
 # Each side is summarised by its lower quartile over rounds: other work only ever adds
 # time (a preempted node), and on a busy machine the node right after a long one is
@@ -104,7 +108,8 @@ def paired_timing(paired: PairedTimes, key: str = "target", *, min_effect: float
     ``increased``/``decreased`` (count changed, or the whole interval of the ratio
     beyond ``1 ± min_effect`` and of the difference beyond ``floor_us``),
     ``unchanged`` (the interval within ``1 ± min_effect``, or within ``± floor_us``)
-    and ``"too noisy to tell"`` (the interval straddles those bounds).
+    and ``"too noisy to tell"`` (the interval straddles those bounds, or fewer than 10
+    rounds were measured).
     ``confidence`` is that of each interval: 0.99 keeps a 70-node graph's identical
     steps from flagging a node by chance. Rows: B's order, then names only in A.
     """
@@ -120,7 +125,7 @@ def paired_timing(paired: PairedTimes, key: str = "target", *, min_effect: float
         row = {key: name, "control_count": count_a, "test_count": count_b,
                "control_us": _typical(ta), "test_us": _typical(tb)}
         row.update(_paired_stats(ta, tb, picks, confidence) if ta is not None and tb is not None else {})
-        row["category"] = _category(count_a, count_b, row, min_effect, floor_us)
+        row["category"] = _category(count_a, count_b, row, paired.rounds, min_effect, floor_us)
         rows.append(row)
     df = pd.DataFrame(rows).reindex(columns=[key, "control_count", "test_count", "control_us", "test_us",
                                              "diff_duration", "diff_lo", "diff_hi", "ratio", "ratio_lo",
@@ -159,14 +164,14 @@ def _paired_stats(ta: np.ndarray, tb: np.ndarray, picks: np.ndarray | None, conf
     return stats
 
 
-def _category(count_a: int, count_b: int, row: dict, min_effect: float, floor_us: float) -> str:
+def _category(count_a: int, count_b: int, row: dict, rounds: int, min_effect: float, floor_us: float) -> str:
     if count_a == 0:
         return "added"
     if count_b == 0:
         return "deleted"
     if count_a != count_b:
         return "increased" if count_b > count_a else "decreased"
-    if "diff_lo" not in row:
+    if "diff_lo" not in row or rounds < VERDICT_ROUNDS:
         return NOISY
     lo_d, hi_d, lo_r, hi_r = row["diff_lo"], row["diff_hi"], row["ratio_lo"], row["ratio_hi"]
     if -floor_us <= lo_d and hi_d <= floor_us:

@@ -82,7 +82,7 @@ def test_identical_steps_flag_nothing_and_tiny_differences_are_below_resolution(
 def test_grouping_by_kind_sums_nodes_per_round_and_counts_them():
     keys_a = pd.DataFrame({"node": ["c1", "b1", "c2"], "target": ["c1", "b1", "c2"], "kind": ["Conv", "BN", "Conv"]})
     keys_b = keys_a[keys_a["kind"] == "Conv"].reset_index(drop=True)
-    paired = PairedTimes(np.tile([10.0, 5.0, 20.0], (6, 1)), np.tile([12.0, 24.0], (6, 1)), keys_a, keys_b)
+    paired = PairedTimes(np.tile([10.0, 5.0, 20.0], (12, 1)), np.tile([12.0, 24.0], (12, 1)), keys_a, keys_b)
     df = paired_timing(paired, "kind").set_index("kind")
     assert df.loc["Conv", ["control_count", "test_count", "control_us", "test_us", "diff_duration"]].tolist() == [
         2, 2, 30.0, 36.0, 6.0]
@@ -90,3 +90,10 @@ def test_grouping_by_kind_sums_nodes_per_round_and_counts_them():
     assert df.loc["BN", ["test_count", "diff_counts", "category"]].tolist() == [0, -1, "deleted"]
     with pytest.raises(FxvizError, match="per 'node', 'target' or 'kind'"):
         paired_timing(paired, "module")
+
+
+def test_too_few_rounds_give_no_verdict_on_time():
+    few = synthetic(np.full((9, 4), 100.0), np.full((9, 4), 200.0))  # doubled, but 9 rounds
+    assert set(paired_timing(few, "node")["category"]) == {NOISY}
+    enough = synthetic(np.full((10, 4), 100.0), np.full((10, 4), 200.0))
+    assert set(paired_timing(enough, "node")["category"]) == {"increased"}
