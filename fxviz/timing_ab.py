@@ -12,6 +12,7 @@ precise-looking number.
 from __future__ import annotations
 
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -42,8 +43,9 @@ CATEGORIES = ("added", "deleted", "increased", "decreased", "unchanged", NOISY)
 
 @dataclass(frozen=True)
 class PairedTimes:
-    """Per-node times (µs) of A and B, one row per round, measured interleaved.
-    ``keys_*``: per node, its ``node``, ``target`` and ``kind`` (to group by)."""
+    """Per-node times (µs) of A and B, one row per round, measured interleaved; NaN
+    where the node's thread was preempted (CPU). ``keys_*``: per node, its ``node``,
+    ``target`` and ``kind`` (to group by)."""
 
     times_a: np.ndarray
     times_b: np.ndarray
@@ -67,7 +69,7 @@ def measure_pair(gm_a: torch.fx.GraphModule, inputs_a: tuple, gm_b: torch.fx.Gra
     for gm, inputs in ((gm_a, inputs_a), (gm_b, inputs_b)):
         if not isinstance(gm, torch.fx.GraphModule):
             raise FxvizError(f"measure_pair needs torch.fx.GraphModules, got {type(gm).__name__}.")
-        clock = Clock(len(gm.graph.nodes), device_of(gm, inputs))
+        clock = Clock(len(gm.graph.nodes), device_of(gm, inputs), preemption=True)
         runs.append((instrument(gm, clock.tick), clock, inputs))
     before = conditions(device_of(gm_a, inputs_a))
     budget = float("inf") if budget_s is None else budget_s
@@ -83,8 +85,8 @@ def measure_pair(gm_a: torch.fx.GraphModule, inputs_a: tuple, gm_b: torch.fx.Gra
             for side in ((0, 1) if r % 2 == 0 else (1, 0)):
                 timed, clock, inputs = runs[side]
                 clock.wall_us(timed, inputs, timed=True)
-                if r >= 0:
-                    samples[side].append(clock.intervals_us())
+                if r >= 0:  # a node whose thread was descheduled says nothing about its code
+                    samples[side].append(np.where(clock.preempted(), np.nan, clock.intervals_us()))
     after = conditions(before["device"])
     return PairedTimes(np.array(samples[0]), np.array(samples[1]), _keys(gm_a), _keys(gm_b),
                        {**before, "load_after": after["load"]})
@@ -101,7 +103,8 @@ def paired_timing(paired: PairedTimes, key: str = "target", *, min_effect: float
     """Per value of ``key`` (``node``, ``target`` or ``kind``), A against B.
 
     Columns: ``<key>``, ``control_count``, ``test_count``, ``control_us``, ``test_us``
-    (lower quartiles over rounds of the group's summed time: its undisturbed cost),
+    (lower quartiles over rounds of the group's summed time: its undisturbed cost;
+    rounds where a node's thread was preempted, NaN in ``paired``, are left out),
     ``diff_duration`` (test - control, µs), ``diff_lo``/``diff_hi`` (its bootstrap
     interval), ``ratio`` (test / control) with ``ratio_lo``/``ratio_hi``, ``diff_counts``
     and ``category``: ``added``/``deleted`` (only in B / only in A),
@@ -109,7 +112,7 @@ def paired_timing(paired: PairedTimes, key: str = "target", *, min_effect: float
     beyond ``1 ± min_effect`` and of the difference beyond ``floor_us``),
     ``unchanged`` (the interval within ``1 ± min_effect``, or within ``± floor_us``)
     and ``"too noisy to tell"`` (the interval straddles those bounds, or fewer than 10
-    rounds were measured).
+    rounds were measured undisturbed).
     ``confidence`` is that of each interval: 0.99 keeps a 70-node graph's identical
     steps from flagging a node by chance. Rows: B's order, then names only in A.
     """
@@ -125,7 +128,7 @@ def paired_timing(paired: PairedTimes, key: str = "target", *, min_effect: float
         row = {key: name, "control_count": count_a, "test_count": count_b,
                "control_us": _typical(ta), "test_us": _typical(tb)}
         row.update(_paired_stats(ta, tb, picks, confidence) if ta is not None and tb is not None else {})
-        row["category"] = _category(count_a, count_b, row, paired.rounds, min_effect, floor_us)
+        row["category"] = _category(count_a, count_b, row, min_effect, floor_us)
         rows.append(row)
     df = pd.DataFrame(rows).reindex(columns=[key, "control_count", "test_count", "control_us", "test_us",
                                              "diff_duration", "diff_lo", "diff_hi", "ratio", "ratio_lo",
@@ -145,15 +148,20 @@ def _grouped(times: np.ndarray, keys: pd.Series) -> dict[str, tuple[int, np.ndar
 
 
 def _typical(times: np.ndarray | None) -> float:
-    return float(np.quantile(times, QUANTILE)) if times is not None and len(times) else np.nan
+    return float(np.nanquantile(times, QUANTILE)) if times is not None and np.isfinite(times).any() else np.nan
 
 
 def _paired_stats(ta: np.ndarray, tb: np.ndarray, picks: np.ndarray | None, confidence: float) -> dict:
     """Difference and ratio of the two sides' lower quartiles, with bootstrap intervals
     that resample whole rounds (A and B of a round stay together)."""
-    if picks is None:
+    valid = np.isfinite(ta) & np.isfinite(tb)  # rounds where neither side was preempted
+    if picks is None or valid.sum() < VERDICT_ROUNDS:
         return {}
-    qa, qb = np.quantile(ta[picks], QUANTILE, axis=1), np.quantile(tb[picks], QUANTILE, axis=1)
+    with warnings.catch_warnings():  # a resample may hold only preempted rounds: NaN, left out
+        warnings.simplefilter("ignore", RuntimeWarning)
+        qa, qb = np.nanquantile(ta[picks], QUANTILE, axis=1), np.nanquantile(tb[picks], QUANTILE, axis=1)
+    keep = np.isfinite(qa) & np.isfinite(qb)
+    qa, qb = qa[keep], qb[keep]
     tail = 100 * (1 - confidence) / 2
     lo_d, hi_d = np.percentile(qb - qa, [tail, 100 - tail])
     stats = {"diff_duration": _typical(tb) - _typical(ta), "diff_lo": float(lo_d), "diff_hi": float(hi_d),
@@ -164,14 +172,14 @@ def _paired_stats(ta: np.ndarray, tb: np.ndarray, picks: np.ndarray | None, conf
     return stats
 
 
-def _category(count_a: int, count_b: int, row: dict, rounds: int, min_effect: float, floor_us: float) -> str:
+def _category(count_a: int, count_b: int, row: dict, min_effect: float, floor_us: float) -> str:
     if count_a == 0:
         return "added"
     if count_b == 0:
         return "deleted"
     if count_a != count_b:
         return "increased" if count_b > count_a else "decreased"
-    if "diff_lo" not in row or rounds < VERDICT_ROUNDS:
+    if "diff_lo" not in row:  # fewer than VERDICT_ROUNDS undisturbed rounds
         return NOISY
     lo_d, hi_d, lo_r, hi_r = row["diff_lo"], row["diff_hi"], row["ratio_lo"], row["ratio_hi"]
     if -floor_us <= lo_d and hi_d <= floor_us:

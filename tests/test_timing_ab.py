@@ -1,5 +1,7 @@
 """Interleaved A/B timing: one run for both steps, and a verdict per row that says
 "too noisy to tell" when the spread does not allow one."""
+import time
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -7,6 +9,7 @@ import torch
 import torch.fx
 from torch import nn
 
+from fxviz._clock import Clock, instrument
 from fxviz.errors import FxvizError
 from fxviz.timing_ab import NOISY, PairedTimes, measure_pair, paired_timing
 
@@ -97,3 +100,33 @@ def test_too_few_rounds_give_no_verdict_on_time():
     assert set(paired_timing(few, "node")["category"]) == {NOISY}
     enough = synthetic(np.full((10, 4), 100.0), np.full((10, 4), 200.0))
     assert set(paired_timing(enough, "node")["category"]) == {"increased"}
+
+
+def nap(x):
+    time.sleep(0.002)  # off the CPU, as a preempted thread is
+    return x
+
+
+def test_a_node_whose_thread_was_off_the_cpu_is_left_out():
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x")
+    graph.output(graph.call_function(torch.relu, (graph.call_function(nap, (x,)),)))
+    gm = torch.fx.GraphModule(nn.Module(), graph)
+    clock = Clock(4, torch.device("cpu"), preemption=True)
+    flagged = np.zeros(4, dtype=int)
+    for _ in range(5):
+        clock.wall_us(instrument(gm, clock.tick), (torch.randn(4),), timed=True)
+        flagged += clock.preempted()
+    assert flagged[1] == 5 and flagged.sum() < 10  # the nap always; others only when this machine is busy
+    assert not Clock(4, torch.device("cpu")).preempted().any()  # not asked: nothing claimed
+    paired = measure_pair(gm, (torch.randn(4),), gm, (torch.randn(4),), warmup=0, repeats=12)
+    assert np.isnan(paired.times_a[:, 1]).all() and np.isfinite(paired.times_a[:, 2]).all()
+    assert paired_timing(paired, "node").set_index("node").loc["nap", "category"] == NOISY
+
+
+def test_preempted_rounds_are_left_out_of_the_verdict():
+    a = np.full((14, 4), 100.0)
+    b = np.full((14, 4), 101.0)
+    b[:10, 2] = np.nan  # four undisturbed rounds left: no verdict
+    df = paired_timing(synthetic(a, b), "node").set_index("node")
+    assert df.loc["n2", "category"] == NOISY and df.loc["n1", "category"] == "unchanged"
