@@ -8,9 +8,10 @@ from fxviz.trace import trace
 from fxviz.shapes import annotate
 from fxviz.graph import to_networkx
 from fxviz.render import Rendering, to_dot, to_svg
-from fxviz.profile import plot_profile, profile, profile_aten
+from fxviz.profiling import plot_profile, profile
+from fxviz.aten_breakdown import profile_aten
 from fxviz.check import CheckResult, check_outputs
-from fxviz.compare import Comparison, compare
+from fxviz.comparison import Comparison, compare
 from fxviz.session import Session, Step
 from fxviz import passes
 

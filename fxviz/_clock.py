@@ -1,4 +1,4 @@
-"""The timing engine behind :func:`fxviz.profile.profile`: clock stamps between nodes.
+"""The timing engine behind :func:`fxviz.profiling.profile`: clock stamps between nodes.
 
 A timed forward executes ``gm``'s own generated code with one ``tick(i)`` call before
 node i (:func:`instrument`), so what is measured is the forward the user runs, at well
@@ -15,6 +15,7 @@ import numpy as np
 import torch
 import torch.fx
 
+PREEMPTED_US = 50.0
 
 class Clock:
     """Stamps at node boundaries: ``tick(i)`` before node i, the last one as the timed
@@ -22,9 +23,10 @@ class Clock:
     nodes get device time without stalling the launch queue; other accelerators are
     synchronised at every stamp (slower, but honest)."""
 
-    def __init__(self, n: int, device: torch.device):
+    def __init__(self, n: int, device: torch.device, *, preemption: bool = False):
         self.n = n
         self._sync = _synchronizer(device)
+        self._cpu: list[int] | None = None  # thread CPU stamps, when asked to spot preemption
         if device.type == "cuda":
             events = [torch.cuda.Event(enable_timing=True) for _ in range(n + 1)]
 
@@ -36,7 +38,14 @@ class Clock:
             return
         stamps = [0] * (n + 1)
         sync, now = self._sync, time.perf_counter_ns
-        if device.type == "cpu":
+        if device.type == "cpu" and preemption:
+            cpu, cpu_now = [0] * (n + 1), time.thread_time_ns
+            self._cpu = cpu
+
+            def tick(i: int) -> None:
+                stamps[i] = now()
+                cpu[i] = cpu_now()
+        elif device.type == "cpu":
             def tick(i: int) -> None:
                 stamps[i] = now()
         else:
@@ -60,6 +69,17 @@ class Clock:
     def intervals_us(self) -> np.ndarray:
         """Per-node times (µs) of the last timed forward."""
         return np.asarray(self._read(), dtype=float)
+
+    def preempted(self) -> np.ndarray:
+        """Per node of the last timed forward (a clock made with ``preemption=True`` on
+        CPU): whether the thread was off the CPU for part of it (wall time exceeds its
+        CPU time by more than 50 µs and 10 %: a descheduling costs a time slice, far
+        more). All False where it cannot be told."""
+        if self._cpu is None:
+            return np.zeros(self.n, dtype=bool)
+        wall = self.intervals_us()
+        off_cpu = wall - np.diff(np.array(self._cpu, dtype=np.int64)) / 1e3
+        return off_cpu > PREEMPTED_US + 0.1 * wall
 
 
 def _synchronizer(device: torch.device) -> Callable[[], None]:

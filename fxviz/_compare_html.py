@@ -1,4 +1,4 @@
-"""HTML for :class:`fxviz.compare.Comparison`: a side-by-side code diff and the summary
+"""HTML for :class:`fxviz.comparison.Comparison`: a side-by-side code diff and the summary
 ``_repr_html_`` shows. Every string is escaped; colours follow JupyterLab's theme."""
 from __future__ import annotations
 
@@ -45,8 +45,7 @@ def comparison_html(cmp: Any) -> str:
     changes per target, and (folded) the changed nodes and the code diff."""
     counts = cmp.graph_diff["status"].value_counts()
     graph = ", ".join(f"{counts.get(s, 0)} {s}" for s in ("added", "removed", "changed", "unchanged"))
-    out = cmp.output_diff
-    outputs = f"max abs {out.max_abs:.3g}, max rel {out.max_rel:.3g}" + (f" ({out.note})" if out.note else "")
+    outputs = f"{cmp.output_diff.status} ({cmp.output_diff.message})"
     changed = cmp.graph_diff[cmp.graph_diff["status"] != "unchanged"]
     esc = html.escape
     return "".join([
@@ -54,7 +53,8 @@ def comparison_html(cmp: Any) -> str:
         '<div class="fxviz-compare">',
         f"<b>{esc(cmp.labels[0])} → {esc(cmp.labels[1])}</b>",
         f"<div>Nodes: {esc(graph)}. Outputs: {esc(outputs)}.</div>",
-        f"<div>Largest timing changes per target (µs, noise × {cmp.noise:g} of the spread):</div>",
+        f"<div>Largest timing changes per target (µs; both steps timed interleaved, "
+        f"{cmp.paired.rounds} rounds; changes under {cmp.min_effect:.0%} or inside the noise are not claimed):</div>",
         cmp.top().to_html(index=False, escape=True, float_format="{:.1f}".format, border=0),
         f"<details><summary>Changed nodes ({len(changed)})</summary>",
         changed.to_html(index=False, escape=True, border=0, na_rep=""),

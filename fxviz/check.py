@@ -1,11 +1,15 @@
 """Numeric check of a step: does it still compute what the original model computed?
 
-Outputs are compared leaf by leaf through nested tuples, lists, dicts and named
-tuples (``torch.topk``'s result included). Floating-point leaves pass when
-``max|a - b| <= atol + rtol * max|b|``: the error is measured against the scale of
-the output, not element by element, because a rewrite such as conv-BN fusion
-changes rounding in proportion to the size of the activations, and elementwise
-relative error explodes on outputs near zero. Integer and bool leaves must be equal.
+The one comparison of outputs in fxviz: the check and :class:`fxviz.comparison.Comparison`
+both use :func:`compare_outputs`. Outputs are compared leaf by leaf through nested
+tuples, lists, dicts and named tuples (``torch.topk``'s result included).
+Floating-point leaves pass when ``max|a - b| <= rtol * max|b|``: the error is
+measured against the scale of the output, not element by element (a rewrite such as
+conv-BN fusion changes rounding in proportion to the size of the activations, and
+elementwise relative error explodes on outputs near zero), and with no absolute
+floor, so an output that peaks at 1e-4 is judged as strictly as one that peaks at 1.
+A leaf that is zero everywhere in both has no scale: it is reported as not compared.
+NaN and inf must sit at the same places. Integer and bool leaves must be equal.
 """
 from __future__ import annotations
 
@@ -17,23 +21,26 @@ from typing import Any
 
 import torch
 import torch.fx
+from torch.utils._pytree import tree_map_only
 
 from fxviz._runtime import preserved_buffers
 
-# (atol, rtol) per dtype. float32: fusing conv+BN in a ResNet50 moves outputs by
-# about 1e-6 of their scale; 1e-4 leaves two decades of headroom for deeper
-# models while a wrong rewrite (errors of order 1e-2 and up) still fails.
-# Half types have 10 (float16) and 7 (bfloat16) mantissa bits.
-TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
-    torch.float64: (1e-10, 1e-7),
-    torch.float32: (1e-5, 1e-4),
-    torch.float16: (1e-3, 1e-2),
-    torch.bfloat16: (1e-2, 5e-2),
-    torch.complex64: (1e-5, 1e-4),
-    torch.complex128: (1e-10, 1e-7),
+# rtol per dtype, relative to the output's largest magnitude. float32: fusing conv+BN
+# in a ResNet50 moves outputs by about 1e-6 of their scale; 1e-4 leaves two decades
+# of headroom for deeper models while a wrong rewrite (a weight 1 % off moves outputs
+# by about 1e-2 of their scale) still fails. Half types have 10 (float16) and 7
+# (bfloat16) mantissa bits.
+TOLERANCES: dict[torch.dtype, float] = {
+    torch.float64: 1e-7,
+    torch.float32: 1e-4,
+    torch.float16: 1e-2,
+    torch.bfloat16: 5e-2,
+    torch.complex64: 1e-4,
+    torch.complex128: 1e-7,
 }
-EXACT = (0.0, 0.0)
-STATUSES = ("match", "expected to differ", "mismatch")
+#: "nothing compared": every floating-point output was zero in both (no scale to
+#: measure an error against); "error": the check itself could not run.
+STATUSES = ("match", "expected to differ", "mismatch", "nothing compared", "error")
 
 
 @dataclass(frozen=True)
@@ -42,9 +49,11 @@ class CheckResult:
 
     ``max_abs``: largest absolute difference over all inputs and output leaves.
     ``max_rel``: largest ``max|a - b| / max|b|`` of a leaf (error relative to the
-    output's scale). ``atol``/``rtol``: the tolerances of the leaf closest to failing.
-    ``status``: "match", "mismatch", or "expected to differ" for a step after a
-    semantics-changing pass (whatever the numbers say).
+    output's scale). ``atol``: the absolute error allowed for the leaf closest to
+    failing (``rtol`` times its scale); ``rtol``: that leaf's relative tolerance.
+    ``status``: one of :data:`STATUSES` ("expected to differ" for a step after a
+    semantics-changing pass, whatever the numbers say); ``message`` says what was
+    found and, for "nothing compared" and "error", what to do.
     """
 
     status: str
@@ -57,27 +66,36 @@ class CheckResult:
 
     @property
     def ok(self) -> bool:
-        """True unless the outputs differ where they should not."""
-        return self.status != "mismatch"
+        """True unless the outputs differ where they should not or the check failed."""
+        return self.status not in ("mismatch", "error")
+
+    @classmethod
+    def failed(cls, what: str, exc: BaseException, n_inputs: int, advice: str) -> CheckResult:
+        """The result of a check that could not run: the error and what to do."""
+        return cls("error", math.nan, math.nan, math.nan, math.nan, n_inputs,
+                   f"{what} failed: {type(exc).__name__}: {exc}. {advice}")
 
 
-def tolerances(dtype: torch.dtype) -> tuple[float, float]:
-    """``(atol, rtol)`` for outputs of ``dtype``; integers and bools are exact."""
-    return TOLERANCES.get(dtype, EXACT)
+def tolerance(dtype: torch.dtype) -> float:
+    """The relative tolerance for outputs of ``dtype``; integers and bools are exact (0)."""
+    return TOLERANCES.get(dtype, 0.0)
 
 
 def run_outputs(module: Callable[..., Any], inputs_list: Sequence[tuple]) -> list[Any]:
-    """``module(*inputs)`` for each input tuple, without autograd and with the same
-    random seed each time, so dropout in a training-mode model draws the same masks
-    at every step. Buffers of an ``nn.Module`` are restored afterwards."""
+    """``module(*inputs)`` for each input tuple, with the same random seed each time,
+    so dropout in a training-mode model draws the same masks at every step. Modules
+    run without autograd; a plain function runs with it, since a training step
+    (``torch.autograd.grad`` inside) needs it; outputs come back detached. Buffers
+    of an ``nn.Module`` are restored afterwards."""
     # A GraphModule's __call__ prints its code to stderr and imports torch._dynamo
     # (seconds) when the forward raises; callers report failures better themselves.
     call = module.forward if isinstance(module, torch.fx.GraphModule) else module
+    grad = not isinstance(module, torch.nn.Module)
     outputs = []
-    with torch.no_grad(), _buffers_kept(module):
+    with torch.set_grad_enabled(grad), _buffers_kept(module):
         for inputs in inputs_list:
             with seeded(inputs):
-                outputs.append(call(*inputs))
+                outputs.append(tree_map_only(torch.Tensor, torch.Tensor.detach, call(*inputs)))
     return outputs
 
 
@@ -109,35 +127,42 @@ def compare_outputs(
 ) -> CheckResult:
     """Compare two lists of outputs (one per input) leaf by leaf; see the module doc."""
     worst_abs = worst_rel = worst_ratio = 0.0
-    atol, rtol = EXACT
+    allowed_abs, rtol = 0.0, 0.0
     problems: list[str] = []
+    compared = unscaled = 0
     for i, (exp, act) in enumerate(zip(expected, actual, strict=True)):
         for path, e, a, problem in _pairs(exp, act, f"input {i}: output"):
             if problem:
                 problems.append(problem)
                 worst_abs = worst_rel = math.inf
                 continue
-            abs_err, scale, (leaf_atol, leaf_rtol) = _leaf_error(e, a)
-            allowed = leaf_atol + leaf_rtol * scale
+            abs_err, scale, leaf_rtol = _leaf_error(e, a)
+            if scale == 0 and abs_err == 0 and (e.is_floating_point() or e.is_complex()):
+                unscaled += 1  # all zero (or empty) in both: no scale to judge an error by
+                continue
+            compared += 1
+            allowed = leaf_rtol * scale
             ratio = abs_err / allowed if allowed else (math.inf if abs_err else 0.0)
             worst_abs = max(worst_abs, abs_err)
             worst_rel = max(worst_rel, abs_err / scale if scale else (math.inf if abs_err else 0.0))
             if ratio >= worst_ratio:
-                worst_ratio, atol, rtol = ratio, leaf_atol, leaf_rtol
+                worst_ratio, allowed_abs, rtol = ratio, allowed, leaf_rtol
             if ratio > 1:
                 problems.append(f"{path}: max abs error {abs_err:.3g} (scale {scale:.3g})")
-    within = not problems
-    if expected_to_differ:
+    if not (problems or compared):
+        status = "nothing compared"
+        message = ("every output is zero (or empty) in both, so nothing could be compared; "
+                   "check with inputs that give nonzero outputs")
+    elif expected_to_differ:
         status = "expected to differ"
         message = "a semantics-changing pass was applied; " + (
-            "outputs still match within tolerance" if within else f"outputs differ (max abs {worst_abs:.3g})"
-        )
-    elif within:
-        status, message = "match", f"outputs match (max abs {worst_abs:.3g}, max rel {worst_rel:.3g})"
+            f"outputs differ (max abs {worst_abs:.3g})" if problems else "outputs still match within tolerance")
+    elif problems:
+        status, message = "mismatch", "outputs differ beyond tolerance: " + "; ".join(problems[:3])
     else:
-        status = "mismatch"
-        message = "outputs differ beyond tolerance: " + "; ".join(problems[:3])
-    return CheckResult(status, worst_abs, worst_rel, atol, rtol, len(expected), message)
+        skipped = f"; {unscaled} all-zero output(s) not compared" if unscaled else ""
+        status, message = "match", f"outputs match (max abs {worst_abs:.3g}, max rel {worst_rel:.3g}){skipped}"
+    return CheckResult(status, worst_abs, worst_rel, allowed_abs, rtol, len(expected), message)
 
 
 def random_like(inputs: tuple, seed: int) -> tuple:
@@ -184,10 +209,10 @@ def _pairs(expected: Any, actual: Any, path: str) -> Iterator[tuple[str, Any, An
         yield path, None, None, f"{path}: expected {expected!r}, got {actual!r}"
 
 
-def _leaf_error(expected: torch.Tensor, actual: torch.Tensor) -> tuple[float, float, tuple[float, float]]:
-    """``(max abs error, max |expected|, tolerances)``; NaN and inf must sit at the same
+def _leaf_error(expected: torch.Tensor, actual: torch.Tensor) -> tuple[float, float, float]:
+    """``(max abs error, max |expected|, rtol)``; NaN and inf must sit at the same
     places with the same values, or the error is infinite."""
-    tol = tolerances(expected.dtype)
+    tol = tolerance(expected.dtype)
     e, a = expected.detach().cpu(), actual.detach().cpu().to(expected.dtype)
     if e.numel() == 0:
         return 0.0, 0.0, tol

@@ -94,8 +94,8 @@ def to_networkx(gm: torch.fx.GraphModule) -> nx.DiGraph:
     """A DiGraph keyed by node name, nodes in graph order.
 
     Graph attribute ``module_types``: module path -> class name. Node attributes: ``index, op, target, args, kwargs, num_users, users, module_path,
-    shape, dtype, stride, memory_format, flops, macs`` (shape fields and cost are None
-    until :func:`fxviz.annotate` has run). Edge attribute ``uses``: the argument
+    shape, dtype, stride, memory_format, flops, macs, bytes`` (shape fields and costs
+    are None until :func:`fxviz.annotate` has run, and where it could not count them). Edge attribute ``uses``: the argument
     positions, e.g. ``("args[0]", "args[1]")`` for ``x + x``.
     """
     with gc_paused():
@@ -121,6 +121,7 @@ def _to_networkx(gm: torch.fx.GraphModule) -> nx.DiGraph:
             module_path=node.meta.get("module_path"),
             flops=node.meta.get("flops"),
             macs=node.meta.get("macs"),
+            bytes=node.meta.get("bytes"),
             **_tensor_fields(node.meta.get("tensor_meta")),
         )
         for position, producer in _uses(node):

@@ -92,13 +92,14 @@ class Step:
 
     def profile(self, **kwargs: Any) -> Any:
         """``fxviz.profile(gm, example_inputs, **kwargs)``, computed once per kwargs."""
-        from fxviz.profile import profile
+        from fxviz.profiling import profile
 
         key = repr(sorted(kwargs.items()))
         if key not in self._profiles:
-            # FLOPs live on the annotated graph: annotation never touches ``gm`` itself.
+            # Costs live on the annotated graph: annotation never touches ``gm`` itself.
             flops = {name: attrs["flops"] for name, attrs in self.graph.nodes(data=True)}
-            self._profiles[key] = profile(self.gm, self.example_inputs, **{"flops": flops, **kwargs})
+            moved = {name: attrs.get("bytes") for name, attrs in self.graph.nodes(data=True)}
+            self._profiles[key] = profile(self.gm, self.example_inputs, **{"flops": flops, "moved": moved, **kwargs})
         return self._profiles[key]
 
     @property
@@ -111,6 +112,10 @@ class Step:
         from fxviz.report_static import step_html
 
         return step_html(self)
+
+    def drop_profile(self, **kwargs: Any) -> None:
+        """Forget the profile cached for ``kwargs`` (a disturbed one, to measure again)."""
+        self._profiles.pop(repr(sorted(kwargs.items())), None)
 
     def __repr__(self) -> str:
         check = self.check.status if self.check_done else "check pending"
@@ -235,9 +240,9 @@ class Session:
         return session
 
     def compare(self, i: int, j: int, **options: Any) -> Any:
-        """``fxviz.compare`` of steps ``i`` and ``j`` (``options``: its keyword arguments,
-        e.g. ``profile_kwargs={"budget_s": 1}``)."""
-        from fxviz.compare import compare
+        """``fxviz.compare`` of steps ``i`` and ``j``: its timings measure both steps in one
+        interleaved run (``options``: its keyword arguments, e.g. ``profile_kwargs={"budget_s": 1}``)."""
+        from fxviz.comparison import compare
 
         return compare(self._steps[i], self._steps[j], **options)
 
@@ -275,8 +280,14 @@ class Session:
             except Exception as exc:  # ran on the example inputs, fails on a random one
                 return CheckResult("mismatch", math.inf, math.inf, 0.0, 0.0, len(check_inputs),
                                    f"fails on a random input of the example's shapes: {type(exc).__name__}: {exc}")
+            try:
+                reference = self._reference()
+            except Exception as exc:  # a state the badge shows, never an exception lost in a thread
+                return CheckResult.failed("running the original model for the check", exc, len(check_inputs),
+                                          "Call it on the example inputs in a cell to see the traceback; "
+                                          "if only the example inputs work, use n_random_inputs=0.")
             outputs = [first, *rest] if fresh else rest
-            return compare_outputs(self._reference(), outputs, expected_to_differ=differs)
+            return compare_outputs(reference, outputs, expected_to_differ=differs)
 
         return Step(index, gm, action, check_inputs[0], check_inputs, to_networkx(scratch), differs, check)
 

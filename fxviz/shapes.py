@@ -7,6 +7,7 @@ import torch
 import torch.fx
 from torch.fx.node import map_aggregate
 from torch.fx.passes.shape_prop import TensorMetadata, _extract_tensor_metadata
+from torch.utils._pytree import tree_leaves
 from torch.utils.flop_counter import FlopCounterMode
 
 from fxviz._runtime import preserved_buffers
@@ -14,15 +15,28 @@ from fxviz.errors import FxvizError
 from fxviz.trace import as_inputs
 
 
-class _Annotator(torch.fx.Interpreter):
-    """Runs each node once, recording its output metadata and the FLOPs it issued."""
+class _Counter(FlopCounterMode):
+    """A FlopCounterMode that also says whether any operator it has a formula for ran:
+    FLOPs of an operator without one (BatchNorm, ReLU, add) are unknown, not zero."""
 
-    def __init__(self, gm: torch.fx.GraphModule, counter: FlopCounterMode):
+    counted = False
+
+    def _count_flops(self, func_packet, out, args, kwargs):  # torch's hook, one call per operator
+        self.counted = self.counted or func_packet in self.flop_registry
+        return super()._count_flops(func_packet, out, args, kwargs)
+
+
+class _Annotator(torch.fx.Interpreter):
+    """Runs each node once, recording its output metadata, the FLOPs it issued and
+    the bytes it reads and writes."""
+
+    def __init__(self, gm: torch.fx.GraphModule, counter: _Counter):
         super().__init__(gm)
         self.counter = counter
 
     def run_node(self, n: torch.fx.Node) -> Any:
         before = self.counter.get_total_flops()
+        self.counter.counted = False
         try:
             result = super().run_node(n)
         except Exception as exc:
@@ -33,14 +47,29 @@ class _Annotator(torch.fx.Interpreter):
             )
             error.node_name = n.name
             raise error from exc
-        flops = self.counter.get_total_flops() - before
         meta = map_aggregate(result, lambda v: _extract_tensor_metadata(v) if isinstance(v, torch.Tensor) else v)
         if _has_tensor(meta):
             n.meta["tensor_meta"] = meta
-        n.meta["flops"] = int(flops)
+        flops = self.counter.get_total_flops() - before if self.counter.counted else None
+        n.meta["flops"] = flops
         # flop_counter counts a multiply-add as 2 FLOPs in matmul/conv, the ops that own MACs.
-        n.meta["macs"] = int(flops) // 2
+        n.meta["macs"] = None if flops is None else flops // 2
+        n.meta["bytes"] = self._bytes_moved(n, result)
         return result
+
+    def _bytes_moved(self, n: torch.fx.Node, result: Any) -> int | None:
+        """Bytes of the tensors a computing node reads (its inputs and, for a module,
+        its parameters and buffers) and writes (its outputs), each tensor once: what a
+        memory-bound op costs. An upper bound for views, which move nothing."""
+        if not n.op.startswith("call_"):
+            return None
+        args, kwargs = self.fetch_args_kwargs_from_env(n)
+        tensors = [*tree_leaves((args, kwargs)), *tree_leaves(result)]
+        if n.op == "call_module":
+            module = self.fetch_attr(n.target)
+            tensors += [*module.parameters(), *module.buffers()]
+        unique = {id(t): t for t in tensors if isinstance(t, torch.Tensor)}
+        return sum(t.numel() * t.element_size() for t in unique.values())
 
 
 def _has_tensor(meta: Any) -> bool:
@@ -56,7 +85,10 @@ def _has_tensor(meta: Any) -> bool:
 def annotate(gm: torch.fx.GraphModule, example_inputs: Any) -> torch.fx.GraphModule:
     """Run ``gm`` once on ``example_inputs`` and record, per node, ``meta["tensor_meta"]``
     (shape, dtype, stride, memory format; nested for tuple outputs), ``meta["flops"]``
-    and ``meta["macs"]``. Buffers are restored afterwards, so the model is unchanged."""
+    and ``meta["macs"]`` (None where ``torch.utils.flop_counter`` has no formula for
+    any operator the node ran: not counted is not zero) and ``meta["bytes"]`` (bytes
+    read and written by a call node; None for others). Buffers are restored
+    afterwards, so the model is unchanged."""
     annotated_run(gm, example_inputs)
     return gm
 
@@ -64,7 +96,7 @@ def annotate(gm: torch.fx.GraphModule, example_inputs: Any) -> torch.fx.GraphMod
 def annotated_run(gm: torch.fx.GraphModule, example_inputs: Any) -> Any:
     """:func:`annotate`, returning the outputs of the run: one forward then serves
     both the drawing and a numeric check, and proves the graph runs at all."""
-    with torch.no_grad(), preserved_buffers(gm), FlopCounterMode(display=False) as counter:
+    with torch.no_grad(), preserved_buffers(gm), _Counter(display=False) as counter:
         return _Annotator(gm, counter).run(*as_inputs(example_inputs))
 
 

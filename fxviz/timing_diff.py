@@ -1,7 +1,7 @@
 """Timing difference of two profiles in HTA TraceDiff's terms: per name (target, node or
 kind), counts and total time in control and test, their differences, and a category.
 
-Pure functions on the DataFrames :func:`fxviz.profile.profile` returns.
+Pure functions on the DataFrames :func:`fxviz.profiling.profile` returns.
 """
 from __future__ import annotations
 
@@ -65,7 +65,7 @@ def _aggregate(profile: pd.DataFrame, key: str) -> pd.DataFrame:
     if missing:
         raise FxvizError(
             f"Cannot diff timings: the profile has no column(s) {missing}. Pass DataFrames from "
-            "fxviz.profile.profile, and a key among their columns (target, node, kind)."
+            "fxviz.profiling.profile, and a key among their columns (target, node, kind)."
         )
     groups = profile.assign(_spread=profile["p75_us"] - profile["p25_us"]).groupby(key, sort=False)
     return pd.DataFrame({"count": groups.size(), "us": groups["median_us"].sum(), "spread": groups["_spread"].sum()})

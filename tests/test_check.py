@@ -1,12 +1,13 @@
 """The numeric check: dtype-aware tolerances, nested outputs, honest statuses."""
 import collections
+import copy
 import math
 
 import pytest
 import torch
 from torch import nn
 
-from fxviz.check import CheckResult, check_outputs, compare_outputs, random_like, run_outputs, tolerances
+from fxviz.check import CheckResult, check_outputs, compare_outputs, random_like, run_outputs, tolerance
 
 
 def test_identical_outputs_match_with_zero_error():
@@ -35,8 +36,8 @@ def test_an_error_beyond_tolerance_is_a_mismatch_that_names_the_leaf():
 
 
 def test_tolerances_depend_on_dtype():
-    assert tolerances(torch.float16)[1] > tolerances(torch.float32)[1] > tolerances(torch.float64)[1]
-    assert tolerances(torch.int64) == (0.0, 0.0)
+    assert tolerance(torch.float16) > tolerance(torch.float32) > tolerance(torch.float64)
+    assert tolerance(torch.int64) == 0.0
     base = torch.ones(8)
     nudged = base + 2e-3
     assert compare_outputs([base.half()], [nudged.half()]).status == "match"
@@ -111,3 +112,80 @@ def test_run_outputs_draws_the_same_dropout_masks_and_keeps_buffers():
     first, second = run_outputs(model, inputs), run_outputs(model, inputs)
     assert torch.equal(first[0], second[0])
     assert torch.equal(model[0].running_mean, torch.zeros(4))
+
+
+def test_tolerance_is_relative_to_a_tiny_output():
+    """Outputs that peak at 1e-4 with one conv weight 1 % off: a mismatch (an absolute
+    floor of 1e-5 used to swamp the 1.7 % relative error and say "match")."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.Flatten(), nn.Linear(4 * 6 * 6, 5)).eval()
+    inputs = [(torch.randn(1, 3, 8, 8),)]
+    with torch.no_grad():
+        model[2].weight.mul_(1e-4 / model(*inputs[0]).abs().max())
+        model[2].bias.zero_()
+    changed = copy.deepcopy(model)
+    with torch.no_grad():
+        changed[0].weight.mul_(1.01)  # the conv's weight 1 % off
+    assert 5e-5 < float(run_outputs(model, inputs)[0].abs().max()) < 2e-4
+    result = check_outputs(model, changed, inputs)
+    assert result.status == "mismatch" and result.max_rel > 1e-3
+    assert check_outputs(model, copy.deepcopy(model), inputs).status == "match"
+
+
+def test_all_zero_outputs_say_nothing_was_compared():
+    result = compare_outputs([torch.zeros(3)], [torch.zeros(3)])
+    assert result.status == "nothing compared" and result.ok
+    assert "nothing could be compared" in result.message
+    assert compare_outputs([torch.zeros(3)], [torch.tensor([0.0, 1e-9, 0.0])]).status == "mismatch"
+    mixed = compare_outputs([(torch.zeros(3), torch.ones(2))], [(torch.zeros(3), torch.ones(2))])
+    assert mixed.status == "match" and "1 all-zero output(s) not compared" in mixed.message
+
+
+def test_nan_in_one_output_only_is_a_mismatch():
+    result = compare_outputs([torch.tensor([1.0, 2.0])], [torch.tensor([1.0, float("nan")])])
+    assert result.status == "mismatch" and math.isinf(result.max_abs)
+
+
+def test_a_training_step_returning_gradients_is_checked():
+    """A function calling torch.autograd.grad runs with autograd on (it used to fail with
+    'element 0 of tensors does not require grad'); its outputs come back detached."""
+    model = nn.Sequential(nn.Linear(4, 3), nn.ReLU(), nn.Linear(3, 1))
+
+    def step(x):
+        return torch.autograd.grad(model(x).sum(), [model[0].weight])
+
+    inputs = [(torch.randn(5, 4),)]
+    (grad,) = run_outputs(step, inputs)[0]
+    assert grad.shape == (3, 4) and not grad.requires_grad and float(grad.abs().max()) > 0
+    assert check_outputs(step, step, inputs).status == "match"
+
+
+def test_a_check_that_cannot_run_is_an_error_state_with_advice():
+    result = CheckResult.failed("running the model", RuntimeError("boom"), 3, "Try X.")
+    assert (result.status, result.ok, result.n_inputs) == ("error", False, 3)
+    assert result.message == "running the model failed: RuntimeError: boom. Try X."
+
+
+def test_a_make_fx_training_step_session_checks_and_a_failing_reference_is_an_error():
+    from fxviz import Session
+
+    model = nn.Sequential(nn.Linear(4, 3), nn.ReLU(), nn.Linear(3, 1))
+
+    def step(x):
+        return torch.autograd.grad(model(x).sum(), [model[0].weight])
+
+    session = Session(step, (torch.randn(5, 4),), tracer="make_fx", module=model)
+    assert session.current.check.status == "match" and session.current.check.n_inputs == 3
+
+    calls = []
+
+    def flaky(x):  # runs while tracing, fails when the check runs it again
+        calls.append(1)
+        if len(calls) > 1:
+            raise ValueError("only once")
+        return x * 2
+
+    broken = Session(flaky, (torch.ones(2),), tracer="make_fx")
+    check = broken.current.check  # no exception: a state with the error and advice
+    assert check.status == "error" and "ValueError: only once" in check.message
+    assert "n_random_inputs=0" in check.message and broken.current.check_done

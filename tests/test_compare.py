@@ -1,4 +1,5 @@
 """Comparing two steps: code, graph, timing (TraceDiff's categories) and outputs."""
+import math
 import operator
 import re
 from types import SimpleNamespace
@@ -7,6 +8,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 
+import numpy as np
 import pandas as pd
 import pytest
 import torch
@@ -15,9 +17,11 @@ import torchvision
 from torch import nn
 from torch.fx.experimental.optimization import fuse
 
-from fxviz.compare import code_diff_html, compare, graph_diff
+from fxviz import timing_ab
+from fxviz.comparison import code_diff_html, compare, graph_diff
 from fxviz.errors import FxvizError
-from fxviz.profile import profile
+from fxviz.profiling import profile
+from fxviz.timing_ab import PairedTimes
 from fxviz.timing_diff import diff_timing, plot_top, top_changes
 from fxviz.trace import trace
 
@@ -138,7 +142,7 @@ def test_fusion_deletes_every_batchnorm_target_and_keeps_the_convs(fusion):
     assert len(convs) == 20
     assert set(nodes.loc[convs, "status"]) == {"changed"} and set(nodes.loc[convs, "detail"]) == {"module"}
     conv_timing = fusion.timing_by_node.set_index("node").loc[convs, "category"]
-    assert set(conv_timing) <= {"increased", "decreased", "unchanged"}
+    assert set(conv_timing) <= {"increased", "decreased", "unchanged", "too noisy to tell"}
     assert (nodes["status"] == "removed").sum() == 20 and (nodes["status"] == "added").sum() == 0
 
 
@@ -157,12 +161,12 @@ def test_code_diff_of_fusion_removes_exactly_the_batchnorm_lines(fusion):
 
 
 def test_fused_outputs_match_and_marks_colour_step_b(fusion):
-    assert fusion.output_diff.max_abs < 1e-4 and fusion.output_diff.note == ""
+    assert fusion.output_diff.status == "match" and fusion.output_diff.max_abs < 1e-4
     marks = fusion.node_marks()
     assert list(marks) == [n.name for n in fusion.step_b.gm.graph.nodes]
     assert set(marks.values()) <= {"faster", "slower", "unchanged"}
     assert "added" not in marks.values()
-    assert fusion.step_b.profile().attrs["repeats"] == 3  # profiled as profile_kwargs asked
+    assert fusion.paired.rounds == 3  # measured as profile_kwargs asked
 
 
 # -- small graphs with known differences --------------------------------------------
@@ -193,30 +197,48 @@ def test_graph_diff_reports_changed_targets_and_added_nodes():
     assert graph_diff(gm_a, extra).set_index("node").loc["_1", "status"] == "added"
 
 
-def test_node_marks_from_synthetic_profiles():
+def test_node_marks_from_a_synthetic_interleaved_run():
     gm_a = torch.fx.symbolic_trace(AddRelu())
-    gm_b = torch.fx.symbolic_trace(nn.Sequential(AddRelu(), nn.Tanh()))
-    names_b = [n.name for n in gm_b.graph.nodes]  # input, add, relu, _1, output
-    prof_a = timings([("x", 1, 1, 1), ("add", 10, 9, 11), ("relu", 10, 9, 11), ("output", 1, 1, 1)])
-    prof_a["node"] = ["input_1", "add", "relu", "output"]
-    prof_b = timings([("x", 1, 1, 1), ("add", 50, 49, 51), ("relu", 2, 2, 2), ("tanh", 5, 5, 5), ("output", 1, 1, 1)])
-    prof_b["node"] = names_b
+    gm_b = torch.fx.symbolic_trace(nn.Sequential(AddRelu(), nn.Tanh()))  # input, add, relu, _1, output
+    rounds = np.arange(20) % 3  # a little scatter, the same in both
+    times_a = np.stack([1 + 0 * rounds, 10 + rounds, 10 + rounds, 1 + 0 * rounds], axis=1).astype(float)
+    times_b = np.stack([1 + 0 * rounds, 50 + rounds, 2 + 0 * rounds, 5 + rounds, 1 + 0 * rounds], axis=1)
+    paired = PairedTimes(times_a, times_b.astype(float), timing_ab._keys(gm_a), timing_ab._keys(gm_b))
     x = (torch.randn(3),)
-    cmp = compare(make_step(0, gm_a, x, prof_a), make_step(1, gm_b, x, prof_b))
+    cmp = compare(make_step(0, gm_a, x), make_step(1, gm_b, x), paired=paired)
     marks = cmp.node_marks()
-    assert marks["add"] == "slower" and marks["relu"] == "faster" and marks["_1"] == "added"
-    assert marks["output"] == "unchanged"
+    assert marks == {"input_1": "added", "add": "slower", "relu": "faster", "_1": "added", "output": "unchanged"}
+    assert cmp.timing_by_node.set_index("node").loc["add", "ratio"] == 5.0  # lower quartiles: 50 against 10
 
 
 def test_output_diff_measures_and_explains():
     gm = torch.fx.symbolic_trace(AddRelu())
     x = (torch.full((4,), 3.0),)
     changed = compare(make_step(0, gm, x), make_step(1, with_mul(gm), x)).output_diff
-    assert (changed.max_abs, changed.max_rel) == (3.0, 0.5)  # 9 against 6, relative to 6
+    assert (changed.status, changed.max_abs, changed.max_rel) == ("mismatch", 3.0, 0.5)  # 9 against 6
     other_shape = torch.fx.symbolic_trace(nn.Flatten(0))
     ones = (torch.ones(2, 2),)
     mismatch = compare(make_step(0, gm, ones), make_step(1, other_shape, ones)).output_diff
-    assert mismatch.max_abs != mismatch.max_abs and "shape (2, 2) against (4,)" in mismatch.note
+    assert mismatch.status == "mismatch" and math.isinf(mismatch.max_abs)
+    assert "expected a tensor of shape (2, 2), got a tensor of shape (4,)" in mismatch.message
+
+
+class Const(nn.Module):
+    def __init__(self, value):
+        super().__init__()
+        self.register_buffer("value", torch.tensor(value))
+
+    def forward(self, x):
+        return self.value + 0 * x
+
+
+def test_output_diff_is_the_checks_comparison_nan_included():
+    """[1, 2] against [1, nan]: the NaN is a difference, not a zero (it was max_abs=0.0)."""
+    x = (torch.zeros(2),)
+    a, b = torch.fx.symbolic_trace(Const([1.0, 2.0])), torch.fx.symbolic_trace(Const([1.0, float("nan")]))
+    diff = compare(make_step(0, a, x), make_step(1, b, x)).output_diff
+    assert diff.status == "mismatch" and math.isinf(diff.max_abs)
+    assert compare(make_step(0, b, x), make_step(1, b, x)).output_diff.status == "match"
 
 
 class Odd(nn.Module):

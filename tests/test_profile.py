@@ -16,11 +16,13 @@ from torch import nn
 
 from fxviz._clock import instrument
 from fxviz.errors import FxvizError
-from fxviz.profile import _table, attribute_events, plot_profile, profile, profile_aten
+from fxviz.aten_breakdown import attribute_events, profile_aten
+from fxviz.profiling import _table, plot_profile, profile
 from fxviz.shapes import annotate
 from fxviz.trace import trace
 
-COLUMNS = ["node", "op", "target", "kind", "module_path", "median_us", "p25_us", "p75_us", "share", "flops", "gflops"]
+COLUMNS = ["node", "op", "target", "kind", "module_path", "median_us", "p25_us", "p75_us", "share", "flops", "gflops",
+           "bytes", "gbps"]
 
 
 @pytest.fixture(scope="module")
@@ -109,7 +111,7 @@ def test_overhead_pairs_each_plain_forward_with_the_timed_one_after_it():
     nodes = list(gm.graph.nodes)
     times = np.ones((5, 3))
     # a burst slows repeat 2 only; the paired differences are 3, 6, 9 µs
-    df = _table(gm, nodes, [None] * 3, torch.device("cpu"), 1,
+    df = _table(gm, nodes, {}, torch.device("cpu"), 1,
                 plain=[100, 500, 100], profiled=[103, 104, 506, 900, 109], times=times)
     assert df.attrs["overhead_per_node_us"] == pytest.approx(6 / 3)
     assert (df.attrs["plain_forward_us"], df.attrs["profiled_forward_us"]) == (100, 109)
@@ -120,8 +122,12 @@ def test_flops_come_from_annotate_and_give_achieved_rate(resnet18_profile):
     assert rows.loc["conv1", "flops"] == 2 * 64 * 3 * 7 * 7 * 32 * 32
     assert rows.loc["conv1", "gflops"] == pytest.approx(
         rows.loc["conv1", "flops"] / rows.loc["conv1", "median_us"] / 1e3)
+    assert np.isnan(rows.loc["bn1", "flops"]) and np.isnan(rows.loc["bn1", "gflops"])  # not counted, not 0
+    assert rows.loc["bn1", "bytes"] == 4 * (2 * 64 * 32 * 32 + 4 * 64) + 8
+    assert rows.loc["bn1", "gbps"] == pytest.approx(rows.loc["bn1", "bytes"] / rows.loc["bn1", "median_us"] / 1e3)
     unannotated = profile(torch.fx.symbolic_trace(nn.Linear(4, 4)), torch.randn(2, 4), warmup=0, repeats=1)
     assert unannotated["flops"].isna().all() and unannotated["gflops"].isna().all()
+    assert unannotated["bytes"].isna().all()
     assert unannotated["module_path"].isna().all()
     given = profile(torch.fx.symbolic_trace(nn.Linear(4, 4)), torch.randn(2, 4), warmup=0, repeats=1,
                     flops={"linear": 64})  # e.g. annotated on a copy of the graph
@@ -230,3 +236,25 @@ def test_plot_profile_draws_the_slowest_nodes(resnet18_profile):
     labels = [t.get_text() for t in ax.get_yticklabels()]
     assert len(ax.patches) == 5
     assert labels[-1] == resnet18_profile.loc[resnet18_profile["median_us"].idxmax(), "node"]
+
+
+def test_overhead_is_never_negative_and_says_when_it_is_below_resolution():
+    gm = torch.fx.symbolic_trace(nn.ReLU())
+    nodes, times = list(gm.graph.nodes), np.ones((4, 3))
+    # a busy machine: the timed forwards ran faster than the plain ones before them
+    df = _table(gm, nodes, {}, torch.device("cpu"), 1,
+                plain=[200, 190], profiled=[150, 300, 180, 310], times=times)
+    assert df.attrs["overhead_per_node_us"] == 0.0 and df.attrs["overhead_below_resolution"]
+    assert df.attrs["spread"] == pytest.approx((302.5 - 172.5) / 240)
+    clear = _table(gm, nodes, {}, torch.device("cpu"), 1,
+                   plain=[100, 100], profiled=[106, 106, 106, 106], times=times)
+    assert clear.attrs["overhead_per_node_us"] == pytest.approx(2.0) and not clear.attrs["overhead_below_resolution"]
+
+
+def test_a_profile_records_its_conditions_and_noise():
+    df = profile(torch.fx.symbolic_trace(nn.Linear(4, 4)), torch.randn(2, 4), warmup=1, repeats=5)
+    taken = df.attrs["conditions"]
+    assert taken["threads"] == torch.get_num_threads() and taken["device"] == "cpu"
+    assert taken["cpu_count"] >= 1 and taken["load"] >= 0 and taken["load_after"] >= 0
+    busy = max(taken["load"], taken["load_after"]) > taken["cpu_count"]
+    assert df.attrs["noisy"] == (busy or df.attrs["spread"] > 0.10)

@@ -17,7 +17,20 @@ def test_conv_flops_match_the_formula(resnet18, small_image):
     # conv1: 64 out channels, 3x7x7 kernel, 32x32 output positions, 2 FLOPs per MAC
     assert g.nodes["conv1"]["macs"] == 64 * 3 * 7 * 7 * 32 * 32
     assert g.nodes["conv1"]["flops"] == 2 * g.nodes["conv1"]["macs"]
-    assert g.nodes["relu"]["flops"] == 0
+    assert g.nodes["relu"]["flops"] is None and g.nodes["relu"]["macs"] is None  # not counted is not zero
+
+
+def test_ops_without_a_flop_formula_are_not_counted_and_bytes_moved_are(resnet18, small_image):
+    g = fxviz.to_networkx(fxviz.annotate(fxviz.trace(resnet18), small_image))
+    for name in ("bn1", "relu", "maxpool", "add", "x", "output"):
+        assert g.nodes[name]["flops"] is None, name
+    assert g.nodes["fc"]["flops"] == 2 * 512 * 1000 * small_image.shape[0]
+    # bn1 reads its 1x64x32x32 input, 4 float vectors of 64 and an int64 counter; writes 1x64x32x32
+    batch = small_image.shape[0]
+    assert g.nodes["bn1"]["bytes"] == 4 * (2 * batch * 64 * 32 * 32 + 4 * 64) + 8
+    # layer1's first add reads two 1x64x16x16 tensors and writes one
+    assert g.nodes["add"]["bytes"] == 4 * 3 * batch * 64 * 16 * 16
+    assert g.nodes["x"]["bytes"] is None
 
 
 def test_annotate_restores_training_mode_batchnorm_statistics():

@@ -67,6 +67,7 @@ COLUMNS = [
     {"key": "module_path", "label": "module"},
     {"key": "shape", "label": "shape"},
     {"key": "flops", "label": "FLOPs", "numeric": True},
+    {"key": "bytes", "label": "bytes moved", "numeric": True},
     {"key": "time_us", "label": "time (µs)", "numeric": True, "digits": 1},
     {"key": "share", "label": "share (%)", "numeric": True, "digits": 1},
 ]
@@ -224,6 +225,7 @@ class Explorer(w.VBox):
 
     # --- showing the session ---------------------------------------------------
     def _on_session(self, _: Session) -> None:
+        self.profiler.disturb()  # e.g. a pass applied in another cell: a profile in flight is retaken
         try:
             self._refresh()
         except Exception as exc:  # raising here would break the caller's session.apply
@@ -246,13 +248,11 @@ class Explorer(w.VBox):
         """Show what is known now; profile what the panels need (the current step, and
         the previous one for the diff colouring), showing the result when it arrives."""
         step = self.session.current
-        wanted = [step]
-        if self.graph.color_mode == "diff" and step.index > 0:
-            wanted.insert(0, self.session.steps[step.index - 1])
+        pairs = [(self.session.steps[step.index - 1], step)] if self.graph.color_mode == "diff" and step.index else []
         self._show_measured()  # draw what is known before any measuring competes for the CPU
         timings, checked = self.profiler.known(step), step.check_done
-        self.profiler.request(wanted, lambda: self._measured(step), force=force)
-        if self.profiler.known(step) is not timings or step.check_done != checked:  # measured inline
+        self.profiler.request([step], lambda: self._measured(step), pairs=pairs, force=force)
+        if self.profiler.known(step) is not timings or step.check_done != checked or pairs:  # measured inline?
             self._show_measured()
 
     def _measured(self, step: Any) -> None:
@@ -320,15 +320,18 @@ class Explorer(w.VBox):
             return {}, ""
         if mode == "diff" and step.index == 0:
             return {}, "step 0 has no previous step: coloured by op"
-        steps = [step] if mode == "time" else [self.session.steps[step.index - 1], step]
-        timings = [self.profiler.known(s) for s in steps]
+        if mode == "diff":  # both steps timed in one interleaved run, never two cached profiles
+            compared = self.profiler.compared(self.session.steps[step.index - 1], step)
+            if compared is None or compared.error:
+                why = compared.error if compared else "waiting for the A/B timing of both steps"
+                return {}, f"diff: {why}; coloured by op"
+            marks = compared.comparison.node_marks()
+            return {"color_by": "diff", "marks": marks}, f"diff against step {step.index - 1} (A/B, beyond noise)"
+        timings = [self.profiler.known(step)]
         if any(t is None or t.error for t in timings):
             return {}, f"{mode}: {_why_untimed(self.profiler, timings)}; coloured by op"
-        if mode == "time":
-            table = timings[0].table
-            return {"color_by": "time", "values": dict(zip(table["node"], table["share"]))}, "time share (%)"
-        marks = self.profiler.comparison(*steps).node_marks()
-        return {"color_by": "diff", "marks": marks}, f"diff against step {step.index - 1}"
+        table = timings[0].table
+        return {"color_by": "time", "values": dict(zip(table["node"], table["share"]))}, "time share (%)"
 
     def _on_selected(self, change: dict[str, Any]) -> None:
         with self._ui:
@@ -388,6 +391,7 @@ def _rows(graph: Any, timings: Timings | None) -> list[dict[str, Any]]:
             "index": a["index"], "name": name, "op": a["op"], "target": a["target"],
             "module_path": a["module_path"] or "", "shape": shape_text(a["shape"]),
             "flops": None if a["flops"] is None else int(a["flops"]),
+            "bytes": a.get("bytes"),
             "time_us": float(table.at[name, "median_us"]) if timed else None,
             "share": float(table.at[name, "share"]) if timed else None,
         })

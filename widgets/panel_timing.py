@@ -4,34 +4,50 @@ decreased), with the top changes as a table and a chart."""
 from __future__ import annotations
 
 import io
+import re
 from collections.abc import Callable
 from typing import Any
 
 import ipywidgets as w
 
 from fxviz._html import escape
-from fxviz.profile import plot_profile
-from fxviz.timing_diff import CATEGORIES
+from fxviz.profiling import plot_profile
+from fxviz.timing_ab import CATEGORIES
 
 from .profiling import Profiler, Timings
 
 TOP = 15
 TIMING_COLUMNS = ["node", "kind", "median_us", "p25_us", "p75_us", "share"]
-DIFF_COLUMNS = ["control_us", "test_us", "diff_duration", "control_count", "test_count", "category"]
+DIFF_COLUMNS = ["control_us", "test_us", "diff_duration", "ratio", "ratio_lo", "ratio_hi", "control_count",
+                "test_count", "category"]
 
 
-def chart_png(draw: Callable[[Any], Any], rows: int) -> bytes:
-    """A PNG of ``draw(ax)`` on a white card (readable in light and dark themes).
-    Uses a bare Figure, not pyplot: no global state, safe off the main thread.
+INK = "#010203"  # drawn in this colour, then swapped for the theme's text colour
+
+
+def chart_svg(draw: Callable[[Any], Any], rows: int) -> str:
+    """An inline SVG of ``draw(ax)`` on a transparent background whose text and axes
+    take JupyterLab's font colour (``--jp-ui-font-color1``): readable in light and dark
+    themes. Uses a bare Figure, not pyplot: no global state, safe off the main thread.
     Imported here: matplotlib costs half a second, which the first graph should not wait for."""
+    import matplotlib
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(6, 0.28 * rows + 1.2), facecolor="white")
-    draw(fig.subplots())
-    fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=90)
-    return buf.getvalue()
+    ink = {key: INK for key in ("text.color", "axes.labelcolor", "axes.edgecolor", "xtick.color", "ytick.color")}
+    with matplotlib.rc_context({**ink, "svg.fonttype": "none", "font.size": 9}):
+        fig = Figure(figsize=(6, 0.28 * rows + 1.2), facecolor="none")
+        ax = fig.subplots()
+        ax.set_facecolor("none")
+        draw(ax)
+        fig.tight_layout()
+        buf = io.StringIO()
+        fig.savefig(buf, format="svg", transparent=True)
+    svg = buf.getvalue()
+    svg = svg[svg.index("<svg"):]  # inline: no XML prolog or doctype
+    # Scale down with the panel (the viewBox keeps the proportions), never up past its size.
+    svg = re.sub(r'<svg([^>]*?) width="([\d.]+pt)" height="[\d.]+pt"', r'<svg\1 width="100%" style="max-width: \2"',
+                 svg, count=1)
+    return svg.replace(INK, "var(--jp-ui-font-color1, #333)")
 
 
 def table_html(df: Any) -> str:
@@ -52,7 +68,7 @@ class TimingPanel(w.VBox):
         self.profile_button = w.Button(description="profile this step", icon="clock-o")
         self.profile_button.add_class("fxviz-profile")
         self.profile_button.on_click(lambda _: profile_step())
-        self.chart = w.Image(format="png", layout=w.Layout(display="none", max_width="100%"))
+        self.chart = w.HTML(layout=w.Layout(display="none", max_width="100%"))
         self.chart.add_class("fxviz-timing-chart")
         self.table = w.HTML()
         self.table.add_class("fxviz-timing-table")
@@ -67,7 +83,7 @@ class TimingPanel(w.VBox):
         self.compare_button.on_click(lambda _: self.compare())
         self.comparison = w.HTML()
         self.comparison.add_class("fxviz-compare-result")
-        self.comparison_chart = w.Image(format="png", layout=w.Layout(display="none", max_width="100%"))
+        self.comparison_chart = w.HTML(layout=w.Layout(display="none", max_width="100%"))
         self.comparison_chart.add_class("fxviz-compare-chart")
         super().__init__([
             self.summary, self.profile_button, self.chart, self.table,
@@ -84,7 +100,7 @@ class TimingPanel(w.VBox):
             self.step_a.options = self.step_b.options = options
             self.step_a.value, self.step_b.value = max(session.index - 1, 0), session.index
         self._session, self._step = session, session.current
-        self.profile_button.layout.display = "none" if timings is not None and not timings.error else ""
+        self.profile_button.layout.display = "none" if timings is not None and not (timings.error or timings.noisy) else ""
         if timings is None or timings.error:
             self.summary.value = _pending_text(self._profiler, timings)
             self.table.value = ""
@@ -93,34 +109,34 @@ class TimingPanel(w.VBox):
         df, attrs = timings.table, timings.table.attrs
         self.summary.value = escape(
             f"Step {session.index}: forward {attrs['plain_forward_us']:.0f} µs "
-            f"({attrs['profiled_forward_us']:.0f} µs profiled, {attrs['overhead_per_node_us']:.1f} µs overhead "
-            f"per node), median of {attrs['repeats']} repeats on {attrs['device']}.")
+            f"({attrs['profiled_forward_us']:.0f} µs profiled, {_overhead(attrs)}), "
+            f"median of {attrs['repeats']} repeats on {attrs['device']}.") + _noise_html(timings)
         rows = df.nlargest(TOP, "median_us")
         self.table.value = table_html(rows[TIMING_COLUMNS])
-        self.chart.value = chart_png(lambda ax: plot_profile(df, top=TOP, ax=ax), len(rows))
+        self.chart.value = chart_svg(lambda ax: plot_profile(df, top=TOP, ax=ax), len(rows))
         self.chart.layout.display = ""
 
     def compare(self) -> None:
-        """Profile the two picked steps if needed, then show their timing diff."""
+        """Time the two picked steps in one interleaved run, then show their timing diff."""
         steps = self._session.steps
         a, b, level = steps[self.step_a.value], steps[self.step_b.value], self.level.value
-        self.comparison.value = escape(f"Profiling steps {a.index} and {b.index}…")
+        self.comparison.value = escape(f"Timing steps {a.index} and {b.index}, interleaved…")
         self.comparison_chart.layout.display = "none"
-        if not self._profiler.request([a, b], lambda: self._show_comparison(a, b, level), force=True):
+        if not self._profiler.request(pairs=[(a, b)], then=lambda: self._show_comparison(a, b, level), force=True):
             self._show_comparison(a, b, level)
 
     def _show_comparison(self, a: Any, b: Any, level: str) -> None:
-        timings = [self._profiler.known(a), self._profiler.known(b)]
-        if None in timings:  # called back after the checks, before the profiles: not yet
+        compared = self._profiler.compared(a, b)
+        if compared is None:  # called back after another stage: not yet
             return
-        errors = [t.error for t in timings if t.error]
+        error = compared.error
         try:
-            if not errors:
-                self._draw_comparison(self._profiler.comparison(a, b), level)
+            if not error:
+                self._draw_comparison(compared.comparison, level)
         except Exception as exc:  # shown here: a button callback's traceback is invisible
-            errors.append(f"comparing failed: {type(exc).__name__}: {exc}")
-        if errors:
-            self.comparison.value = f'<div class="fxviz-timing-error">{escape(errors[0])}</div>'
+            error = f"comparing failed: {type(exc).__name__}: {exc}"
+        if error:
+            self.comparison.value = f'<div class="fxviz-timing-error">{escape(error)}</div>'
 
     def _draw_comparison(self, cmp: Any, level: str) -> None:
         diff = {"target": cmp.timing, "kind": cmp.timing_by_kind, "node": cmp.timing_by_node}[level]
@@ -130,7 +146,7 @@ class TimingPanel(w.VBox):
         self.comparison.value = (f"<div>{escape(f'{cmp.labels[0]} → {cmp.labels[1]}, per {level}: {summary}.')}</div>"
                                  + (table_html(top) if len(top) else "<div>No timing changes beyond the noise.</div>"))
         if len(top):
-            self.comparison_chart.value = chart_png(lambda ax: cmp.plot_top(level=level, ax=ax), len(top))
+            self.comparison_chart.value = chart_svg(lambda ax: cmp.plot_top(level=level, ax=ax), len(top))
             self.comparison_chart.layout.display = ""
 
 
@@ -140,3 +156,23 @@ def _pending_text(profiler: Profiler, timings: Timings | None) -> str:
     if profiler.mode == "off":
         return "Profiling is off for this Explorer: click “profile this step”."
     return "Profiling this step…"
+
+
+def _overhead(attrs: dict) -> str:
+    """The profiler's cost per node; never negative: below resolution, it says so."""
+    if attrs.get("overhead_below_resolution"):
+        return "overhead per node below resolution"
+    return f"{attrs['overhead_per_node_us']:.1f} µs overhead per node"
+
+
+def _noise_html(timings: Timings) -> str:
+    attrs = timings.table.attrs
+    if not (timings.noisy or attrs.get("noisy")):
+        return ""
+    taken = attrs.get("conditions", {})
+    return ('<div class="fxviz-timing-noisy">' + escape(
+        f"Too noisy to tell: forwards scattered by {attrs.get('spread', 0):.0%} (load "
+        f"{taken.get('load', 0):.1f} on {taken.get('cpu_count', '?')} CPUs, {taken.get('threads', '?')} threads), "
+        "even when measured again. Compare steps (interleaved) for changes, or profile again when the machine "
+        "is quieter; on a machine busier than its CPUs, torch.set_num_threads(1) keeps torch's thread pool "
+        "from stalling.") + "</div>")

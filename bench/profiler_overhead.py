@@ -11,24 +11,18 @@ thread pool, which otherwise swamps these sub-microsecond effects.
 """
 from __future__ import annotations
 
-import sys
+import argparse
+import operator
+import os
+import statistics
+import time
 
-# This file shares its name with the standard library's `profile`, which torch imports
-# (through cProfile): take bench/ off the import path before anything else is imported.
-sys.path = [p for p in sys.path if p != __import__("os").path.dirname(__file__)]  # noqa: E402
+import torch
+import torch.fx
+import torchvision
 
-import argparse  # noqa: E402
-import operator  # noqa: E402
-import os  # noqa: E402
-import statistics  # noqa: E402
-import time  # noqa: E402
-
-import torch  # noqa: E402
-import torch.fx  # noqa: E402
-import torchvision  # noqa: E402
-
-from fxviz.profile import profile  # noqa: E402
-from fxviz.trace import trace  # noqa: E402
+from fxviz.profiling import profile
+from fxviz.trace import trace
 
 
 class NaiveTimer(torch.fx.Interpreter):
@@ -73,13 +67,17 @@ def naive_overhead(gm, x, repeats: int) -> tuple[float, float, float]:
     return statistics.median(plain) * 1e6, statistics.median(naive) * 1e6, paired * 1e6 / nodes
 
 
-def row(name: str, nodes: int, plain_us: float, profiled_us: float, overhead_us: float) -> None:
+def row(name: str, nodes: int, plain_us: float, profiled_us: float, overhead_us: float | None) -> None:
+    """One line; an overhead of None is below what this run resolves (never a negative number)."""
     ratio = profiled_us / plain_us
-    print(f"{name:<38}{nodes:>6}{plain_us / 1e3:>12.2f}{profiled_us / 1e3:>14.2f}{overhead_us:>10.2f}{ratio:>8.3f}")
+    overhead = "<res" if overhead_us is None else f"{max(overhead_us, 0.0):.2f}"
+    print(f"{name:<38}{nodes:>6}{plain_us / 1e3:>12.2f}{profiled_us / 1e3:>14.2f}{overhead:>10}{ratio:>8.3f}")
 
 
 def fxviz_row(name: str, df) -> None:
-    row(name, len(df), df.attrs["plain_forward_us"], df.attrs["profiled_forward_us"], df.attrs["overhead_per_node_us"])
+    attrs = df.attrs
+    overhead = None if attrs["overhead_below_resolution"] else attrs["overhead_per_node_us"]
+    row(name, len(df), attrs["plain_forward_us"], attrs["profiled_forward_us"], overhead)
 
 
 def main() -> None:
@@ -90,7 +88,8 @@ def main() -> None:
     torch.manual_seed(0)
     load = ", ".join(f"{v:.1f}" for v in os.getloadavg())
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads on {os.cpu_count()} CPUs, load average {load}")
-    print("µs/node: median over repeats of (profiled - plain forward run just before it) / nodes")
+    print("µs/node: median over repeats of (profiled - plain forward run just before it) / nodes; "
+          "<res: a quarter or more of those pairs show none (below resolution)")
     print(f"{'':<38}{'nodes':>6}{'plain ms':>12}{'profiled ms':>14}{'µs/node':>10}{'ratio':>8}")
     gm, x = chain(500), torch.ones(1)
     fxviz_row("chain of 500 adds: fxviz", profile(gm, x, warmup=20, repeats=200))

@@ -1,50 +1,43 @@
 """Two steps side by side: code diff, graph diff, timing diff and output difference.
 
-Steps are duck-typed: anything with ``.gm``, ``.code``, ``.example_inputs``, ``.index``
-and ``.profile()`` (a cached :func:`fxviz.profile.profile` DataFrame) will do.
+Steps are duck-typed: anything with ``.gm``, ``.code``, ``.example_inputs`` and
+``.index`` will do. Timings come from one interleaved run of both steps
+(:mod:`fxviz.timing_ab`), never from two profiles taken at different times.
 """
 from __future__ import annotations
 
 import difflib
 import functools
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
 import torch
 import torch.fx
-from torch.utils._pytree import tree_leaves
 
 from fxviz._compare_html import code_diff_html, comparison_html
-from fxviz._runtime import preserved_buffers
+from fxviz.check import CheckResult, compare_outputs, run_outputs
 from fxviz.errors import FxvizError
 from fxviz.graph import readable_target
-from fxviz.timing_diff import Exclude, diff_timing, plot_top, top_changes
+from fxviz.timing_ab import PairedTimes, measure_pair, node_marks, paired_timing
+from fxviz.timing_diff import Exclude, plot_top, top_changes
 from fxviz.trace import as_inputs
 
-__all__ = ["compare", "Comparison", "OutputDiff", "graph_diff", "code_diff_html"]
+__all__ = ["compare", "Comparison", "graph_diff", "code_diff_html"]
 
 LEVELS = ("target", "node", "kind")
+MEASURE_KWARGS = ("warmup", "repeats", "budget_s", "cancelled")
 
 
-def compare(step_a: Any, step_b: Any, *, top_n: int = 10, noise: float = 1.0,
-            profile_kwargs: Mapping[str, Any] | None = None) -> Comparison:
+def compare(step_a: Any, step_b: Any, *, top_n: int = 10, min_effect: float = 0.05,
+            profile_kwargs: Mapping[str, Any] | None = None, paired: PairedTimes | None = None) -> Comparison:
     """Compare ``step_a`` (control) with ``step_b`` (test). Cheap until timings or
-    outputs are read: those profile (``step.profile(**profile_kwargs)``, which the
-    steps cache) or run both steps on first use."""
-    return Comparison(step_a, step_b, top_n=top_n, noise=noise, profile_kwargs=profile_kwargs)
-
-
-@dataclass(frozen=True)
-class OutputDiff:
-    """Largest difference between the two steps' outputs on their example inputs.
-    ``max_rel`` is relative to the largest magnitude in step a's output; both are NaN
-    with a ``note`` when the outputs cannot be matched up."""
-
-    max_abs: float
-    max_rel: float
-    note: str = ""
+    outputs are read: timings then measure both steps interleaved
+    (:func:`fxviz.timing_ab.measure_pair` with ``profile_kwargs``: ``warmup``,
+    ``repeats``, ``budget_s``) unless ``paired`` holds that measurement already;
+    a change smaller than ``min_effect`` (relative) is not reported as one."""
+    return Comparison(step_a, step_b, top_n=top_n, min_effect=min_effect, profile_kwargs=profile_kwargs,
+                      paired=paired)
 
 
 class Comparison:
@@ -55,12 +48,21 @@ class Comparison:
     or function), ``output_diff``, ``top()``, ``node_marks()``, ``plot_top()``.
     """
 
-    def __init__(self, step_a: Any, step_b: Any, *, top_n: int = 10, noise: float = 1.0,
-                 profile_kwargs: Mapping[str, Any] | None = None):
+    def __init__(self, step_a: Any, step_b: Any, *, top_n: int = 10, min_effect: float = 0.05,
+                 profile_kwargs: Mapping[str, Any] | None = None, paired: PairedTimes | None = None):
         self.step_a, self.step_b = step_a, step_b
-        self.top_n, self.noise = top_n, noise
-        self.profile_kwargs = dict(profile_kwargs or {})
+        self.top_n, self.min_effect = top_n, min_effect
+        self.profile_kwargs = {k: v for k, v in (profile_kwargs or {}).items() if k in MEASURE_KWARGS}
         self.labels = (_label(step_a, "a"), _label(step_b, "b"))
+        if paired is not None:
+            self.__dict__["paired"] = paired
+
+    @functools.cached_property
+    def paired(self) -> PairedTimes:
+        """Both steps' per-node times from one interleaved run (measured on first use)."""
+        a, b = self.step_a, self.step_b
+        return measure_pair(a.gm, as_inputs(a.example_inputs), b.gm, as_inputs(b.example_inputs),
+                            **self.profile_kwargs)
 
     @functools.cached_property
     def code_diff(self) -> str:
@@ -82,12 +84,12 @@ class Comparison:
 
     @functools.cached_property
     def timing(self) -> pd.DataFrame:
-        """Per target: :func:`fxviz.timing_diff.diff_timing` of the two profiles."""
+        """Per target: :func:`fxviz.timing_ab.paired_timing` of the interleaved run."""
         return self._timing("target")
 
     @functools.cached_property
     def timing_by_node(self) -> pd.DataFrame:
-        """Per node name: :func:`fxviz.timing_diff.diff_timing` of the two profiles."""
+        """Per node name: :func:`fxviz.timing_ab.paired_timing` of the interleaved run."""
         return self._timing("node")
 
     @functools.cached_property
@@ -96,18 +98,20 @@ class Comparison:
         return self._timing("kind")
 
     def _timing(self, key: str) -> pd.DataFrame:
-        control, test = (step.profile(**self.profile_kwargs) for step in (self.step_a, self.step_b))
-        return diff_timing(control, test, key=key, noise=self.noise)
+        return paired_timing(self.paired, key, min_effect=self.min_effect)
 
     @functools.cached_property
-    def output_diff(self) -> OutputDiff:
-        """See :class:`OutputDiff`."""
-        return _output_diff(_outputs(self.step_a), _outputs(self.step_b))
+    def output_diff(self) -> CheckResult:
+        """Step b's outputs against step a's, each on its own example inputs, judged as
+        the numeric check judges them (:func:`fxviz.check.compare_outputs`)."""
+        outputs = [run_outputs(step.gm, [as_inputs(step.example_inputs)]) for step in (self.step_a, self.step_b)]
+        return compare_outputs(*outputs)
 
     def top(self, n: int | None = None, by: str = "duration", exclude: Exclude = None,
             level: str = "target") -> pd.DataFrame:
         """The ``n`` largest changes ``by`` ``"duration"`` or ``"count"`` at ``level``
-        (``"target"``, ``"node"`` or ``"kind"``); ``exclude``: regex or predicate on names."""
+        (``"target"``, ``"node"`` or ``"kind"``), leaving out rows judged unchanged
+        (rows too noisy to tell stay, marked so); ``exclude``: regex or predicate on names."""
         return top_changes(self._level(level), n or self.top_n, by, exclude)
 
     def plot_top(self, n: int | None = None, by: str = "duration", exclude: Exclude = None,
@@ -118,20 +122,13 @@ class Comparison:
     def _level(self, level: str) -> pd.DataFrame:
         if level not in LEVELS:
             raise FxvizError(f"level must be one of {LEVELS}, not {level!r}.")
-        return getattr(self, {"target": "timing", "node": "timing_by_node", "kind": "timing_by_kind"}[level])
+        diff = getattr(self, {"target": "timing", "node": "timing_by_node", "kind": "timing_by_kind"}[level])
+        return diff[diff["category"] != "unchanged"]
 
     def node_marks(self) -> dict[str, str]:
         """Node name of step b -> ``"added"``, ``"faster"``, ``"slower"`` or
-        ``"unchanged"`` (timing changes beyond the noise threshold), to colour its graph."""
-        by_node = self.timing_by_node.set_index("node")["category"]
-        speed = {"increased": "slower", "decreased": "faster"}
-        marks = {}
-        for name, status in zip(self.graph_diff["node"], self.graph_diff["status"]):
-            if status == "added":
-                marks[name] = "added"
-            elif status != "removed":
-                marks[name] = speed.get(by_node.get(name), "unchanged")
-        return marks
+        ``"unchanged"`` (timing changes beyond the noise), to colour its graph."""
+        return node_marks(self.timing_by_node, self.graph_diff)
 
     def __repr__(self) -> str:
         counts = self.graph_diff["status"].value_counts()
@@ -198,36 +195,6 @@ def _same_value(x: Any, y: Any) -> bool:
 def _attr(gm: torch.nn.Module, target: str) -> Any:
     module, _, name = target.rpartition(".")
     return getattr(gm.get_submodule(module), name)
-
-
-def _outputs(step: Any) -> Any:
-    with torch.no_grad(), preserved_buffers(step.gm):
-        return step.gm(*as_inputs(step.example_inputs))
-
-
-def _output_diff(out_a: Any, out_b: Any) -> OutputDiff:
-    leaves_a, leaves_b = tree_leaves(out_a), tree_leaves(out_b)
-    if len(leaves_a) != len(leaves_b):
-        return _unmatched(f"{len(leaves_a)} outputs against {len(leaves_b)}")
-    max_abs = max_rel = 0.0
-    for i, (x, y) in enumerate(zip(leaves_a, leaves_b)):
-        if not (isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor)):
-            if x is not y and x != y:
-                return _unmatched(f"output {i} differs: {x!r} against {y!r}")
-            continue
-        if x.shape != y.shape:
-            return _unmatched(f"output {i} has shape {tuple(x.shape)} against {tuple(y.shape)}")
-        if x.numel() == 0:
-            continue
-        x, y = x.detach().cpu().double(), y.detach().cpu().double()
-        diff, scale = float((x - y).abs().max()), float(x.abs().max())
-        max_abs = max(max_abs, diff)
-        max_rel = max(max_rel, diff / scale if scale else (0.0 if diff == 0 else float("inf")))
-    return OutputDiff(max_abs, max_rel)
-
-
-def _unmatched(note: str) -> OutputDiff:
-    return OutputDiff(float("nan"), float("nan"), note)
 
 
 def _label(step: Any, fallback: str) -> str:

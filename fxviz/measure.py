@@ -1,0 +1,257 @@
+"""A headless measurement scheduler: checks, profiles, ATen breakdowns and A/B
+comparisons of a session's steps, one at a time, cached, cancellable.
+
+A UI asks for what it needs (:meth:`Scheduler.request`) and reads what is known
+(:meth:`Scheduler.known`, :meth:`Scheduler.compared`); in ``"background"`` mode a
+worker thread measures and calls back, in ``"sync"`` mode the caller's thread does,
+and ``"off"`` measures timings only when forced (checks still run: a badge needs
+them). Every job ends in a state: a result, or an error saying what to do. A
+profile taken while other work ran (the kernel applied a pass, :meth:`disturb`) or
+that found itself noisy (``attrs["noisy"]``) is measured once more, and marked
+noisy if it still is.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import threading
+import weakref
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from fxviz.comparison import Comparison, compare
+from fxviz.aten_breakdown import profile_aten
+
+MODES = ("background", "sync", "off")
+START_DELAY_S = 0.5
+_log = logging.getLogger(__name__)
+Progress = Callable[[str, int, int], Any]  # (what, done, total); total 0: idle
+
+
+@dataclass(frozen=True)
+class Timings:
+    """What profiling found for one step: the per-node ``table`` or the ``error`` that
+    stopped it (with what to do); ``noisy`` when even a second measurement was
+    disturbed; then the ATen operators per node (``aten``) or ``aten_error``."""
+
+    table: pd.DataFrame | None = None
+    error: str = ""
+    aten: pd.DataFrame | None = None
+    aten_error: str = ""
+    noisy: bool = False
+
+
+@dataclass(frozen=True)
+class Compared:
+    """An interleaved A/B comparison of two steps, measured, or the error that stopped it."""
+
+    comparison: Comparison | None = None
+    error: str = ""
+
+
+class Scheduler:
+    """Measures steps of a session one job at a time and remembers the results per
+    step and settings (``profile_kwargs``, also the A/B run's settings)."""
+
+    def __init__(self, mode: str = "background", profile_kwargs: Mapping[str, Any] | None = None,
+                 progress: Progress | None = None):
+        if mode not in MODES:
+            raise ValueError(f"profile must be one of {', '.join(map(repr, MODES))}, not {mode!r}.")
+        self.mode = mode
+        self.kwargs = dict(profile_kwargs or {})
+        self._progress = progress or (lambda *_: None)
+        self._timings: weakref.WeakKeyDictionary[Any, dict[str, Timings]] = weakref.WeakKeyDictionary()
+        self._pairs: weakref.WeakKeyDictionary[Any, dict[tuple, Compared]] = weakref.WeakKeyDictionary()
+        self._gate = threading.Condition()  # guards _busy, _waiting and _generation: the kernel goes first
+        self._busy, self._waiting, self._generation = False, 0, 0
+        self._wake = threading.Condition()  # guards the queue below
+        self._pending: list[tuple[list, list, Callable[[], Any]]] = []
+        self._worker: threading.Thread | None = None
+        self._closed = False
+
+    @property
+    def _settings(self) -> str:
+        return repr(sorted(self.kwargs.items()))
+
+    def known(self, step: Any) -> Timings | None:
+        """The step's timings under the current settings once measured (or failed), else None."""
+        return self._timings.get(step, {}).get(self._settings)
+
+    def compared(self, step_a: Any, step_b: Any) -> Compared | None:
+        """The A/B comparison of two steps under the current settings, once measured."""
+        return self._pairs.get(step_b, {}).get((id(step_a), self._settings))
+
+    def request(self, steps: Iterable[Any] = (), then: Callable[[], Any] = lambda: None, *,
+                pairs: Iterable[tuple[Any, Any]] = (), force: bool = False) -> bool:
+        """Make the checks and timings of ``steps`` and the comparisons of ``pairs``
+        known. Returns True when work was queued for the worker, which calls
+        ``then()`` after each kind of job; False when nothing is left to wait for
+        (known already, measured inline in "sync" mode, or "off" without ``force``).
+        A failed or noisy measurement is taken again only with ``force``."""
+        steps = list(dict.fromkeys(steps))
+        pairs = [p for p in dict.fromkeys(pairs) if self._stale_pair(p, force)]
+        timed = [s for s in steps if self._stale(s, force)]
+        unchecked = [s for s in steps if not s.check_done]
+        if not (timed or pairs or unchecked):
+            return False
+        if self.mode == "off" and not force:  # the badge still needs the check; timing waits for a click
+            for step in unchecked:
+                self._check(step)
+            return False
+        if self.mode == "sync":
+            self._stages(steps, pairs, contextlib.nullcontext)
+            return False
+        self._progress("queued", 0, 1)  # at once: the worker may be busy with earlier jobs
+        with self._wake:
+            self._pending.append((steps, pairs, then))
+            self._wake.notify()
+        if self._worker is None:
+            self._worker = threading.Thread(target=self._serve, name="fxviz-measure", daemon=True)
+            self._worker.start()
+        return True
+
+    def disturb(self) -> None:
+        """Say that other work ran (e.g. a pass was applied): a profile in flight is
+        measured again."""
+        with self._gate:
+            self._generation += 1
+
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        """Wait for the measurement in flight and start no other meanwhile: the kernel
+        runs the model (a pass's check) without two runs skewing each other."""
+        with self._gate:
+            self._waiting += 1
+            self._generation += 1
+            self._gate.wait_for(lambda: not self._busy)
+        try:
+            yield
+        finally:
+            with self._gate:
+                self._waiting -= 1
+                self._gate.notify_all()
+
+    def close(self, timeout: float = 10.0) -> None:
+        """Cancel pending jobs and the A/B run in flight, and wait (up to ``timeout``
+        s) for the worker, so no torch work is left running at exit."""
+        with self._wake:
+            self._closed = True
+            self._pending.clear()
+            self._wake.notify()
+        worker = self._worker
+        if worker is not None and worker is not threading.current_thread():
+            worker.join(timeout)
+
+    def _stale(self, step: Any, force: bool) -> bool:
+        known = self.known(step)
+        return known is None or (force and (bool(known.error) or known.noisy))
+
+    def _stale_pair(self, pair: tuple[Any, Any], force: bool) -> bool:
+        known = self.compared(*pair)
+        return known is None or (force and bool(known.error))
+
+    def _serve(self) -> None:
+        while True:
+            with self._wake:
+                self._wake.wait_for(lambda: self._pending or self._closed)
+                if self._closed:
+                    return
+                batch, self._pending = self._pending, []
+                # Measuring holds the GIL often; a pause first lets the kernel send the
+                # redraw it just made to the browser (close() ends the pause at once).
+                if self._wake.wait_for(lambda: self._closed, START_DELAY_S):
+                    return
+            steps = list(dict.fromkeys(s for b in batch for s in b[0]))
+            pairs = list(dict.fromkeys(p for b in batch for p in b[1]))
+            self._stages(steps, pairs, self._turn, [b[2] for b in batch])
+            del batch, steps, pairs  # while idle, hold no steps and no UI alive
+
+    def _stages(self, steps: list, pairs: list, turn: Callable[[], Any], callbacks: Iterable = ()) -> None:
+        for items, measure, label in ((steps, self._check, "checking"), (steps, self._table, "profiling"),
+                                      (steps, self._aten, "ATen ops"), (pairs, self._pair, "comparing")):
+            if not items:
+                continue
+            try:
+                for k, item in enumerate(items):
+                    if self._closed:
+                        return
+                    self._progress(label, k, len(items))
+                    with turn():
+                        measure(item)
+            finally:
+                self._progress(label, 0, 0)
+            for callback in callbacks:
+                try:
+                    callback()
+                except Exception:  # a bug in a panel must not kill the worker
+                    _log.exception("fxviz: updating after %s failed", label)
+
+    @contextlib.contextmanager
+    def _turn(self) -> Iterator[None]:
+        """The worker's turn to run a model: only while no kernel action waits or runs."""
+        with self._gate:
+            self._gate.wait_for(lambda: not self._waiting)
+            self._busy = True
+        try:
+            yield
+        finally:
+            with self._gate:
+                self._busy = False
+                self._gate.notify_all()
+
+    def _check(self, step: Any) -> None:
+        """The numeric check (it ends in a state, "error" included), in the same queue."""
+        if not step.check_done:
+            _, error = _attempt(lambda: step.check, "the numeric check")
+            if error:  # a Session's check ends in a state itself; a duck-typed step may raise
+                _log.error("fxviz: %s", error)
+
+    def _table(self, step: Any) -> None:
+        if not self._stale(step, force=True):
+            return
+        for attempt in range(2):
+            generation = self._generation
+            table, error = _attempt(lambda: step.profile(**self.kwargs), "profiling")
+            other_work = generation != self._generation
+            if table is not None:  # recorded with the profile's other conditions
+                table.attrs.setdefault("conditions", {})["other_work"] = other_work
+            disturbed = other_work or (table is not None and table.attrs.get("noisy", False))
+            if error or not disturbed:
+                break
+            if attempt == 0:  # the cached result is what a notebook's step.profile() would return
+                step.drop_profile(**self.kwargs)
+        self._timings.setdefault(step, {})[self._settings] = Timings(table, error, noisy=bool(disturbed and not error))
+
+    def _aten(self, step: Any) -> None:
+        known = self.known(step)
+        if known is not None and known.table is not None and known.aten is None and not known.aten_error:
+            aten, error = _attempt(lambda: profile_aten(step.gm, step.example_inputs), "the ATen breakdown")
+            self._timings[step][self._settings] = dataclasses.replace(known, aten=aten, aten_error=error)
+
+    def _pair(self, pair: tuple[Any, Any]) -> None:
+        if not self._stale_pair(pair, force=True):
+            return
+        kwargs = {**self.kwargs, "cancelled": lambda: self._closed}
+
+        def measured() -> Comparison:
+            cmp = compare(*pair, profile_kwargs=kwargs)
+            cmp.timing_by_node  # noqa: B018 - measure now, on this thread
+            return cmp
+
+        cmp, error = _attempt(measured, "the timing comparison")
+        self._pairs.setdefault(pair[1], {})[(id(pair[0]), self._settings)] = Compared(cmp, error)
+
+
+def _attempt(compute: Callable[[], Any], what: str) -> tuple[Any, str]:
+    """``(result, "")``, or ``(None, message)`` saying what failed and what to do."""
+    try:
+        return compute(), ""
+    except KeyboardInterrupt:
+        return None, f"{what} was interrupted (Ctrl-C); the session is unchanged. Click “profile this step” to retry."
+    except Exception as exc:
+        return None, (f"{what} failed: {type(exc).__name__}: {exc}. Run it in a cell to see the traceback "
+                      "(fxviz.profile(step.gm, step.example_inputs)); the session is unchanged.")

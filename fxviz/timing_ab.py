@@ -1,0 +1,210 @@
+"""Honest timing comparison of two graphs: both measured in one run, interleaved.
+
+Two profiles taken at different times differ by whatever else the machine did in
+between. :func:`measure_pair` runs A and B alternately (A B, B A, A B, …: drift and
+order effects cancel) on the same inputs, threads and warm caches, stamping every
+node of both; :func:`paired_timing` then judges each node (or target, or kind) on
+the ratio of B's to A's lower quartile over rounds: a bootstrap interval (rounds
+resampled whole) says whether the change is beyond noise, and when the interval is
+too wide to say either way the row reads "too noisy to tell" rather than a
+precise-looking number.
+"""
+from __future__ import annotations
+
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+import torch
+import torch.fx
+
+from fxviz._clock import Clock, instrument
+from fxviz.errors import FxvizError
+from fxviz.graph import readable_target
+from fxviz.profiling import conditions, device_of, node_kind, quiet_run
+
+__all__ = ["PairedTimes", "measure_pair", "paired_timing", "node_marks", "NOISY", "CATEGORIES"]
+
+MIN_ROUNDS = 5
+# Fewer rounds than this and a bootstrap interval is too coarse to trust: every row whose
+# count is unchanged reads "too noisy to tell" (on a saturated machine a forward can take
+# seconds, and a budget then buys only a handful of rounds).
+VERDICT_ROUNDS = 10
+NOISY = "too noisy to tell"
+# Each side is summarised by its lower quartile over rounds: other work only ever adds
+# time (a preempted node), and on a busy machine the node right after a long one is
+# preempted more often, so medians and per-round ratios flag nodes that did not change.
+QUANTILE = 0.25
+CATEGORIES = ("added", "deleted", "increased", "decreased", "unchanged", NOISY)
+
+
+@dataclass(frozen=True)
+class PairedTimes:
+    """Per-node times (µs) of A and B, one row per round, measured interleaved; NaN
+    where the node's thread was preempted (CPU). ``keys_*``: per node, its ``node``,
+    ``target`` and ``kind`` (to group by)."""
+
+    times_a: np.ndarray
+    times_b: np.ndarray
+    keys_a: pd.DataFrame
+    keys_b: pd.DataFrame
+    conditions: dict = field(default_factory=dict)
+
+    @property
+    def rounds(self) -> int:
+        return len(self.times_a)
+
+
+def measure_pair(gm_a: torch.fx.GraphModule, inputs_a: tuple, gm_b: torch.fx.GraphModule, inputs_b: tuple,
+                 *, warmup: int = 2, repeats: int = 30, budget_s: float | None = None,
+                 cancelled: Callable[[], bool] = lambda: False) -> PairedTimes:
+    """Time every node of both graphs, ``repeats`` rounds of one A and one B forward
+    (order alternating), after ``warmup`` rounds; ``budget_s`` stops earlier (but
+    after at least 5 rounds). ``cancelled()`` is polled between forwards; when it
+    turns true the measurement stops with :class:`~fxviz.errors.FxvizError`."""
+    runs = []
+    for gm, inputs in ((gm_a, inputs_a), (gm_b, inputs_b)):
+        if not isinstance(gm, torch.fx.GraphModule):
+            raise FxvizError(f"measure_pair needs torch.fx.GraphModules, got {type(gm).__name__}.")
+        clock = Clock(len(gm.graph.nodes), device_of(gm, inputs), preemption=True)
+        runs.append((instrument(gm, clock.tick), clock, inputs))
+    before = conditions(device_of(gm_a, inputs_a))
+    budget = float("inf") if budget_s is None else budget_s
+    samples: tuple[list, list] = ([], [])
+    started = time.perf_counter()
+    with quiet_run(gm_a), quiet_run(gm_b):
+        for r in range(-warmup, repeats):
+            if cancelled():
+                raise FxvizError("The timing comparison was cancelled before it finished.")
+            elapsed = time.perf_counter() - started
+            if r >= MIN_ROUNDS and elapsed * (r + warmup + 1) / (r + warmup) > budget:
+                break
+            for side in ((0, 1) if r % 2 == 0 else (1, 0)):
+                timed, clock, inputs = runs[side]
+                clock.wall_us(timed, inputs, timed=True)
+                if r >= 0:  # a node whose thread was descheduled says nothing about its code
+                    samples[side].append(np.where(clock.preempted(), np.nan, clock.intervals_us()))
+    after = conditions(before["device"])
+    return PairedTimes(np.array(samples[0]), np.array(samples[1]), _keys(gm_a), _keys(gm_b),
+                       {**before, "load_after": after["load"]})
+
+
+def _keys(gm: torch.fx.GraphModule) -> pd.DataFrame:
+    nodes = list(gm.graph.nodes)
+    return pd.DataFrame({"node": [n.name for n in nodes], "target": [readable_target(n, gm) for n in nodes],
+                         "kind": [node_kind(n, gm) for n in nodes]})
+
+
+def paired_timing(paired: PairedTimes, key: str = "target", *, min_effect: float = 0.05,
+                  floor_us: float = 1.0, confidence: float = 0.99, seed: int = 0) -> pd.DataFrame:
+    """Per value of ``key`` (``node``, ``target`` or ``kind``), A against B.
+
+    Columns: ``<key>``, ``control_count``, ``test_count``, ``control_us``, ``test_us``
+    (lower quartiles over rounds of the group's summed time: its undisturbed cost;
+    rounds where a node's thread was preempted, NaN in ``paired``, are left out),
+    ``diff_duration`` (test - control, µs), ``diff_lo``/``diff_hi`` (its bootstrap
+    interval), ``ratio`` (test / control) with ``ratio_lo``/``ratio_hi``, ``diff_counts``
+    and ``category``: ``added``/``deleted`` (only in B / only in A),
+    ``increased``/``decreased`` (count changed, or the whole interval of the ratio
+    beyond ``1 ± min_effect`` and of the difference beyond ``floor_us``),
+    ``unchanged`` (the interval within ``1 ± min_effect``, or within ``± floor_us``)
+    and ``"too noisy to tell"`` (the interval straddles those bounds, or fewer than 10
+    rounds were measured undisturbed).
+    ``confidence`` is that of each interval: 0.99 keeps a 70-node graph's identical
+    steps from flagging a node by chance. Rows: B's order, then names only in A.
+    """
+    if key not in ("node", "target", "kind"):
+        raise FxvizError(f"Timing is compared per 'node', 'target' or 'kind', not {key!r}.")
+    a, b = _grouped(paired.times_a, paired.keys_a[key]), _grouped(paired.times_b, paired.keys_b[key])
+    names = list(dict.fromkeys([*b, *a]))
+    rng = np.random.default_rng(seed)
+    picks = rng.integers(0, paired.rounds, (1000, paired.rounds)) if paired.rounds else None
+    rows = []
+    for name in names:
+        (count_a, ta), (count_b, tb) = a.get(name, (0, None)), b.get(name, (0, None))
+        row = {key: name, "control_count": count_a, "test_count": count_b,
+               "control_us": _typical(ta), "test_us": _typical(tb)}
+        row.update(_paired_stats(ta, tb, picks, confidence) if ta is not None and tb is not None else {})
+        row["category"] = _category(count_a, count_b, row, min_effect, floor_us)
+        rows.append(row)
+    df = pd.DataFrame(rows).reindex(columns=[key, "control_count", "test_count", "control_us", "test_us",
+                                             "diff_duration", "diff_lo", "diff_hi", "ratio", "ratio_lo",
+                                             "ratio_hi", "category"])
+    df[["control_us", "test_us"]] = df[["control_us", "test_us"]].fillna(0.0)
+    df["diff_duration"] = df["diff_duration"].fillna(df["test_us"] - df["control_us"])
+    df.insert(len(df.columns) - 1, "diff_counts", df["test_count"] - df["control_count"])
+    return df
+
+
+def _grouped(times: np.ndarray, keys: pd.Series) -> dict[str, tuple[int, np.ndarray]]:
+    """name -> (node count, per-round summed time)."""
+    groups: dict[str, list[int]] = {}
+    for column, name in enumerate(keys):
+        groups.setdefault(name, []).append(column)
+    return {name: (len(cols), times[:, cols].sum(axis=1)) for name, cols in groups.items()}
+
+
+def _typical(times: np.ndarray | None) -> float:
+    return float(np.nanquantile(times, QUANTILE)) if times is not None and np.isfinite(times).any() else np.nan
+
+
+def _paired_stats(ta: np.ndarray, tb: np.ndarray, picks: np.ndarray | None, confidence: float) -> dict:
+    """Difference and ratio of the two sides' lower quartiles, with bootstrap intervals
+    that resample whole rounds (A and B of a round stay together)."""
+    valid = np.isfinite(ta) & np.isfinite(tb)  # rounds where neither side was preempted
+    if picks is None or valid.sum() < VERDICT_ROUNDS:
+        return {}
+    with warnings.catch_warnings():  # a resample may hold only preempted rounds: NaN, left out
+        warnings.simplefilter("ignore", RuntimeWarning)
+        qa, qb = np.nanquantile(ta[picks], QUANTILE, axis=1), np.nanquantile(tb[picks], QUANTILE, axis=1)
+    keep = np.isfinite(qa) & np.isfinite(qb)
+    qa, qb = qa[keep], qb[keep]
+    tail = 100 * (1 - confidence) / 2
+    lo_d, hi_d = np.percentile(qb - qa, [tail, 100 - tail])
+    stats = {"diff_duration": _typical(tb) - _typical(ta), "diff_lo": float(lo_d), "diff_hi": float(hi_d),
+             "ratio": np.nan, "ratio_lo": np.nan, "ratio_hi": np.nan}
+    if (qa > 0).all():
+        lo_r, hi_r = np.percentile(qb / qa, [tail, 100 - tail])
+        stats.update(ratio=_typical(tb) / _typical(ta), ratio_lo=float(lo_r), ratio_hi=float(hi_r))
+    return stats
+
+
+def _category(count_a: int, count_b: int, row: dict, min_effect: float, floor_us: float) -> str:
+    if count_a == 0:
+        return "added"
+    if count_b == 0:
+        return "deleted"
+    if count_a != count_b:
+        return "increased" if count_b > count_a else "decreased"
+    if "diff_lo" not in row:  # fewer than VERDICT_ROUNDS undisturbed rounds
+        return NOISY
+    lo_d, hi_d, lo_r, hi_r = row["diff_lo"], row["diff_hi"], row["ratio_lo"], row["ratio_hi"]
+    if -floor_us <= lo_d and hi_d <= floor_us:
+        return "unchanged"  # below what a node's timing resolves at all
+    if np.isnan(lo_r):
+        return NOISY
+    if lo_r > 1 + min_effect and lo_d > floor_us:
+        return "increased"
+    if hi_r < 1 - min_effect and hi_d < -floor_us:
+        return "decreased"
+    if 1 - min_effect <= lo_r and hi_r <= 1 + min_effect:
+        return "unchanged"
+    return NOISY
+
+
+def node_marks(timing_by_node: pd.DataFrame, graph_diff: pd.DataFrame) -> dict[str, str]:
+    """Node name of B -> ``added``, ``slower``, ``faster`` or ``unchanged`` (which a
+    change too noisy to tell also reads as: nothing is claimed)."""
+    by_node = timing_by_node.set_index("node")["category"]
+    speed = {"increased": "slower", "decreased": "faster"}
+    marks = {}
+    for name, status in zip(graph_diff["node"], graph_diff["status"]):
+        if status == "added":
+            marks[name] = "added"
+        elif status != "removed":
+            marks[name] = speed.get(by_node.get(name), "unchanged")
+    return marks
+

@@ -1,0 +1,134 @@
+"""The headless measurement scheduler: cache per step and settings, re-measuring when
+disturbed, A/B jobs, cancellation, and every job ending in a state."""
+import threading
+import time
+
+import pandas as pd
+import pytest
+import torch
+from torch import nn
+
+from fxviz import Session
+from fxviz.measure import Scheduler
+
+FAST = {"warmup": 0, "repeats": 3}
+
+
+class FakeStep:
+    """A step whose profiles are scripted: each call returns the next attrs."""
+
+    def __init__(self, *noisy, during=None):
+        self.noisy, self.during, self.calls, self.dropped = list(noisy), during, 0, 0
+        self.check_done = True
+
+    def profile(self, **kwargs):
+        self.calls += 1
+        if self.during:
+            self.during()
+        df = pd.DataFrame({"node": ["x"], "median_us": [1.0]})
+        df.attrs["noisy"] = self.noisy.pop(0)
+        return df
+
+    def drop_profile(self, **kwargs):
+        self.dropped += 1
+
+
+@pytest.fixture(scope="module")
+def session():
+    s = Session(nn.Sequential(nn.Linear(8, 8), nn.ReLU()).eval(), (torch.randn(2, 8),))
+    s.apply("lower_modules", types=("ReLU",))
+    return s
+
+
+def test_sync_mode_measures_checks_profiles_aten_and_pairs_and_caches_per_settings(session):
+    scheduler = Scheduler("sync", FAST)
+    a, b = session.steps
+    assert scheduler.request([b], pairs=[(a, b)]) is False  # done inline
+    assert b.check_done and b.check.status == "match"
+    assert scheduler.known(b).table.attrs["repeats"] == 3 and "aten_op" in scheduler.known(b).aten.columns
+    compared = scheduler.compared(a, b)
+    assert compared.error == "" and compared.comparison.paired.rounds == 3
+    assert scheduler.known(a) is None  # only what was asked
+    scheduler.kwargs = {"warmup": 0, "repeats": 4}
+    assert scheduler.known(b) is None and scheduler.compared(a, b) is None  # other settings: not cached
+    scheduler.request([b])
+    assert scheduler.known(b).table.attrs["repeats"] == 4
+
+
+def test_a_noisy_profile_is_measured_again_then_marked_noisy():
+    scheduler = Scheduler("sync")
+    calm_second = FakeStep(True, False)
+    scheduler.request([calm_second])
+    assert (calm_second.calls, calm_second.dropped, scheduler.known(calm_second).noisy) == (2, 1, False)
+    noisy_twice = FakeStep(True, True)
+    scheduler.request([noisy_twice])
+    assert (noisy_twice.calls, scheduler.known(noisy_twice).noisy) == (2, True)
+    assert scheduler.request([noisy_twice]) is False  # cached, noisy and all
+    noisy_twice.noisy = [False]  # a forced request ("profile this step") measures a noisy one again
+    scheduler.request([noisy_twice], force=True)
+    assert (noisy_twice.calls, scheduler.known(noisy_twice).noisy) == (3, False)
+
+
+def test_a_pass_applied_during_a_profile_makes_it_measured_again():
+    scheduler = Scheduler("sync")
+    disturbed_once = FakeStep(False, False, during=None)
+    disturbed_once.during = lambda: scheduler.disturb() if disturbed_once.calls == 1 else None
+    scheduler.request([disturbed_once])
+    assert (disturbed_once.calls, scheduler.known(disturbed_once).noisy) == (2, False)
+    assert scheduler.known(disturbed_once).table.attrs["conditions"] == {"other_work": False}  # the retake
+
+
+def test_a_failing_profile_ends_in_an_error_state_with_advice():
+    class Broken(FakeStep):
+        def profile(self, **kwargs):
+            raise RuntimeError("no kernel for this dtype")
+
+    scheduler, step = Scheduler("sync"), Broken()
+    scheduler.request([step])
+    error = scheduler.known(step).error
+    assert error.startswith("profiling failed: RuntimeError: no kernel for this dtype.")
+    assert "Run it in a cell" in error and scheduler.known(step).table is None
+
+
+def test_background_jobs_call_back_and_close_cancels_an_ab_run(session):
+    a, b = session.steps
+    done = threading.Event()
+    shown = []
+    scheduler = Scheduler("background", FAST, progress=lambda *p: shown.append(p))
+    assert scheduler.request([b], lambda: scheduler.known(b) and done.set()) is True  # called after each stage
+    assert done.wait(60) and scheduler.known(b).table is not None
+    assert shown[:4] == [("queued", 0, 1), ("checking", 0, 1), ("checking", 0, 0), ("profiling", 0, 1)]
+    endless = Scheduler("background", {"repeats": 10**9})
+    endless.request(pairs=[(a, b)])
+    time.sleep(1.5)
+    started = time.perf_counter()
+    endless.close(timeout=30)
+    assert not endless._worker.is_alive() and time.perf_counter() - started < 10
+
+
+def test_off_mode_checks_but_does_not_time_unless_forced(session):
+    scheduler = Scheduler("off", FAST)
+    step = session.steps[1]
+    assert scheduler.request([step]) is False and scheduler.known(step) is None
+    with pytest.raises(ValueError, match="profile must be one of"):
+        Scheduler("later")
+
+
+def test_a_training_steps_badge_ends_in_a_verdict_in_the_background():
+    """The badge used to read "checking…" forever on a make_fx training step."""
+    from fxviz.widgets import explore
+
+    model = nn.Sequential(nn.Linear(4, 3), nn.ReLU(), nn.Linear(3, 1))
+
+    def step(x):
+        return torch.autograd.grad(model(x).sum(), [model[0].weight])
+
+    session = Session(step, (torch.randn(5, 4),), tracer="make_fx", module=model)
+    explorer = explore(session, profile="background", profile_kwargs=FAST)
+    try:
+        deadline = time.monotonic() + 60
+        while "checking" in explorer.badge.value and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert "fxviz-badge-match" in explorer.badge.value and ">match<" in explorer.badge.value
+    finally:
+        explorer.close()

@@ -1,0 +1,29 @@
+"""The Timing panel's own pieces: a themed chart, an overhead that is never negative,
+and a visible "too noisy to tell"."""
+import pandas as pd
+
+from fxviz.measure import Timings
+from fxviz.widgets.panel_timing import _noise_html, _overhead, chart_svg
+
+
+def test_chart_is_transparent_svg_in_the_themes_colour_with_escaped_labels():
+    svg = chart_svg(lambda ax: ax.barh(["<script>alert(1)</script>", "b"], [1, 2]), 2)
+    assert svg.startswith("<svg") and "var(--jp-ui-font-color1, #333)" in svg
+    assert 'width="100%" style="max-width: ' in svg.split(">")[0] and "viewBox" in svg.split(">")[0]
+    assert "#ffffff" not in svg.lower() and "<script>" not in svg and "&lt;script&gt;" in svg
+
+
+def test_overhead_below_resolution_is_said_not_shown_negative():
+    assert _overhead({"overhead_per_node_us": 0.0, "overhead_below_resolution": True}) == \
+        "overhead per node below resolution"
+    assert _overhead({"overhead_per_node_us": 0.25, "overhead_below_resolution": False}) == \
+        "0.2 µs overhead per node"
+
+
+def test_a_noisy_profile_says_too_noisy_to_tell_with_its_conditions():
+    table = pd.DataFrame({"node": ["x"]})
+    table.attrs.update(noisy=True, spread=0.34, conditions={"load": 5.5, "cpu_count": 2, "threads": 2})
+    text = _noise_html(Timings(table, noisy=True))
+    assert "Too noisy to tell: forwards scattered by 34% (load 5.5 on 2 CPUs, 2 threads)" in text
+    table.attrs["noisy"] = False
+    assert _noise_html(Timings(table)) == ""
