@@ -28,7 +28,7 @@ import torch.fx  # noqa: E402
 import torchvision  # noqa: E402
 
 from fxviz.profile import profile  # noqa: E402
-from fxviz.trace import trace  # noqa: E402
+from fxviz.capture import trace  # noqa: E402
 
 
 class NaiveTimer(torch.fx.Interpreter):

@@ -21,7 +21,7 @@ from fxviz._runtime import preserved_buffers
 from fxviz.errors import FxvizError
 from fxviz.graph import readable_target
 from fxviz.timing_diff import Exclude, diff_timing, plot_top, top_changes
-from fxviz.trace import as_inputs
+from fxviz.capture import as_inputs
 
 __all__ = ["compare", "Comparison", "OutputDiff", "graph_diff", "code_diff_html"]
 

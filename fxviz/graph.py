@@ -93,6 +93,7 @@ def to_networkx(gm: torch.fx.GraphModule) -> nx.DiGraph:
     """A DiGraph keyed by node name, nodes in graph order.
 
     Graph attribute ``module_types``: module path -> class name. Node attributes: ``index, op, target, args, kwargs, num_users, users, module_path,
+    source (``file:line`` of the model's code, when the front-end recorded it),
     shape, dtype, stride, memory_format, flops, macs`` (shape fields and cost are None
     until :func:`fxviz.annotate` has run). Edge attribute ``uses``: the argument
     positions, e.g. ``("args[0]", "args[1]")`` for ``x + x``.
@@ -113,6 +114,7 @@ def to_networkx(gm: torch.fx.GraphModule) -> nx.DiGraph:
             num_users=len(node.users),
             users=tuple(u.name for u in node.users),
             module_path=node.meta.get("module_path"),
+            source=node.meta.get("source"),
             flops=node.meta.get("flops"),
             macs=node.meta.get("macs"),
             **_tensor_fields(node.meta.get("tensor_meta")),

@@ -22,7 +22,7 @@ from fxviz._clock import Clock, instrument
 from fxviz._runtime import preserved_buffers
 from fxviz.errors import FxvizError
 from fxviz.graph import readable_target
-from fxviz.trace import as_inputs
+from fxviz.capture import as_inputs
 
 __all__ = ["profile", "profile_aten", "plot_profile", "attribute_events", "node_kind", "device_of"]
 

@@ -19,7 +19,7 @@ from fxviz.compare import code_diff_html, compare, graph_diff
 from fxviz.errors import FxvizError
 from fxviz.profile import profile
 from fxviz.timing_diff import diff_timing, plot_top, top_changes
-from fxviz.trace import trace
+from fxviz.capture import trace
 
 
 def make_step(index, gm, inputs, profile_df=None, pass_name=None):

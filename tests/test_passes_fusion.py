@@ -6,7 +6,7 @@ from torch import nn
 from fxviz.check import check_outputs
 from fxviz.errors import PassError
 from fxviz.passes import NothingToDo, fuse_conv_bn, get
-from fxviz.trace import trace
+from fxviz.capture import trace
 
 FUSE = get("fuse_conv_bn")
 

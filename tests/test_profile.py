@@ -18,7 +18,7 @@ from fxviz._clock import instrument
 from fxviz.errors import FxvizError
 from fxviz.profile import _table, attribute_events, plot_profile, profile, profile_aten
 from fxviz.shapes import annotate
-from fxviz.trace import trace
+from fxviz.capture import trace
 
 COLUMNS = ["node", "op", "target", "kind", "module_path", "median_us", "p25_us", "p75_us", "share", "flops", "gflops"]
 
