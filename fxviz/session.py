@@ -139,6 +139,8 @@ class Session:
             captured = capture(self._root if isinstance(model, nn.Module) else model, inputs,
                                tracer=tracer, **trace_kwargs)
         gm = captured.gm
+        if captured.reference is not None:
+            self._root = captured.reference
         if captured.method == "dynamo":  # one graph of several: checked against itself, on its own inputs
             inputs = gm.meta["fxviz"]["graph_inputs"]
             self._root = _cow.fork(gm)

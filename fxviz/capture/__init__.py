@@ -17,6 +17,7 @@ from torch import nn
 
 from fxviz.capture import dynamo, export, make_fx, symbolic
 from fxviz.capture._common import Capture, as_inputs, called_as, caller
+from fxviz.capture.outputs import with_plain_outputs
 from fxviz.errors import TraceError
 
 #: The order ``tracer="auto"`` tries: module-level graph first, dynamo's split graphs last.
@@ -112,9 +113,11 @@ def _one(method: Any, model: Any, inputs: tuple, module: nn.Module | None, optio
     if method in ("export", "export (strict)"):
         if not isinstance(model, nn.Module):
             raise TraceError(f"torch.export needs an nn.Module, got {type(model).__name__}: use tracer='make_fx'.")
-        return Capture([export.capture(model, inputs, strict=method != "export")], method)
+        plain = with_plain_outputs(model)
+        return Capture([export.capture(plain, inputs, strict=method != "export")], method, reference=plain)
     if method == "make_fx":
-        return Capture([make_fx.capture(model, inputs, module)], "make_fx")
+        plain = with_plain_outputs(model) if isinstance(model, nn.Module) else model
+        return Capture([make_fx.capture(plain, inputs, module)], "make_fx", reference=plain)
     if not inputs:
         raise TraceError("dynamo captures by running the model: pass example_inputs.")
     return dynamo.capture(model, inputs)

@@ -30,6 +30,8 @@ class Capture:
     method: str
     attempts: list[tuple[str, str]] = field(default_factory=list)
     graph_breaks: list[dict[str, Any]] = field(default_factory=list)
+    #: What the graph reproduces, when not the model itself (a copy with plain outputs).
+    reference: Any = None
 
     @property
     def gm(self) -> torch.fx.GraphModule:

@@ -51,6 +51,9 @@ def capture(fn: Callable[..., Any], inputs: tuple) -> Capture:
     breaks = [g.meta["fxviz_break"] for g in graphs if g.meta.get("fxviz_break")]
     root = fn if isinstance(fn, torch.nn.Module) else None
     for index, gm in enumerate(graphs):
+        for node, value in zip(gm.graph.find_nodes(op="placeholder"), gm.meta["fxviz_inputs"]):
+            if not isinstance(value, torch.nn.Parameter):  # an input, not a lifted parameter
+                node.meta["module_path"] = ""
         finish(gm, "dynamo", root, graph_index=index, graph_count=len(graphs), graph_breaks=breaks,
                graph_inputs=tuple(gm.meta["fxviz_inputs"]), guards=guards)
     return Capture(graphs, "dynamo", graph_breaks=breaks)
