@@ -25,7 +25,7 @@ from fxviz import _cow
 from fxviz.check import CheckResult, compare_outputs, random_like, run_outputs, seeded
 from fxviz.graph import to_networkx
 from fxviz.shapes import annotated_run
-from fxviz.errors import PassError, TraceError
+from fxviz.errors import FxvizError, PassError, TraceError
 from fxviz.passes.registry import PassSpec, resolve, selection_names
 
 
@@ -94,6 +94,8 @@ class Step:
         from fxviz.profile import profile
 
         key = repr(sorted(kwargs.items()))
+        if self.gm.meta.get("fxviz", {}).get("real_tensors") is False:
+            raise FxvizError(f"Cannot time this step: {NEEDS_REAL_TENSORS}")
         if key not in self._profiles:
             # FLOPs live on the annotated graph: annotation never touches ``gm`` itself.
             flops = {name: attrs["flops"] for name, attrs in self.graph.nodes(data=True)}
@@ -145,7 +147,7 @@ class Session:
             inputs = gm.meta["fxviz"]["graph_inputs"]
             self._root = _cow.fork(gm)
         self.capture = captured
-        self.real_tensors = not _has_fake_tensors(self._root, inputs)
+        self.real_tensors = gm.meta["fxviz"]["real_tensors"] = not _has_fake_tensors(self._root, inputs)
         n_random = n_random_inputs if self.real_tensors else 0
         check_inputs = (inputs, *(random_like(inputs, seed) for seed in range(1, n_random + 1)))
         self._options = {"tracer": tracer, "n_random_inputs": n_random_inputs, **trace_kwargs}
