@@ -8,6 +8,7 @@ and records why each earlier one failed. Every node gets ``node.meta["module_pat
 """
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -16,7 +17,7 @@ import torch.fx
 from torch import nn
 
 from fxviz.capture import dynamo, export, make_fx, symbolic
-from fxviz.capture._common import Capture, as_inputs, called_as, caller
+from fxviz.capture._common import Capture, as_inputs, called_as, caller, first_line, where
 from fxviz.capture.outputs import with_plain_outputs
 from fxviz.errors import TraceError
 
@@ -61,6 +62,8 @@ def capture(
             continue
         try:
             result = _one(method, model, inputs, module, symbolic_options)
+            if inputs:
+                _runs(result, inputs)
         except TraceError as exc:
             attempts.append((method, str(exc).splitlines()[0] + _detail(exc)))
             errors.append(exc)
@@ -69,7 +72,7 @@ def capture(
         for gm in result.graphs:
             gm.meta["fxviz"]["attempts"] = attempts
         return result
-    raise _all_failed(model, attempts, errors)
+    raise _own_failure(model, inputs) or _all_failed(model, attempts, errors)
 
 
 def trace(
@@ -123,6 +126,21 @@ def _one(method: Any, model: Any, inputs: tuple, module: nn.Module | None, optio
     return dynamo.capture(model, inputs)
 
 
+def _runs(result: Capture, inputs: tuple) -> None:
+    """A capture that cannot run on the inputs it was made for is no capture (symbolic
+    tracing bakes in Python values and misses shape errors): try the next method."""
+    from fxviz._runtime import preserved_buffers
+
+    gm = result.gm
+    args = gm.meta["fxviz"].get("graph_inputs", inputs)
+    try:
+        with torch.no_grad(), preserved_buffers(gm):
+            gm.forward(*args)
+    except Exception as exc:
+        raise TraceError(f"{result.method} captured a graph that fails on the example inputs{where(exc)}\n"
+                         f"  {first_line(exc)}") from exc
+
+
 def _skip_reason(method: str, model: Any, inputs: tuple) -> str | None:
     if method != "symbolic" and not inputs:
         return "needs example inputs"
@@ -134,6 +152,26 @@ def _skip_reason(method: str, model: Any, inputs: tuple) -> str | None:
 def _detail(exc: TraceError) -> str:
     lines = str(exc).splitlines()
     return f" ({lines[1].strip()})" if len(lines) > 1 and not lines[1].strip().startswith("What to do") else ""
+
+
+def _own_failure(model: Any, inputs: tuple) -> TraceError | None:
+    """When every method failed, the model itself may not run on these inputs: say that
+    (with its line) rather than five capture errors."""
+    from fxviz._runtime import preserved_buffers
+
+    if not inputs:
+        return None
+    kept = preserved_buffers(model) if isinstance(model, nn.Module) else contextlib.nullcontext()
+    try:
+        with torch.no_grad(), kept:
+            model(*inputs)
+    except Exception as exc:
+        name = getattr(model, "__name__", type(model).__name__)
+        error = TraceError(f"{caller()}(...): {name} itself fails on the example inputs{where(exc)}\n"
+                           f"  {first_line(exc)}\n  What to do: pass inputs the model accepts.")
+        error.__cause__ = exc
+        return error
+    return None
 
 
 def _all_failed(model: Any, attempts: list[tuple[str, str]], errors: list[TraceError]) -> TraceError:

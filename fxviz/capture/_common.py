@@ -59,7 +59,7 @@ def user_frame(exc: BaseException) -> traceback.FrameSummary | None:
     """The innermost frame outside torch and fxviz: the user's line that broke capture.
     Frames of torchvision, timm or transformers count as the user's (they are model code)."""
     frames = [f for f in traceback.extract_tb(exc.__traceback__)
-              if not f.filename.startswith((_TORCH_DIR, _FXVIZ_DIR))]
+              if not f.filename.startswith((_TORCH_DIR, _FXVIZ_DIR, "<eval_with_key>"))]
     return frames[-1] if frames else None
 
 
