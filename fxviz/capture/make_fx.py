@@ -10,6 +10,7 @@ import torch.fx
 from torch import nn
 
 from fxviz.capture._common import finish, first_line, where
+from fxviz.capture.backward import attribute_backward
 from fxviz.capture.closure import closed_over_module
 from fxviz.errors import TraceError
 
@@ -38,9 +39,11 @@ def capture(fn: Callable[..., Any], inputs: tuple, module: nn.Module | None = No
             "  What to do: make the function run on the example inputs as given, and avoid "
             "Python branches on tensor values (use torch.where / torch.cond)."
         ) from exc
+    finish(gm, "make_fx", root)
     if root is not None:
         _name_parameters(gm, root)
-    return finish(gm, "make_fx", root)
+        attribute_backward(gm)
+    return gm
 
 
 def _name_parameters(gm: torch.fx.GraphModule, root: nn.Module) -> None:
