@@ -43,6 +43,11 @@ def from_program(ep: torch.export.ExportedProgram, method: str = "exported progr
     """``ep.module()``: lifted parameters, buffers and constants become attributes under
     their qualified names (``conv1.weight``), so the graph runs as a module does."""
     gm = ep.module()
+    # The graph fixed train/eval behaviour at export (batch_norm's training flag, dropout
+    # ops); module flags (True on ep.module()'s guard module) mean nothing here, and
+    # ep.module() refuses .eval(), so the flags are set directly.
+    for module in gm.modules():
+        module.training = False
     # The pytree hooks of ep.module() check inputs against the export's spec; a Session
     # forks the graph into plain GraphModules, which keep the codegen (flat tuple in/out).
     types = {}
