@@ -78,7 +78,7 @@ FAMILIES: dict[str, dict[str, Callable[[], tuple]]] = {
         "t5": _hf("T5Config", d_model=32, d_ff=64, num_layers=1, num_heads=2, d_kv=16),
     },
     "torchvision": {
-        "lraspp (segmentation)": _tv("segmentation.lraspp_mobilenet_v3_large", (1, 3, 64, 64), num_classes=3),
+        "lraspp (segmentation)": _tv("segmentation.lraspp_mobilenet_v3_large", (1, 3, 64, 64), num_classes=3, weights_backbone=None),
         "r3d_18 (video)": _tv("video.r3d_18", (1, 3, 4, 32, 32), num_classes=3),
         "raft_small (flow)": _tv("optical_flow.raft_small", (1, 3, 64, 64), n=2),
         "fasterrcnn_mobilenet (detection)": _tv("detection.fasterrcnn_mobilenet_v3_large_320_fpn",
@@ -116,8 +116,12 @@ def _try(fn: Callable[[], Any]) -> tuple[bool, float, str]:
 
 
 def measure(build: Callable[[], tuple]) -> dict[str, Any]:
-    model, inputs = build()
     row: dict[str, Any] = {}
+    try:
+        model, inputs = build()
+    except Exception as exc:  # the model cannot even be built here: a row, not a crash
+        return {"opens": False, "fxviz_s": 0.0, "error": f"build: {type(exc).__name__}", "symbolic": False,
+                "export": False, "export_s": 0.0}
 
     def open_and_draw():
         row["session"] = session = fxviz.Session(model, inputs)

@@ -80,3 +80,14 @@ def test_explicit_tracer_still_picks_one_method():
         capture(DataBranch(), torch.randn(2, 3), tracer="symbolic")
     assert "fallback=True" not in str(info.value)  # the branch is in the top level: a leaf cannot help
     assert capture(DataBranch(), torch.randn(2, 3), tracer="auto").graphs  # the advice works
+
+
+def test_the_same_tensor_passed_twice_does_not_specialise_the_graph():
+    class TwoInputs(nn.Module):
+        def forward(self, a, b):
+            return {"out": a * 2 - b}  # a dict output: symbolic is fine, so force export
+
+    x = torch.randn(3)
+    gm = fxviz.trace(TwoInputs(), (x, x), tracer="export")
+    a, b = torch.randn(3), torch.randn(3)
+    torch.testing.assert_close(gm(a, b)["out"], a * 2 - b)

@@ -40,7 +40,7 @@ def capture(
     module: nn.Module | None = None,
 ) -> Capture:
     """Capture ``model`` with ``tracer`` (see :func:`trace`); the record says how."""
-    inputs = as_inputs(example_inputs)
+    inputs = _distinct(as_inputs(example_inputs))
     if export.is_exported(model):
         return Capture([export.from_program(export.load(model))], "exported program")
     symbolic_options = {"leaf_modules": leaf_modules, "lower": lower, "concrete_args": concrete_args,
@@ -104,6 +104,20 @@ def trace(
     """
     return capture(model, example_inputs, tracer=tracer, leaf_modules=leaf_modules, lower=lower,
                    concrete_args=concrete_args, fallback=fallback, module=module).gm
+
+
+def _distinct(inputs: tuple) -> tuple:
+    """The same tensor passed twice (``model(ids, mask, ids)``) would make export and
+    make_fx specialise the graph to that aliasing, wrong on any other inputs: capture
+    from a copy of each repeat."""
+    seen: set[int] = set()
+    out = []
+    for value in inputs:
+        if isinstance(value, torch.Tensor) and id(value) in seen:
+            value = value.clone()
+        seen.add(id(value))
+        out.append(value)
+    return tuple(out)
 
 
 def _is_tracer(tracer: Any) -> bool:

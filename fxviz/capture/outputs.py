@@ -25,6 +25,8 @@ def with_plain_outputs(model: nn.Module) -> nn.Module:
 
 
 def _plain(value: Any) -> Any:
+    if hasattr(value, "self_attention_cache") and hasattr(value, "cross_attention_cache"):  # encoder-decoder
+        return (_plain(value.self_attention_cache), _plain(value.cross_attention_cache))
     layers = getattr(value, "layers", None)
     if isinstance(layers, (list, tuple)) and all(hasattr(layer, "keys") and hasattr(layer, "values")
                                                  for layer in layers):
