@@ -48,6 +48,12 @@ def from_program(ep: torch.export.ExportedProgram, method: str = "exported progr
     # ep.module() refuses .eval(), so the flags are set directly.
     for module in gm.modules():
         module.training = False
+    # ep.module() calls a `_guards_fn` module first (input shape checks): not part of the
+    # model, and a call_module in an ATen graph. The placeholders' "val" keep the shapes.
+    for node in gm.graph.find_nodes(op="call_module", target="_guards_fn"):
+        gm.graph.erase_node(node)
+        gm.delete_submodule("_guards_fn")
+    gm.recompile()
     # The pytree hooks of ep.module() check inputs against the export's spec; a Session
     # forks the graph into plain GraphModules, which keep the codegen (flat tuple in/out).
     types = {}

@@ -13,6 +13,7 @@ from its signature, so a UI can build a form; built-ins use the same decorator.
 from __future__ import annotations
 
 import inspect
+import operator
 import traceback
 import typing
 from collections.abc import Callable, Iterable
@@ -56,6 +57,8 @@ class PassSpec:
     is in training mode. ``targets_nodes``: accepts ``nodes=`` to act on a
     selection only. ``convert_inputs``: how the pass changes the model's inputs
     (e.g. to channels-last), applied to the step's example and check inputs.
+    ``level``: the IR the pass works on: "torch" (modules and torch functions, from the
+    symbolic tracer), "aten" (ATen operators: export, make_fx) or "any".
     """
 
     name: str
@@ -66,11 +69,24 @@ class PassSpec:
     needs_eval: bool = False
     targets_nodes: bool = False
     convert_inputs: Callable[[tuple], tuple] | None = None
+    level: str = "any"
+
+    def why_not(self, gm: torch.fx.GraphModule) -> str | None:
+        """Why this pass does not apply to ``gm``'s IR level, or None when it does."""
+        level = ir_level(gm)
+        if self.level in ("any", level):
+            return None
+        wanted = {"torch": "torch-IR graphs (modules and torch functions, tracer='symbolic')",
+                  "aten": "ATen graphs with recorded input shapes (tracer='export' or an ExportedProgram)"}
+        return f"'{self.name}' works on {wanted[self.level]}; this graph is {level}-level"
 
     def __call__(self, gm: torch.fx.GraphModule, *, nodes: Any = None, **params: Any) -> PassResult:
         """Validate ``params`` and ``nodes`` (names or Nodes), run the pass on ``gm``
         and return a PassResult; raise PassError naming the cause, or NothingToDo."""
         kwargs = self.bind(params)
+        reason = self.why_not(gm)
+        if reason:
+            raise PassError(f"{reason}.")
         if self.needs_eval:
             _require_eval(gm, self.name)
         if self.targets_nodes:
@@ -137,6 +153,7 @@ def describe(
     targets_nodes: bool | None = None,
     choices: dict[str, Iterable] | None = None,
     convert_inputs: Callable[[tuple], tuple] | None = None,
+    level: str = "any",
 ) -> PassSpec:
     """The PassSpec of ``fn`` without registering it. ``targets_nodes`` defaults to
     whether ``fn`` takes a ``nodes`` parameter; ``choices`` maps parameter names to
@@ -150,7 +167,10 @@ def describe(
         raise PassError(f"Pass '{name}' is registered with targets_nodes=True but takes no 'nodes' parameter.")
     params = tuple(_params(name, signature, dict(choices or {})))
     first_line = (doc or inspect.getdoc(fn) or "").strip().split("\n")[0]
-    return PassSpec(name, first_line, fn, params, preserves_semantics, needs_eval, targets_nodes, convert_inputs)
+    if level not in ("torch", "aten", "any"):
+        raise PassError(f"Pass '{name}': level must be 'torch', 'aten' or 'any', not {level!r}.")
+    return PassSpec(name, first_line, fn, params, preserves_semantics, needs_eval, targets_nodes, convert_inputs,
+                    level)
 
 
 def register(fn: Callable[..., Any] | None = None, *, replace: bool = False, **options: Any) -> Any:
@@ -204,6 +224,16 @@ def resolve(pass_: str | PassSpec | Callable[..., Any]) -> PassSpec:
     if callable(pass_):
         return describe(pass_)
     raise PassError(f"Cannot apply {pass_!r}: give a pass name, a PassSpec or a function.")
+
+
+def ir_level(gm: torch.fx.GraphModule) -> str:
+    """"aten" when every call is an ATen operator (export, make_fx; getitem aside) and the
+    inputs carry recorded values; else "torch"."""
+    calls = [n for n in gm.graph.nodes if n.op in ("call_function", "call_method", "call_module")]
+    aten = all(n.op == "call_function" and (isinstance(n.target, torch._ops.OpOverload) or n.target is operator.getitem)
+               for n in calls)
+    recorded = all("val" in n.meta for n in gm.graph.find_nodes(op="placeholder"))
+    return "aten" if aten and recorded else "torch"
 
 
 def _signature(fn: Callable[..., Any]) -> inspect.Signature:
