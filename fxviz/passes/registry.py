@@ -24,6 +24,7 @@ import torch.fx
 from torch.fx.passes.infra.pass_base import PassResult
 
 from fxviz.errors import PassError
+from fxviz.passes.provenance import recording
 
 REQUIRED = inspect.Parameter.empty
 _REGISTRY: dict[str, PassSpec] = {}
@@ -94,7 +95,9 @@ class PassSpec:
         elif nodes is not None:
             raise PassError(f"Pass '{self.name}' acts on the whole graph; call it without nodes=.")
         try:
-            result = self.fn(gm, **kwargs)
+            with recording(gm, self.name) as changes:
+                result = self.fn(gm, **kwargs)
+            gm.meta["pass_changes"] = {k: sorted(v) for k, v in changes.items()}
         except PassError:
             raise
         except Exception as exc:  # a user's pass may raise anything: name it and the node
