@@ -80,7 +80,7 @@ FAMILIES: dict[str, dict[str, Callable[[], tuple]]] = {
     "torchvision": {
         "lraspp (segmentation)": _tv("segmentation.lraspp_mobilenet_v3_large", (1, 3, 64, 64), num_classes=3, weights_backbone=None),
         "r3d_18 (video)": _tv("video.r3d_18", (1, 3, 4, 32, 32), num_classes=3),
-        "raft_small (flow)": _tv("optical_flow.raft_small", (1, 3, 64, 64), n=2),
+        "raft_small (flow)": _tv("optical_flow.raft_small", (1, 3, 128, 128), n=2),
         "fasterrcnn_mobilenet (detection)": _tv("detection.fasterrcnn_mobilenet_v3_large_320_fpn",
                                                 (3, 64, 64), num_classes=3, weights_backbone=None),
     },
@@ -143,11 +143,13 @@ def measure(build: Callable[[], tuple]) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--wide", action="store_true", help="more timm models")
+    parser.add_argument("--family", choices=tuple(FAMILIES), action="append", help="only these families")
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
-    families = {k: dict(v) for k, v in FAMILIES.items()}
+    families = {k: dict(v) for k, v in FAMILIES.items() if not args.family or k in args.family}
     if args.wide:
         for family, names in WIDE_EXTRA.items():
+            families.setdefault(family, {})
             families[family].update({n: _timm(n) for n in names})
     print(f"{'family':<12} {'model':<34} {'fxviz':<18} {'clusters':<8} {'check':<10} {'t_fxviz':>8} "
           f"{'symbolic':>8} {'export':>6} {'t_export':>8}")
