@@ -6,7 +6,7 @@ from torch import nn
 import fxviz
 from fxviz.errors import PassError
 from fxviz.passes import get
-from fxviz.passes.registry import ir_level
+from fxviz.passes.levels import ir_level
 
 
 def _net():

@@ -13,7 +13,6 @@ from its signature, so a UI can build a form; built-ins use the same decorator.
 from __future__ import annotations
 
 import inspect
-import operator
 import traceback
 import typing
 from collections.abc import Callable, Iterable
@@ -24,6 +23,7 @@ import torch.fx
 from torch.fx.passes.infra.pass_base import PassResult
 
 from fxviz.errors import PassError
+from fxviz.passes.levels import ir_level
 from fxviz.passes.provenance import recording
 
 REQUIRED = inspect.Parameter.empty
@@ -227,16 +227,6 @@ def resolve(pass_: str | PassSpec | Callable[..., Any]) -> PassSpec:
     if callable(pass_):
         return describe(pass_)
     raise PassError(f"Cannot apply {pass_!r}: give a pass name, a PassSpec or a function.")
-
-
-def ir_level(gm: torch.fx.GraphModule) -> str:
-    """"aten" when every call is an ATen operator (export, make_fx; getitem aside) and the
-    inputs carry recorded values; else "torch"."""
-    calls = [n for n in gm.graph.nodes if n.op in ("call_function", "call_method", "call_module")]
-    aten = all(n.op == "call_function" and (isinstance(n.target, torch._ops.OpOverload) or n.target is operator.getitem)
-               for n in calls)
-    recorded = all("val" in n.meta for n in gm.graph.find_nodes(op="placeholder"))
-    return "aten" if aten and recorded else "torch"
 
 
 def _signature(fn: Callable[..., Any]) -> inspect.Signature:
