@@ -47,6 +47,7 @@ def test_data_dependent_branch_opens_as_dynamo_graphs_with_the_break_and_user_li
     assert result.method == "dynamo"
     assert [m for m, _ in result.attempts] == ["symbolic", "export", "export (strict)", "make_fx"]
     assert all("test_capture_auto.py" in why or "strict" in why for _, why in result.attempts)
+    assert all(why.endswith(" s]") for _, why in result.attempts)  # what each failed try cost
     assert len(result.graphs) == 2
     (brk,) = result.graph_breaks
     assert brk["user_line"].endswith(f"test_capture_auto.py:{DataBranch.forward.__code__.co_firstlineno + 2}")

@@ -9,6 +9,7 @@ and records why each earlier one failed. Every node gets ``node.meta["module_pat
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -60,12 +61,14 @@ def capture(
         if reason:
             attempts.append((method, f"skipped: {reason}"))
             continue
+        start = time.perf_counter()
         try:
             result = _one(method, model, inputs, module, symbolic_options)
             if inputs:
                 _runs(result, inputs)
         except TraceError as exc:
-            attempts.append((method, str(exc).splitlines()[0] + _detail(exc)))
+            spent = f" [{time.perf_counter() - start:.1f} s]"
+            attempts.append((method, str(exc).splitlines()[0] + _detail(exc) + spent))
             errors.append(exc)
             continue
         result.attempts = attempts
