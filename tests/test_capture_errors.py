@@ -80,3 +80,9 @@ def test_user_frame_keeps_torchvision_frames():
     except ValueError as exc:
         frame = _common.user_frame(exc)
     assert frame is not None and frame.filename == sibling and frame.lineno == 2
+
+
+def test_explore_names_itself_as_the_user_called_it():
+    pytest.importorskip("anywidget")
+    with pytest.raises(TraceError, match=r"^explore\(\.\.\.\): Unrunnable itself fails"):
+        fxviz.explore(Unrunnable(), torch.randn(2, 3))
