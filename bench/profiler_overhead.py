@@ -22,7 +22,7 @@ import torch.fx
 import torchvision
 
 from fxviz.profiling import profile
-from fxviz.trace import trace
+from fxviz.capture import trace
 
 
 class NaiveTimer(torch.fx.Interpreter):

@@ -4,7 +4,7 @@ The headless library. The Jupyter layer lives in ``fxviz.widgets`` and is only
 imported by :func:`explore`, so ``import fxviz`` stays light and kernel-free.
 """
 from fxviz.errors import FxvizError, PassError, RenderError, TraceError
-from fxviz.trace import trace
+from fxviz.capture import trace
 from fxviz.shapes import annotate
 from fxviz.graph import to_networkx
 from fxviz.render import Rendering, to_dot, to_svg
@@ -16,6 +16,22 @@ from fxviz.session import Session, Step
 from fxviz import passes
 
 __version__ = "0.1.0"
+
+
+def _accepting_exported(draw):
+    """``to_svg(ep)``/``to_dot(ep)``: an ExportedProgram or ``.pt2`` path is captured first."""
+    import functools
+
+    from fxviz.capture import export
+
+    @functools.wraps(draw)
+    def wrapper(source, **options):
+        return draw(trace(source) if export.is_exported(source) else source, **options)
+
+    return wrapper
+
+
+to_svg, to_dot = _accepting_exported(to_svg), _accepting_exported(to_dot)
 
 
 def explore(model_or_session, *example_inputs, **options):

@@ -20,7 +20,11 @@ from torch.utils._python_dispatch import TorchDispatchMode
 def module_copy(module: nn.Module) -> nn.Module:
     """A shallow copy whose ``_parameters``, ``_buffers`` and ``_modules`` dicts are its
     own, so assigning a new Parameter or child to it leaves ``module`` untouched."""
-    new = copy.copy(module)
+    # Not copy.copy: GraphModule.__copy__ re-resolves every get_attr target on the
+    # copy itself and fails on nested graphs whose constants live on the root (torch.export's
+    # ``lifted_tensor_0`` in raft_small).
+    new = object.__new__(type(module))  # GraphModule.__new__ would make a class without forward
+    new.__dict__.update(module.__dict__)
     new._parameters = dict(module._parameters)
     new._buffers = dict(module._buffers)
     new._modules = dict(module._modules)

@@ -12,7 +12,7 @@ from torch import nn
 def preserved_buffers(module: nn.Module) -> Iterator[None]:
     """Restore every buffer afterwards: a training-mode BatchNorm updates its running
     statistics in place, and those buffers may be shared with the user's model."""
-    saved = [(buf, buf.detach().clone()) for buf in module.buffers()]
+    saved = [(buf, buf.detach().clone()) for buf in module.buffers() if not buf.is_meta]  # meta: no values
     try:
         yield
     finally:

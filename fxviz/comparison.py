@@ -21,7 +21,7 @@ from fxviz.errors import FxvizError
 from fxviz.graph import readable_target
 from fxviz.timing_ab import PairedTimes, measure_pair, node_marks, paired_timing
 from fxviz.timing_diff import Exclude, plot_top, top_changes
-from fxviz.trace import as_inputs
+from fxviz.capture import as_inputs
 
 __all__ = ["compare", "Comparison", "graph_diff", "code_diff_html"]
 

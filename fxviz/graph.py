@@ -94,6 +94,7 @@ def to_networkx(gm: torch.fx.GraphModule) -> nx.DiGraph:
     """A DiGraph keyed by node name, nodes in graph order.
 
     Graph attribute ``module_types``: module path -> class name. Node attributes: ``index, op, target, args, kwargs, num_users, users, module_path,
+    source (``file:line`` of the model's code, when the front-end recorded it),
     shape, dtype, stride, memory_format, flops, macs, bytes`` (shape fields and costs
     are None until :func:`fxviz.annotate` has run, and where it could not count them). Edge attribute ``uses``: the argument
     positions, e.g. ``("args[0]", "args[1]")`` for ``x + x``.
@@ -119,6 +120,7 @@ def _to_networkx(gm: torch.fx.GraphModule) -> nx.DiGraph:
             num_users=len(node.users),
             users=tuple(u.name for u in node.users),
             module_path=node.meta.get("module_path"),
+            source=node.meta.get("source"),
             flops=node.meta.get("flops"),
             macs=node.meta.get("macs"),
             bytes=node.meta.get("bytes"),

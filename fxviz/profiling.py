@@ -24,7 +24,7 @@ from fxviz._clock import Clock, instrument
 from fxviz._runtime import preserved_buffers
 from fxviz.errors import FxvizError
 from fxviz.graph import readable_target
-from fxviz.trace import as_inputs
+from fxviz.capture import as_inputs
 
 __all__ = ["profile", "plot_profile", "node_kind", "device_of", "conditions"]
 

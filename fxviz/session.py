@@ -26,7 +26,7 @@ from fxviz._gc import gc_paused
 from fxviz.check import CheckResult, compare_outputs, random_like, run_outputs, seeded
 from fxviz.graph import to_networkx
 from fxviz.shapes import annotated_run
-from fxviz.errors import PassError, TraceError
+from fxviz.errors import FxvizError, PassError, TraceError
 from fxviz.passes.registry import PassSpec, resolve, selection_names
 
 
@@ -95,6 +95,8 @@ class Step:
         from fxviz.profiling import profile
 
         key = repr(sorted(kwargs.items()))
+        if self.gm.meta.get("fxviz", {}).get("real_tensors") is False:
+            raise FxvizError(f"Cannot time this step: {NEEDS_REAL_TENSORS}")
         if key not in self._profiles:
             # Costs live on the annotated graph: annotation never touches ``gm`` itself.
             flops = {name: attrs["flops"] for name, attrs in self.graph.nodes(data=True)}
@@ -136,23 +138,39 @@ class Session:
 
     def __init__(
         self,
-        model: nn.Module | Callable[..., Any],
-        example_inputs: Any,
+        model: nn.Module | Callable[..., Any] | torch.export.ExportedProgram | str,
+        example_inputs: Any = None,
         *,
-        tracer: Any = "symbolic",
+        tracer: Any = "auto",
         n_random_inputs: int = 2,
         **trace_kwargs: Any,
     ):
-        from fxviz.trace import as_inputs, trace
+        from fxviz.capture import as_inputs, called_as, capture, export
 
         inputs = as_inputs(example_inputs)
-        self._root = _cow.skeleton(model) if isinstance(model, nn.Module) else model
-        gm = trace(self._root, inputs, tracer=tracer, **trace_kwargs)
-        check_inputs = (inputs, *(random_like(inputs, seed) for seed in range(1, n_random_inputs + 1)))
+        if export.is_exported(model):
+            model = export.load(model)
+            if not inputs and model.example_inputs:  # a .pt2 file keeps the inputs it was exported with
+                inputs = tuple(model.example_inputs[0])
+        self._root = (model.module() if isinstance(model, torch.export.ExportedProgram)
+                      else _cow.skeleton(model) if isinstance(model, nn.Module) else model)
+        with called_as("Session"):
+            captured = capture(self._root if isinstance(model, nn.Module) else model, inputs,
+                               tracer=tracer, **trace_kwargs)
+        gm = captured.gm
+        if captured.reference is not None:
+            self._root = captured.reference
+        if captured.method == "dynamo":  # one graph of several: checked against itself, on its own inputs
+            inputs = gm.meta["fxviz"]["graph_inputs"]
+            self._root = _cow.fork(gm)
+        self.capture = captured
+        self.real_tensors = gm.meta["fxviz"]["real_tensors"] = not _has_fake_tensors(self._root, inputs)
+        n_random = n_random_inputs if self.real_tensors else 0
+        check_inputs = (inputs, *(random_like(inputs, seed) for seed in range(1, n_random + 1)))
         self._options = {"tracer": tracer, "n_random_inputs": n_random_inputs, **trace_kwargs}
         self._reference_outputs: tuple[dict, list] | None = None  # (tensor versions, outputs)
         self._reference_lock = threading.Lock()
-        action = Action("trace", MappingProxyType({"tracer": _label(tracer), **trace_kwargs}))
+        action = Action("trace", MappingProxyType({"tracer": captured.method, **trace_kwargs}))
         self._steps = [self._make_step(0, gm, action, check_inputs, False, "the trace", TraceError)]
         self._index = 0
         self._subscribers: list[Callable[[Session], Any]] = []
@@ -272,6 +290,8 @@ class Session:
         versions = _cow.tensor_versions(gm)
 
         def check() -> CheckResult:
+            if not self.real_tensors:
+                return CheckResult("not checked", math.nan, math.nan, 0.0, 0.0, 0, NEEDS_REAL_TENSORS)
             # The model (whose tensors the steps share) may have been trained since:
             # then the first output is stale and everything runs again, now.
             fresh = _cow.tensor_versions(gm) == versions
@@ -324,5 +344,16 @@ def _node_of(exc: BaseException) -> str:
     return f" at node '{node}'" if node else ""
 
 
-def _label(tracer: Any) -> str:
-    return tracer if isinstance(tracer, str) else getattr(tracer, "__name__", type(tracer).__name__)
+NEEDS_REAL_TENSORS = ("needs real tensors: the model or its inputs are on the meta device or fake; "
+                      "the graph, shapes and FLOPs are exact, but outputs and timings need real weights "
+                      "(build the model on a real device to check or time it).")
+
+
+def _has_fake_tensors(root: Any, inputs: tuple) -> bool:
+    """Whether the model or its inputs hold meta or fake tensors (no values to compare)."""
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    tensors = [t for t in torch.utils._pytree.tree_leaves(inputs) if isinstance(t, torch.Tensor)]
+    if isinstance(root, nn.Module):
+        tensors += [*root.parameters(), *root.buffers()]
+    return any(t.is_meta or isinstance(t, FakeTensor) for t in tensors)

@@ -12,7 +12,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from fxviz._runtime import preserved_buffers
 from fxviz.errors import FxvizError
-from fxviz.trace import as_inputs
+from fxviz.capture import as_inputs
 
 
 class _Counter(FlopCounterMode):

@@ -23,7 +23,7 @@ from fxviz.errors import FxvizError
 from fxviz.profiling import profile
 from fxviz.timing_ab import PairedTimes
 from fxviz.timing_diff import diff_timing, plot_top, top_changes
-from fxviz.trace import trace
+from fxviz.capture import trace
 
 
 def make_step(index, gm, inputs, profile_df=None, pass_name=None):

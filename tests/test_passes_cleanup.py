@@ -3,7 +3,7 @@ import pytest
 from torch import nn
 
 from fxviz.passes import NothingToDo, get
-from fxviz.trace import trace
+from fxviz.capture import trace
 
 DCE = get("eliminate_dead_code")
 

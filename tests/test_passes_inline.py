@@ -7,7 +7,7 @@ from torch import nn
 from fxviz.check import check_outputs
 from fxviz.errors import PassError
 from fxviz.passes import get
-from fxviz.trace import trace
+from fxviz.capture import trace
 
 INLINE = get("inline_module")
 

@@ -6,7 +6,7 @@ from torch import nn
 from fxviz.check import check_outputs
 from fxviz.passes import NothingToDo, get
 from fxviz.passes.memory_format import to_channels_last
-from fxviz.trace import trace
+from fxviz.capture import trace
 
 CHANNELS_LAST = get("channels_last")
 

@@ -6,7 +6,7 @@ from torch import nn
 
 from fxviz.check import check_outputs
 from fxviz.passes import NothingToDo, get
-from fxviz.trace import trace
+from fxviz.capture import trace
 
 IMAGE_LAYERS = st.lists(st.sampled_from(["conv", "bn", "relu"]), max_size=6)
 VECTOR_LAYERS = st.lists(st.sampled_from(["linear", "bn", "relu"]), max_size=5)

@@ -6,7 +6,7 @@ from torch import nn
 from fxviz.errors import PassError
 from fxviz.passes import NothingToDo, get
 from fxviz.passes.quantize import fake_quant
-from fxviz.trace import trace
+from fxviz.capture import trace
 
 QUANTIZE = get("fake_quantize")
 

@@ -10,7 +10,7 @@ from fxviz import passes
 from fxviz.errors import PassError
 from fxviz.passes import NothingToDo, PassParam, describe, register
 from fxviz.passes.registry import _REGISTRY
-from fxviz.trace import trace
+from fxviz.capture import trace
 
 BUILT_INS = ("fuse_conv_bn", "lower_modules", "replace_op", "inline_module",
              "eliminate_dead_code", "channels_last", "fake_quantize")

@@ -19,7 +19,7 @@ from fxviz.errors import FxvizError
 from fxviz.aten_breakdown import attribute_events, profile_aten
 from fxviz.profiling import _table, plot_profile, profile
 from fxviz.shapes import annotate
-from fxviz.trace import trace
+from fxviz.capture import trace
 
 COLUMNS = ["node", "op", "target", "kind", "module_path", "median_us", "p25_us", "p75_us", "share", "flops", "gflops",
            "bytes", "gbps"]

@@ -87,7 +87,10 @@ def explore(model_or_session: Any, *example_inputs: Any, profile: str = "backgro
         raise TypeError("explore(model, *example_inputs) needs example inputs, "
                         "e.g. explore(model, torch.randn(1, 3, 224, 224)).")
     else:
-        session = Session(model_or_session, example_inputs, **session_kwargs)
+        from fxviz.capture import called_as
+
+        with called_as("explore"):  # errors name the call the user wrote
+            session = Session(model_or_session, example_inputs, **session_kwargs)
     return Explorer(session, profile=profile, profile_kwargs=profile_kwargs)
 
 

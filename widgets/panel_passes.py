@@ -85,6 +85,8 @@ class PassPanel(w.VBox):
         self.nodes.allowed_tags = names
         self.select_node(selected)
         self.show_history(session)
+        self._gm = session.current.gm
+        self._describe()
 
     def show_history(self, session: Any) -> None:
         """The steps, each with its check badge; the current one marked."""
@@ -115,14 +117,25 @@ class PassPanel(w.VBox):
         if self.select.value is None:
             return
         spec = self.spec
-        flags = [("changes the outputs" if not spec.preserves_semantics else ""),
-                 ("needs eval mode" if spec.needs_eval else "")]
-        self.doc.value = " · ".join(filter(None, [spec.doc, *flags]))
+        self._describe()
         self._fields = [(p, _field(p)) for p in spec.params]
         replace_children(self.form, [field for _, field in self._fields])
         self.scope.disabled = not spec.targets_nodes
         if not spec.targets_nodes:
             self.scope.value = WHOLE
+
+    def _describe(self) -> None:
+        """The pass's description and flags; why it does not apply to this graph's IR
+        level (and Apply disabled) when it does not."""
+        if self.select.value is None:
+            return
+        spec = self.spec
+        gm = getattr(self, "_gm", None)
+        why_not = spec.why_not(gm) if gm is not None else None
+        flags = [("changes the outputs" if not spec.preserves_semantics else ""),
+                 ("needs eval mode" if spec.needs_eval else ""), (f"does not apply: {why_not}" if why_not else "")]
+        self.doc.value = " · ".join(filter(None, [spec.doc, *flags]))
+        self.apply.disabled = why_not is not None
 
     def _on_scope(self, change: dict[str, Any]) -> None:
         chosen = change["new"] == SELECTED

@@ -22,9 +22,10 @@ from fxviz.passes.inline import inline_module
 from fxviz.passes.cleanup import eliminate_dead_code
 from fxviz.passes.memory_format import channels_last
 from fxviz.passes.quantize import fake_quantize
+from fxviz.passes.decompose import run_decompositions
 
 __all__ = [
     "NothingToDo", "PassParam", "PassSpec", "available", "describe", "get", "register", "resolve", "unregister",
     "fuse_conv_bn", "lower_modules", "replace_op", "inline_module", "eliminate_dead_code",
-    "channels_last", "fake_quantize",
+    "channels_last", "fake_quantize", "run_decompositions",
 ]

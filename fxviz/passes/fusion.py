@@ -13,6 +13,7 @@ from torch.fx.passes.infra.pass_base import PassResult
 from torch.nn.utils.fusion import fuse_conv_bn_weights, fuse_linear_bn_weights
 
 from fxviz._cow import module_copy, set_submodule
+from fxviz.passes.fusion_functional import fuse_functional
 from fxviz.passes.registry import NothingToDo, register
 
 # BatchNorm type -> the layer types it can fold into (exact types: a subclass may
@@ -26,7 +27,8 @@ _FOLDS_INTO = {
 
 @register(name="fuse_conv_bn", preserves_semantics=True, needs_eval=True, targets_nodes=True)
 def fuse_conv_bn(gm: torch.fx.GraphModule, *, nodes=None) -> PassResult:
-    """Fold eval-mode BatchNorm into the Conv1d/2d/3d or Linear before it."""
+    """Fold eval-mode BatchNorm into the Conv1d/2d/3d or Linear before it (modules,
+    ``F.batch_norm`` calls and ATen batch_norm ops alike)."""
     selected = None if nodes is None else set(nodes)
     skipped: list[str] = []
     fused = 0
@@ -40,9 +42,8 @@ def fuse_conv_bn(gm: torch.fx.GraphModule, *, nodes=None) -> PassResult:
             continue
         _fold(gm, layer_node, bn_node)
         fused += 1
+    fused += fuse_functional(gm, selected, skipped)
     if not fused:
-        if not gm.graph.find_nodes(op="call_module"):
-            skipped.append("the graph calls no modules (traced with make_fx?): fusion needs tracer='symbolic'")
         raise NothingToDo("no conv→BN pattern found" + "".join(f"; {r}" for r in skipped))
     gm.delete_all_unused_submodules()
     return PassResult(gm, True)

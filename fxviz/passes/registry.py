@@ -23,6 +23,8 @@ import torch.fx
 from torch.fx.passes.infra.pass_base import PassResult
 
 from fxviz.errors import PassError
+from fxviz.passes.levels import ir_level
+from fxviz.passes.provenance import recording
 
 REQUIRED = inspect.Parameter.empty
 _REGISTRY: dict[str, PassSpec] = {}
@@ -56,6 +58,8 @@ class PassSpec:
     is in training mode. ``targets_nodes``: accepts ``nodes=`` to act on a
     selection only. ``convert_inputs``: how the pass changes the model's inputs
     (e.g. to channels-last), applied to the step's example and check inputs.
+    ``level``: the IR the pass works on: "torch" (modules and torch functions, from the
+    symbolic tracer), "aten" (ATen operators: export, make_fx) or "any".
     """
 
     name: str
@@ -66,11 +70,24 @@ class PassSpec:
     needs_eval: bool = False
     targets_nodes: bool = False
     convert_inputs: Callable[[tuple], tuple] | None = None
+    level: str = "any"
+
+    def why_not(self, gm: torch.fx.GraphModule) -> str | None:
+        """Why this pass does not apply to ``gm``'s IR level, or None when it does."""
+        level = ir_level(gm)
+        if self.level in ("any", level):
+            return None
+        wanted = {"torch": "torch-IR graphs (modules and torch functions, tracer='symbolic')",
+                  "aten": "ATen graphs with recorded input shapes (tracer='export' or an ExportedProgram)"}
+        return f"'{self.name}' works on {wanted[self.level]}; this graph is {level}-level"
 
     def __call__(self, gm: torch.fx.GraphModule, *, nodes: Any = None, **params: Any) -> PassResult:
         """Validate ``params`` and ``nodes`` (names or Nodes), run the pass on ``gm``
         and return a PassResult; raise PassError naming the cause, or NothingToDo."""
         kwargs = self.bind(params)
+        reason = self.why_not(gm)
+        if reason:
+            raise PassError(f"{reason}.")
         if self.needs_eval:
             _require_eval(gm, self.name)
         if self.targets_nodes:
@@ -78,7 +95,9 @@ class PassSpec:
         elif nodes is not None:
             raise PassError(f"Pass '{self.name}' acts on the whole graph; call it without nodes=.")
         try:
-            result = self.fn(gm, **kwargs)
+            with recording(gm, self.name) as changes:
+                result = self.fn(gm, **kwargs)
+            gm.meta["pass_changes"] = {k: sorted(v) for k, v in changes.items()}
         except PassError:
             raise
         except Exception as exc:  # a user's pass may raise anything: name it and the node
@@ -137,6 +156,7 @@ def describe(
     targets_nodes: bool | None = None,
     choices: dict[str, Iterable] | None = None,
     convert_inputs: Callable[[tuple], tuple] | None = None,
+    level: str = "any",
 ) -> PassSpec:
     """The PassSpec of ``fn`` without registering it. ``targets_nodes`` defaults to
     whether ``fn`` takes a ``nodes`` parameter; ``choices`` maps parameter names to
@@ -150,7 +170,10 @@ def describe(
         raise PassError(f"Pass '{name}' is registered with targets_nodes=True but takes no 'nodes' parameter.")
     params = tuple(_params(name, signature, dict(choices or {})))
     first_line = (doc or inspect.getdoc(fn) or "").strip().split("\n")[0]
-    return PassSpec(name, first_line, fn, params, preserves_semantics, needs_eval, targets_nodes, convert_inputs)
+    if level not in ("torch", "aten", "any"):
+        raise PassError(f"Pass '{name}': level must be 'torch', 'aten' or 'any', not {level!r}.")
+    return PassSpec(name, first_line, fn, params, preserves_semantics, needs_eval, targets_nodes, convert_inputs,
+                    level)
 
 
 def register(fn: Callable[..., Any] | None = None, *, replace: bool = False, **options: Any) -> Any:

@@ -1,0 +1,125 @@
+"""What every capture method shares: the record it returns, module paths from
+``nn_module_stack``, source lines from ``stack_trace``, and the user's frame of an error."""
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import os
+import re
+import traceback
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.fx
+from torch import nn
+
+_TORCH_DIR = os.path.dirname(torch.__file__) + os.sep  # the separator: torchvision is not torch
+_FXVIZ_DIR = os.path.dirname(os.path.dirname(__file__)) + os.sep
+_CALLER: contextvars.ContextVar[str] = contextvars.ContextVar("fxviz_caller", default="trace")
+_FRAME_RE = re.compile(r'File "([^"]+)", line (\d+)')
+
+
+@dataclass
+class Capture:
+    """One capture: the graph(s), the method that made them and why earlier methods
+    were skipped or failed (``attempts``: ``(method, reason)`` pairs, in order)."""
+
+    graphs: list[torch.fx.GraphModule]
+    method: str
+    attempts: list[tuple[str, str]] = field(default_factory=list)
+    graph_breaks: list[dict[str, Any]] = field(default_factory=list)
+    #: What the graph reproduces, when not the model itself (a copy with plain outputs).
+    reference: Any = None
+
+    @property
+    def gm(self) -> torch.fx.GraphModule:
+        return self.graphs[0]
+
+
+@contextlib.contextmanager
+def called_as(name: str) -> Iterator[None]:
+    """Errors raised inside name the function the user called (``explore``, ``Session``)."""
+    if _CALLER.get() != "trace":  # the outermost call is the one the user wrote
+        yield
+        return
+    token = _CALLER.set(name)
+    try:
+        yield
+    finally:
+        _CALLER.reset(token)
+
+
+def caller() -> str:
+    return _CALLER.get()
+
+
+def user_frame(exc: BaseException) -> traceback.FrameSummary | None:
+    """The innermost frame outside torch and fxviz: the user's line that broke capture.
+    Frames of torchvision, timm or transformers count as the user's (they are model code)."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__)
+              if not f.filename.startswith((_TORCH_DIR, _FXVIZ_DIR, "<eval_with_key>"))]
+    return frames[-1] if frames else None
+
+
+def where(exc: BaseException) -> str:
+    frame = user_frame(exc)
+    return f" at {frame.filename}:{frame.lineno}: {frame.line}" if frame else ""
+
+
+def first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text.splitlines()[0][:300]}" if text else type(exc).__name__
+
+
+def module_types(model: nn.Module | None) -> dict[str, str]:
+    """Class name per module path; the GraphModule itself keeps only plain containers."""
+    if not isinstance(model, nn.Module):
+        return {}
+    return {path: type(m).__name__ for path, m in model.named_modules() if path}
+
+
+def path_from_stack(node: torch.fx.Node) -> str:
+    """The innermost module path of ``nn_module_stack``, normalised: export writes
+    ``L__self___layer1_0`` keys but plain dotted paths as values, sometimes with a
+    ``_orig_mod.`` or ``self.`` prefix; a module called twice gets an ``@1`` suffix."""
+    stack = node.meta.get("nn_module_stack") or {}
+    if not stack:
+        return ""
+    path = str(list(stack.values())[-1][0])
+    path = re.sub(r"@\d+$", "", path)
+    for prefix in ("_orig_mod.", "self.", "L['self']."):
+        path = path.removeprefix(prefix)
+    return "" if path in ("L['self']", "self") else path
+
+
+def source_line(node: torch.fx.Node) -> str | None:
+    """``file:line`` of the innermost frame in ``stack_trace`` outside torch (the
+    model's own line), or None."""
+    found = [m for m in _FRAME_RE.finditer(node.meta.get("stack_trace") or "")
+             if not m.group(1).startswith((_TORCH_DIR, _FXVIZ_DIR))]
+    return f"{found[-1].group(1)}:{found[-1].group(2)}" if found else None
+
+
+def finish(gm: torch.fx.GraphModule, method: str, root: Any, **extra: Any) -> torch.fx.GraphModule:
+    """Module paths and source lines on every node, and ``gm.meta["fxviz"]``."""
+    for node in gm.graph.nodes:
+        if node.op == "output":
+            node.meta["module_path"] = None
+            continue
+        node.meta.setdefault("module_path", path_from_stack(node))
+        line = source_line(node)
+        if line:
+            node.meta["source"] = line
+    gm.meta["fxviz"] = {"tracer": method, "leaves_added": [], "module_types": module_types(root), **extra}
+    return gm
+
+
+def as_inputs(example_inputs: Any) -> tuple:
+    """Example inputs as a tuple; a single tensor is accepted for convenience."""
+    if example_inputs is None:
+        return ()
+    if isinstance(example_inputs, (tuple, list)):
+        return tuple(example_inputs)
+    return (example_inputs,)

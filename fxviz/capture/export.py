@@ -1,0 +1,74 @@
+"""torch.export: an ExportedProgram (made here, given, or loaded from a ``.pt2`` file)
+as a runnable GraphModule whose parameters keep their qualified names."""
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import torch
+import torch.fx
+from torch import nn
+
+from fxviz.capture._common import finish, first_line, where
+from fxviz.errors import TraceError
+
+
+def is_exported(model: Any) -> bool:
+    """An ExportedProgram or a path to a ``.pt2`` file."""
+    return isinstance(model, torch.export.ExportedProgram) or (
+        isinstance(model, (str, os.PathLike)) and str(model).endswith(".pt2"))
+
+
+def load(model: Any) -> torch.export.ExportedProgram:
+    if isinstance(model, torch.export.ExportedProgram):
+        return model
+    try:
+        return torch.export.load(model)
+    except Exception as exc:
+        raise TraceError(f"Cannot load the exported program {str(model)!r}: {first_line(exc)}") from exc
+
+
+def capture(model: nn.Module, inputs: tuple, *, strict: bool = False,
+            kwargs: dict[str, Any] | None = None) -> torch.fx.GraphModule:
+    """``torch.export.export(model, inputs, strict=strict)`` as a GraphModule."""
+    try:
+        ep = torch.export.export(model, inputs, kwargs, strict=strict)
+    except Exception as exc:
+        mode = "strict" if strict else "non-strict"
+        raise TraceError(f"torch.export ({mode}) failed{where(exc)}\n  {first_line(exc)}") from exc
+    return from_program(ep, "export (strict)" if strict else "export")
+
+
+def from_program(ep: torch.export.ExportedProgram, method: str = "exported program") -> torch.fx.GraphModule:
+    """``ep.module()``: lifted parameters, buffers and constants become attributes under
+    their qualified names (``conv1.weight``), so the graph runs as a module does."""
+    gm = ep.module()
+    # The graph fixed train/eval behaviour at export (batch_norm's training flag, dropout
+    # ops); module flags (True on ep.module()'s guard module) mean nothing here, and
+    # ep.module() refuses .eval(), so the flags are set directly.
+    for module in gm.modules():
+        module.training = False
+    # ep.module() calls a `_guards_fn` module first (input shape checks): not part of the
+    # model, and a call_module in an ATen graph. The placeholders' "val" keep the shapes.
+    for node in gm.graph.find_nodes(op="call_module", target="_guards_fn"):
+        gm.graph.erase_node(node)
+        gm.delete_submodule("_guards_fn")
+    gm.recompile()
+    # The pytree hooks of ep.module() check inputs against the export's spec; a Session
+    # forks the graph into plain GraphModules, which keep the codegen (flat tuple in/out).
+    types = {}
+    for node in ep.graph.nodes:
+        for path, type_name in (node.meta.get("nn_module_stack") or {}).values():
+            types.setdefault(str(path).removeprefix("L['self']."), str(type_name).rpartition(".")[2])
+    gm = finish(gm, method, None)
+    gm.meta["fxviz"]["module_types"] = {p: t for p, t in types.items() if p}
+    for node in gm.graph.find_nodes(op="get_attr"):
+        node.meta["module_path"] = str(node.target).rpartition(".")[0]
+        node.meta["qualified_name"] = str(node.target)
+    return gm
+
+
+def run_decompositions(gm: torch.fx.GraphModule, inputs: tuple, table: Any = None) -> torch.fx.GraphModule:
+    """The graph lowered to core ATen (or to ``table``), re-exported from ``gm``."""
+    ep = torch.export.export(gm, inputs, strict=False)
+    return from_program(ep.run_decompositions(table), "export + run_decompositions")

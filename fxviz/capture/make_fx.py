@@ -1,0 +1,66 @@
+"""make_fx: an ATen-level graph of whatever runs, for modules and plain functions
+(training steps, torch.func transforms)."""
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.fx
+from torch import nn
+
+from fxviz.capture._common import finish, first_line, where
+from fxviz.capture.backward import attribute_backward
+from fxviz.capture.closure import closed_over_module
+from fxviz.errors import TraceError
+
+
+def capture(fn: Callable[..., Any], inputs: tuple, module: nn.Module | None = None) -> torch.fx.GraphModule:
+    """Trace ``fn(*inputs)`` with make_fx; ``module``: the model a plain function calls
+    (found among the function's closure and globals when not given)."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    if not inputs:
+        raise TraceError("make_fx traces by running the function: pass example_inputs.")
+    root = fn if isinstance(fn, nn.Module) else module or getattr(fn, "_orig_mod", None) or closed_over_module(fn)
+    target = fn
+    if root is not None and not hasattr(fn, "_orig_mod"):
+        # make_fx records nn.Module paths only for callables that expose `_orig_mod`.
+        def target(*args):
+            return fn(*args)
+
+        target._orig_mod = root
+    try:
+        gm = make_fx(target, record_module_stack=root is not None)(*inputs)
+    except Exception as exc:
+        raise TraceError(
+            f"make_fx could not trace {getattr(fn, '__name__', type(fn).__name__)}{where(exc)}\n"
+            f"  {first_line(exc)}\n"
+            "  What to do: make the function run on the example inputs as given, and avoid "
+            "Python branches on tensor values (use torch.where / torch.cond)."
+        ) from exc
+    finish(gm, "make_fx", root)
+    if root is not None:
+        _name_parameters(gm, root)
+        attribute_backward(gm)
+    return gm
+
+
+def _name_parameters(gm: torch.fx.GraphModule, root: nn.Module) -> None:
+    """make_fx stores the parameters it met as ``_param_constant57``: give each
+    get_attr node the qualified name of the tensor it holds (``layer3.0.conv1.weight``)
+    and the module path of its owner, so search and clusters find them."""
+    names = {id(t): n for n, t in (*root.named_parameters(remove_duplicate=False),
+                                   *root.named_buffers(remove_duplicate=False))}
+    for node in gm.graph.find_nodes(op="get_attr"):
+        tensor = getattr(gm, node.target, None)
+        qualified = names.get(id(tensor))
+        if qualified is None and isinstance(tensor, torch.Tensor):
+            base = getattr(tensor, "_base", None)
+            qualified = names.get(id(base)) if base is not None else None
+        if qualified is None:
+            continue
+        node.meta["qualified_name"] = qualified
+        node.meta["module_path"] = qualified.rpartition(".")[0]
+        node._rename(qualified.replace(".", "_"))
+    gm.recompile()

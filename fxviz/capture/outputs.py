@@ -1,0 +1,34 @@
+"""Model outputs that graph capture can return: a key/value cache object (Hugging Face's
+``DynamicCache``) becomes ``((keys, values), ...)`` per layer, plain tensors."""
+from __future__ import annotations
+
+from typing import Any
+
+import torch.utils._pytree as pytree
+from torch import nn
+
+from fxviz._cow import module_copy
+
+
+def with_plain_outputs(model: nn.Module) -> nn.Module:
+    """A copy of ``model`` (the same submodules and tensors, so the same module paths)
+    whose forward returns caches as nested tuples. torch.export and make_fx refuse output
+    types they do not know; the Session checks the graph against this copy."""
+    wrapper = module_copy(model)
+    forward = model.forward
+
+    def plain_forward(*args: Any, **kwargs: Any) -> Any:
+        return pytree.tree_map(_plain, forward(*args, **kwargs))
+
+    wrapper.forward = plain_forward
+    return wrapper
+
+
+def _plain(value: Any) -> Any:
+    if hasattr(value, "self_attention_cache") and hasattr(value, "cross_attention_cache"):  # encoder-decoder
+        return (_plain(value.self_attention_cache), _plain(value.cross_attention_cache))
+    layers = getattr(value, "layers", None)
+    if isinstance(layers, (list, tuple)) and all(hasattr(layer, "keys") and hasattr(layer, "values")
+                                                 for layer in layers):
+        return tuple((layer.keys, layer.values) for layer in layers)
+    return value

@@ -1,0 +1,169 @@
+"""torch.fx's symbolic tracer: a module-level graph (``nn`` modules stay call_module
+leaves), with each node's module path recorded as it is traced."""
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import torch
+import torch.fx
+from torch import nn
+
+from fxviz._cow import skeleton
+from fxviz.capture._common import caller, first_line, module_types, where
+from fxviz.errors import TraceError
+
+Tracer = torch.fx.Tracer
+MAX_FALLBACK_LEAVES = 32
+
+
+def capture(
+    model: nn.Module,
+    *,
+    tracer: str | type[Tracer] | Tracer = "symbolic",
+    leaf_modules: Iterable[str | type[nn.Module]] = (),
+    lower: Iterable[str | type[nn.Module]] = (),
+    concrete_args: dict[str, Any] | None = None,
+    fallback: bool = False,
+) -> torch.fx.GraphModule:
+    """Symbolically trace ``model`` (see :func:`fxviz.trace` for the options)."""
+    if not isinstance(model, nn.Module):
+        raise TraceError(
+            f"The symbolic tracer needs an nn.Module, got {type(model).__name__}. "
+            "Use tracer='make_fx' with example inputs to trace a plain function."
+        )
+    leaves = set(leaf_modules)
+    added: list[str] = []
+    # Tracing stores tensors created in forward as attributes on the root: trace new
+    # module objects over the same tensors, so the model itself gains nothing.
+    root = skeleton(model, clone_buffers=False)
+    while True:
+        tracer_obj = _make_tracer(tracer, leaves, set(lower))
+        try:
+            graph = tracer_obj.trace(root, concrete_args=concrete_args)
+        except Exception as exc:  # any trace failure becomes one clear TraceError
+            path, culprit = _failing_module(exc, root)
+            if fallback and path and len(added) < MAX_FALLBACK_LEAVES and path not in leaves:
+                leaves.add(path)
+                added.append(path)
+                continue
+            raise trace_error(exc, path, culprit, fallback=fallback, leaves_added=added) from exc
+        break
+    try:
+        gm = torch.fx.GraphModule(tracer_obj.root, graph, type(model).__name__)
+    except SyntaxError as exc:
+        raise TraceError(
+            f"torch.fx traced the model but cannot generate Python code for it ({exc.msg}: "
+            f"{(exc.text or '').strip()}). A module or attribute name with quotes or brackets "
+            "is the usual cause: rename it (nn.Module.add_module) and trace again."
+        ) from exc
+    gm.graph.output_node().meta["module_path"] = None  # the output belongs to no module
+    gm.meta["fxviz"] = {
+        "tracer": type(tracer_obj).__name__,
+        "leaves_added": added,
+        "module_types": module_types(model),
+    }
+    return gm
+
+
+def _make_tracer(
+    tracer: str | type[Tracer] | Tracer, leaves: set, lower: set
+) -> Tracer:
+    if tracer == "symbolic":
+        base: type[Tracer] = Tracer
+    elif isinstance(tracer, type) and issubclass(tracer, Tracer):
+        base = tracer
+    elif isinstance(tracer, Tracer):
+        base = type(tracer)
+    else:
+        raise TraceError(
+            f"Unknown tracer {tracer!r}: use 'symbolic', 'make_fx' or a torch.fx.Tracer subclass."
+        )
+    cls = type(f"FxViz{base.__name__}", (_ModulePathMixin, base), {})
+    obj = cls() if not isinstance(tracer, Tracer) else _rebase(tracer, cls)
+    obj.fxviz_leaves = leaves
+    obj.fxviz_lower = lower
+    return obj
+
+
+def _rebase(instance: Tracer, cls: type) -> Tracer:
+    """A copy of the user's tracer instance (its settings kept) with our mixin on top."""
+    clone = cls.__new__(cls)
+    clone.__dict__.update(instance.__dict__)
+    return clone
+
+
+def _matches(module: nn.Module, path: str, specs: set) -> bool:
+    for spec in specs:
+        if isinstance(spec, str):
+            if spec == path or spec == type(module).__name__:
+                return True
+        elif isinstance(spec, type) and isinstance(module, spec):
+            return True
+    return False
+
+
+class _ModulePathMixin:
+    """Records the current module path on every node (the tutorial's module-path tracer)."""
+
+    fxviz_leaves: set
+    fxviz_lower: set
+
+    def is_leaf_module(self, m: nn.Module, module_qualified_name: str) -> bool:
+        if _matches(m, module_qualified_name, self.fxviz_leaves):
+            return True
+        if _matches(m, module_qualified_name, self.fxviz_lower):
+            return False
+        return super().is_leaf_module(m, module_qualified_name)
+
+    def create_proxy(self, kind, target, args, kwargs, name=None, type_expr=None, *rest, **kw):
+        if kind == "call_function" and kwargs.get("inplace") and self._in_lowered_module():
+            # A lowered module becomes a pure function call, safe for passes to move or share.
+            kwargs = {**kwargs, "inplace": False}
+        proxy = super().create_proxy(kind, target, args, kwargs, name, type_expr, *rest, **kw)
+        proxy.node.meta["module_path"] = self.scope.module_path
+        return proxy
+
+    def _in_lowered_module(self) -> bool:
+        module_type = self.scope.module_type
+        return module_type is not None and any(
+            spec == module_type.__name__ if isinstance(spec, str) else issubclass(module_type, spec)
+            for spec in self.fxviz_lower
+        )
+
+
+def _failing_module(exc: BaseException, root: nn.Module) -> tuple[str | None, nn.Module | None]:
+    """The innermost module whose forward was running when tracing failed."""
+    paths = {id(m): name for name, m in root.named_modules()}
+    found: tuple[str | None, nn.Module | None] = (None, None)
+    tb = exc.__traceback__
+    while tb is not None:
+        candidate = tb.tb_frame.f_locals.get("self")
+        if isinstance(candidate, nn.Module) and id(candidate) in paths:
+            found = (paths[id(candidate)], candidate)
+        tb = tb.tb_next
+    return found
+
+
+def trace_error(exc: BaseException, path: str | None, culprit: nn.Module | None, *,
+                fallback: bool = False, leaves_added: list[str] = ()) -> TraceError:
+    """What failed, where in the user's code, and only the advice that works here."""
+    place = "the top-level module" if not path else f"module '{path}'"
+    if culprit is not None:
+        place += f" ({type(culprit).__name__})"
+    fn = caller()
+    if path:
+        fixes = [f"keep it whole: {fn}(..., leaf_modules=[{path!r}]) (or fallback=True to do this for "
+                 "every failing submodule)"]
+    elif fallback:
+        fixes = ["fallback=True cannot help: it can only keep failing submodules as leaves, and this "
+                 "code is in the top-level forward" + (f" (it made {', '.join(leaves_added)} leaves first)"
+                                                       if leaves_added else "")]
+    else:
+        fixes = []
+    fixes += [f"pass concrete_args={{...}} to fix the argument that steers the branch, or wrap "
+              "free functions with torch.fx.wrap",
+              f"or let {fn} pick the capture: tracer='auto' (the default) falls back to torch.export, "
+              "make_fx and dynamo's graphs"]
+    return TraceError(f"Cannot trace {place}{where(exc)}\n  {first_line(exc)}\n  What to do: "
+                      + "; ".join(fixes) + ".")

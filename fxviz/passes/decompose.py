@@ -1,0 +1,32 @@
+"""torch.export's ``run_decompositions`` as a step: watch torch IR turn into core ATen."""
+from __future__ import annotations
+
+from typing import Literal
+
+import torch
+import torch.fx
+from torch.fx.passes.infra.pass_base import PassResult
+
+from fxviz.passes.registry import NothingToDo, register
+
+
+@register(name="run_decompositions", preserves_semantics=True, level="aten")
+def run_decompositions(gm: torch.fx.GraphModule, *, table: Literal["core_aten"] = "core_aten") -> PassResult:
+    """Lower an ATen graph to core ATen operators (torch.export's run_decompositions)."""
+    from fxviz.capture.export import from_program
+
+    inputs = tuple(_stand_in(node.meta["val"]) for node in gm.graph.find_nodes(op="placeholder"))
+    before = {str(n.target) for n in gm.graph.nodes if n.op == "call_function"}
+    program = torch.export.export(gm, inputs, strict=False).run_decompositions()
+    lowered = from_program(program, gm.meta.get("fxviz", {}).get("tracer", "export"))
+    lowered.meta["fxviz"] = {**gm.meta.get("fxviz", {}), **lowered.meta["fxviz"],
+                             "module_types": gm.meta.get("fxviz", {}).get("module_types", {})}
+    after = {str(n.target) for n in lowered.graph.nodes if n.op == "call_function"}
+    if after == before:
+        raise NothingToDo(f"the graph is in {table.replace('_', ' ')} already")
+    return PassResult(lowered, True)
+
+
+def _stand_in(value: torch.Tensor) -> torch.Tensor:
+    """A real tensor of a placeholder's recorded shape, dtype and strides (values unused)."""
+    return torch.empty_strided(value.shape, value.stride(), dtype=value.dtype).zero_()

@@ -1,0 +1,94 @@
+"""The auto chain: each method tried in order, with the reason earlier ones failed."""
+import pytest
+import torch
+from torch import nn
+
+import fxviz
+from fxviz.capture import capture
+from fxviz.errors import TraceError
+
+
+class DataBranch(nn.Module):
+    """A branch on a tensor's value: only dynamo's split graphs capture it."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(3, 3)
+
+    def forward(self, x):
+        x = self.lin(x)
+        if x.sum() > 0:  # the graph break
+            return x * 2
+        return x - 1
+
+
+class KVCache:
+    """The shape of Hugging Face's DynamicCache: per layer, keys and values."""
+
+    class Layer:
+        def __init__(self, keys, values):
+            self.keys, self.values = keys, values
+
+    def __init__(self, layers):
+        self.layers = layers
+
+
+class CachingModel(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.k, self.v = nn.Linear(4, 4), nn.Linear(4, 4)
+
+    def forward(self, x):
+        return {"out": torch.tanh(self.k(x) + self.v(x)), "cache": KVCache([KVCache.Layer(self.k(x), self.v(x))])}
+
+
+def test_data_dependent_branch_opens_as_dynamo_graphs_with_the_break_and_user_line():
+    result = capture(DataBranch(), torch.randn(2, 3))
+    assert result.method == "dynamo"
+    assert [m for m, _ in result.attempts] == ["symbolic", "export", "export (strict)", "make_fx"]
+    assert all("test_capture_auto.py" in why or "strict" in why for _, why in result.attempts)
+    assert all(why.endswith(" s]") for _, why in result.attempts)  # what each failed try cost
+    assert len(result.graphs) == 2
+    (brk,) = result.graph_breaks
+    assert brk["user_line"].endswith(f"test_capture_auto.py:{DataBranch.forward.__code__.co_firstlineno + 2}")
+    linear = next(n for n in result.gm.graph.nodes if n.op == "call_function" and "linear" in str(n.target))
+    assert linear.meta["module_path"] == "lin"
+    x_input = next(n for n in result.gm.graph.find_nodes(op="placeholder") if n.name == "l_x_")
+    assert x_input.meta["module_path"] == ""
+
+
+def test_session_on_dynamo_graph_runs_on_the_inputs_dynamo_saw():
+    session = fxviz.Session(DataBranch(), torch.randn(2, 3), n_random_inputs=0)
+    assert session.capture.method == "dynamo"
+    assert len(session.example_inputs) == 3  # weight, bias, x: dynamo lifts parameters to inputs
+    torch.testing.assert_close(session.current.gm(*session.example_inputs)[0],
+                               session._root(*session.example_inputs)[0])
+
+
+def test_cache_object_output_is_captured_by_export_and_checked():
+    x = torch.randn(2, 4)
+    session = fxviz.Session(CachingModel(), x)
+    assert session.capture.method == "export"
+    out = session.current.gm(x)
+    assert isinstance(out["cache"], tuple) and out["cache"][0][0].shape == (2, 4)
+    assert session.current.check.status == "match"
+
+
+def test_explicit_tracer_still_picks_one_method():
+    with pytest.raises(TraceError, match="make_fx could not trace DataBranch.*test_capture_auto.py"):
+        capture(DataBranch(), torch.randn(2, 3), tracer="make_fx")
+    with pytest.raises(TraceError, match="tracer='auto'") as info:
+        capture(DataBranch(), torch.randn(2, 3), tracer="symbolic")
+    assert "fallback=True" not in str(info.value)  # the branch is in the top level: a leaf cannot help
+    assert capture(DataBranch(), torch.randn(2, 3), tracer="auto").graphs  # the advice works
+
+
+def test_the_same_tensor_passed_twice_does_not_specialise_the_graph():
+    class TwoInputs(nn.Module):
+        def forward(self, a, b):
+            return {"out": a * 2 - b}  # a dict output: symbolic is fine, so force export
+
+    x = torch.randn(3)
+    gm = fxviz.trace(TwoInputs(), (x, x), tracer="export")
+    a, b = torch.randn(3), torch.randn(3)
+    torch.testing.assert_close(gm(a, b)["out"], a * 2 - b)

@@ -1,0 +1,88 @@
+"""Errors a user can act on: short, the user's line, only advice that works, the call as written."""
+import pytest
+import torch
+from torch import nn
+
+import fxviz
+from fxviz.capture import _common
+from fxviz.errors import TraceError
+
+
+class Unrunnable(nn.Module):
+    def forward(self, x):
+        return x @ torch.ones(5, 5)  # wrong shapes: no capture method can help
+
+
+class Inner(nn.Module):
+    def forward(self, x):
+        if x.sum() > 0:
+            return x * 2
+        return x
+
+
+class Outer(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.inner = Inner()
+
+    def forward(self, x):
+        y = self.inner(x)  # fails first: fallback makes it a leaf
+        if y.sum() > 0:  # then this fails, and no leaf can help
+            return y * 3
+        return y
+
+
+def test_session_names_itself_and_says_the_model_itself_fails():
+    with pytest.raises(TraceError) as info:
+        fxviz.Session(Unrunnable(), torch.randn(2, 3))
+    message = str(info.value)
+    assert message.startswith("Session(...): Unrunnable itself fails on the example inputs")
+    assert "test_capture_errors.py:13" in message and "mat1 and mat2 shapes" in message
+    assert len(message.splitlines()) == 3
+    rendered = info.value._render_traceback_()  # what IPython shows instead of the chained traceback
+    assert len(rendered) == 1 and "itself fails" in rendered[0]
+
+
+def test_fallback_that_cannot_help_says_why_and_the_advice_given_works():
+    with pytest.raises(TraceError) as info:
+        fxviz.trace(Outer(), tracer="symbolic", fallback=True)
+    message = str(info.value)
+    assert "fallback=True cannot help" in message and "top-level forward" in message
+    assert "inner" in message  # it made the failing submodule a leaf first, and says so
+    assert "tracer='auto'" in message
+    assert fxviz.Session(Outer(), torch.randn(3), tracer="auto").capture.method == "dynamo"
+
+
+def test_leaf_advice_works_for_a_failing_submodule():
+    class Wrapper(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = Inner()
+
+        def forward(self, x):
+            return self.inner(x) + 1
+
+    with pytest.raises(TraceError, match=r"trace\(\.\.\., leaf_modules=\['inner'\]\)"):
+        fxviz.trace(Wrapper(), tracer="symbolic")
+    gm = fxviz.trace(Wrapper(), tracer="symbolic", leaf_modules=["inner"])
+    assert [n.target for n in gm.graph.find_nodes(op="call_module")] == ["inner"]
+
+
+def test_user_frame_keeps_torchvision_frames():
+    """torchvision's path starts with torch's directory name; it is model code all the same."""
+    torch_dir = _common._TORCH_DIR.rstrip("/")
+    sibling = torch_dir + "vision/models/fake.py"
+    code = compile("def f():\n    raise ValueError('boom')\n", sibling, "exec")
+    namespace = {}
+    exec(code, namespace)
+    try:
+        namespace["f"]()
+    except ValueError as exc:
+        frame = _common.user_frame(exc)
+    assert frame is not None and frame.filename == sibling and frame.lineno == 2
+
+
+def test_explore_names_itself_as_the_user_called_it():
+    pytest.importorskip("anywidget")
+    with pytest.raises(TraceError, match=r"^explore\(\.\.\.\): Unrunnable itself fails"):
+        fxviz.explore(Unrunnable(), torch.randn(2, 3))

@@ -1,0 +1,87 @@
+"""ExportedProgram and .pt2 files as inputs: module clusters, qualified names, source lines."""
+import pytest
+import torch
+from torch import nn
+
+import fxviz
+from fxviz.capture import capture
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3, padding=1)
+        self.bn = nn.BatchNorm2d(4)
+
+    def forward(self, x):
+        return torch.relu(self.bn(self.conv(x)))  # the line stack_trace points at
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.block = Block()
+        self.head = nn.Linear(4, 2)
+        self.register_buffer("scale", torch.tensor(2.0))
+
+    def forward(self, x):
+        return self.head(self.block(x).mean((2, 3))) * self.scale
+
+
+@pytest.fixture
+def exported():
+    x = torch.randn(2, 3, 8, 8)
+    return torch.export.export(Net().eval(), (x,)), x
+
+
+def test_exported_program_opens_with_clusters_qualified_names_and_source(exported):
+    ep, x = exported
+    session = fxviz.Session(ep, x)
+    assert session.capture.method == "exported program"
+    graph = session.current.graph
+    paths = {d["module_path"] for _, d in graph.nodes(data=True)}
+    assert {"block.conv", "block.bn", "head"} <= paths
+    attrs = {n.target for n in session.current.gm.graph.find_nodes(op="get_attr")}
+    assert {"block.conv.weight", "head.bias", "scale"} <= attrs
+    relu = next(d for _, d in graph.nodes(data=True) if "relu" in d["target"])
+    assert relu["source"].endswith(f"test_capture_export.py:{Block.forward.__code__.co_firstlineno + 1}")
+    assert session.current.check.status == "match"
+
+
+def test_pt2_file_keeps_its_example_inputs_and_to_svg_takes_a_program(exported, tmp_path):
+    ep, x = exported
+    path = tmp_path / "net.pt2"
+    torch.export.save(ep, path)
+    session = fxviz.Session(str(path))
+    assert session.example_inputs[0].shape == x.shape
+    assert session.current.check.status == "match"
+    svg = fxviz.to_svg(ep)
+    assert 'id="fxcl&#45;' in svg  # drawn with module clusters (graphviz escapes the dash)
+
+
+def test_session_over_an_unlifted_export_module_with_nested_graph_constants():
+    class WithCond(nn.Module):  # cond's branches are nested GraphModules reading root constants
+        def forward(self, x):
+            return torch.cond(x.sum() > 0, lambda t: t + torch.tensor(1.0), lambda t: t - 1, (x,))
+
+    x = torch.randn(3)
+    module = torch.export.export(WithCond(), (x,)).module()
+    session = fxviz.Session(module, x)
+    torch.testing.assert_close(session.current.gm(x), WithCond()(x))
+
+
+def test_auto_records_why_symbolic_failed_before_export():
+    class TopBranch(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(3, 3)
+
+        def forward(self, x):
+            if x.shape[0] != 2:  # shape checks are fine for export, not for symbolic tracing
+                raise ValueError("batch of 2 expected")
+            return self.lin(x)
+
+    result = capture(TopBranch(), torch.randn(2, 3))
+    assert result.method == "export"
+    assert result.attempts[0][0] == "symbolic" and "test_capture_export.py" in result.attempts[0][1]
+    assert {n.meta["module_path"] for n in result.gm.graph.nodes if n.op == "call_function"} == {"lin"}

@@ -1,0 +1,35 @@
+"""A small sweep over models nobody here wrote (random weights, tiny configs); the wide
+sweep is bench/frontends.py."""
+import pytest
+import torch
+
+import fxviz
+
+transformers = pytest.importorskip("transformers")
+timm = pytest.importorskip("timm")
+
+
+def _tiny(config_cls, **kw):
+    return transformers.AutoModel.from_config(config_cls(vocab_size=64, **kw)).eval()
+
+
+@pytest.mark.parametrize("use_cache", [True, False])
+def test_hf_decoder_opens_with_clusters_and_matches(use_cache):
+    model = _tiny(transformers.GPT2Config, n_embd=16, n_layer=2, n_head=2, use_cache=use_cache)
+    session = fxviz.Session(model, torch.randint(0, 64, (1, 6)))
+    assert session.capture.method == "export"
+    assert session.capture.attempts[0][0] == "symbolic"
+    paths = {d["module_path"] for _, d in session.current.graph.nodes(data=True)}
+    assert {"h.0.attn", "h.1.mlp", "wte"} <= {p.split(".c_")[0] for p in paths if p}
+    assert session.current.check.status == "match"
+
+
+def test_hf_encoder_and_timm_model_open_with_clusters():
+    bert = _tiny(transformers.BertConfig, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                 intermediate_size=32)
+    session = fxviz.Session(bert, torch.randint(0, 64, (1, 5)))
+    assert "encoder.layer.0.attention.self.query" in {d["module_path"] for _, d in session.current.graph.nodes(data=True)}
+    assert session.current.check.status == "match"
+    net = timm.create_model("resnet10t", pretrained=False, num_classes=4).eval()
+    session = fxviz.Session(net, torch.randn(1, 3, 32, 32))
+    assert session.capture.method == "symbolic" and session.current.check.status == "match"

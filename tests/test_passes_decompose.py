@@ -1,0 +1,37 @@
+"""run_decompositions as a step, and passes that say why they do not apply to an IR level."""
+import pytest
+import torch
+from torch import nn
+
+import fxviz
+from fxviz.errors import PassError
+from fxviz.passes import get
+from fxviz.passes.levels import ir_level
+
+
+def _net():
+    return nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.SiLU(), nn.Flatten(), nn.Linear(4 * 36, 2)).eval()
+
+
+def test_run_decompositions_lowers_to_core_aten_keeping_clusters_and_outputs():
+    session = fxviz.Session(_net(), torch.randn(2, 3, 8, 8), tracer="export")
+    before = {str(n.target) for n in session.current.gm.graph.nodes if n.op == "call_function"}
+    assert "aten.silu.default" in before and "aten.linear.default" in before
+    step = session.apply("run_decompositions")
+    after = {str(n.target) for n in step.gm.graph.nodes if n.op == "call_function"}
+    assert "aten.linear.default" not in after and "aten.addmm.default" in after
+    assert {"0", "1", "4"} <= {d["module_path"] for _, d in step.graph.nodes(data=True)}
+    assert step.check.status == "match"
+    with pytest.raises(PassError, match="core aten already"):
+        session.apply("run_decompositions")
+
+
+def test_passes_say_why_they_do_not_apply_to_the_graph_level():
+    symbolic = fxviz.trace(_net())
+    aten = fxviz.trace(_net(), torch.randn(1, 3, 8, 8), tracer="export")
+    assert (ir_level(symbolic), ir_level(aten)) == ("torch", "aten")
+    assert "works on ATen graphs" in get("run_decompositions").why_not(symbolic)
+    assert "works on torch-IR graphs" in get("lower_modules").why_not(aten)
+    assert get("fuse_conv_bn").why_not(aten) is None and get("fuse_conv_bn").why_not(symbolic) is None
+    with pytest.raises(PassError, match="this graph is aten-level"):
+        fxviz.Session(_net(), torch.randn(1, 3, 8, 8), tracer="export").apply("inline_module", nodes=["conv2d"])
