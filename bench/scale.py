@@ -173,19 +173,19 @@ def measure(name: str, save_dot: pathlib.Path | None = None) -> dict[str, float]
     # The Session's own capture, timed inside it: make_fx alone varies 2-3x between runs
     # on a loaded machine, so the ratio compares the Session with the capture it made.
     captures: list[float] = []
-    trace_module = sys.modules["fxviz.trace"]  # `fxviz.trace` is the function it exports
-    real_trace = trace_module.trace
+    capture_module = sys.modules["fxviz.capture"]  # Session imports `capture` from it at each call
+    real_capture = capture_module.capture
 
-    def timed_trace(*args, **kwargs):
-        gm, seconds = timed(real_trace, *args, **kwargs)
+    def timed_capture(*args, **kwargs):
+        captured, seconds = timed(real_capture, *args, **kwargs)
         captures.append(seconds)
-        return gm
+        return captured
 
-    trace_module.trace = timed_trace
+    capture_module.capture = timed_capture
     try:
         session, session_s = timed(fxviz.Session, fn, inputs, tracer=tracer, **options)
     finally:
-        trace_module.trace = real_trace
+        capture_module.capture = real_capture
     capture = captures[0]
     graph = session.current.graph
     _, nx_s = timed(fxviz.to_networkx, session.current.gm)

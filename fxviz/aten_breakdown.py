@@ -13,7 +13,7 @@ import torch.fx
 
 from fxviz._runtime import preserved_buffers
 from fxviz.profiling import device_of, require_graph_module
-from fxviz.trace import as_inputs
+from fxviz.capture import as_inputs
 
 __all__ = ["profile_aten", "attribute_events"]
 

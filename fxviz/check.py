@@ -39,8 +39,9 @@ TOLERANCES: dict[torch.dtype, float] = {
     torch.complex128: 1e-7,
 }
 #: "nothing compared": every floating-point output was zero in both (no scale to
-#: measure an error against); "error": the check itself could not run.
-STATUSES = ("match", "expected to differ", "mismatch", "nothing compared", "error")
+#: measure an error against); "error": the check itself could not run; "not checked":
+#: the model has no real tensors to run (meta or fake), so there is nothing to run.
+STATUSES = ("match", "expected to differ", "mismatch", "nothing compared", "error", "not checked")
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,8 @@ Stable CSS classes (browser tests and styling rely on them):
   fxviz-title, fxviz-step   model name; "step i of n · pass"
   fxviz-undo, fxviz-redo    buttons
   fxviz-badge           a step's numeric check (the first one: the current step's);
-                        inside it fxviz-badge-match | -expected | -mismatch
+                        inside it fxviz-badge-match | -expected | -mismatch (also a check error)
+                        | -unknown (nothing compared, not checked) | -pending
   fxviz-error           error line (empty when none); fxviz-status: info line
   fxviz-progress        profiling progress bar (hidden when idle)
   fxviz-graph           the GraphView;  fxviz-node-table: the TableView

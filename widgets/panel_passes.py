@@ -20,7 +20,8 @@ from fxviz.passes import PassParam, PassSpec
 from ._tree import replace_children
 
 WHOLE, SELECTED = "whole graph", "selected nodes"
-BADGE_SLUGS = {"match": "match", "expected to differ": "expected", "mismatch": "mismatch"}
+BADGE_SLUGS = {"match": "match", "expected to differ": "expected", "mismatch": "mismatch", "error": "mismatch",
+               "nothing compared": "unknown", "not checked": "unknown"}
 PENDING_BADGE = '<span class="fxviz-badge-pending" title="comparing outputs with the original model">checking…</span>'
 
 
