@@ -47,4 +47,6 @@ def test_fusion_then_lowering_preserves_outputs(image_layers, vector_layers, wid
     assert fused == (has_pair(image_layers, "conv") or has_pair(vector_layers, "linear"))
     gm = get("lower_modules")(gm, types=("ReLU", "Flatten")).graph_module
     assert all(isinstance(m, (nn.Conv2d, nn.BatchNorm2d, nn.BatchNorm1d, nn.Linear)) for m in gm.children())
-    assert check_outputs(model, gm, [(x,)]).status == "match"
+    # A ReLU can zero the whole output: then there is no scale to compare against.
+    expected = "match" if model(x).any() else "nothing compared"
+    assert check_outputs(model, gm, [(x,)]).status == expected
