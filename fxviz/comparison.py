@@ -29,7 +29,7 @@ LEVELS = ("target", "node", "kind")
 MEASURE_KWARGS = ("warmup", "repeats", "budget_s", "cancelled")
 
 
-def compare(step_a: Any, step_b: Any, *, top_n: int = 10, min_effect: float = 0.05,
+def compare(step_a: Any, step_b: Any, *, top_n: int = 10, min_effect: float = 0.10,
             profile_kwargs: Mapping[str, Any] | None = None, paired: PairedTimes | None = None) -> Comparison:
     """Compare ``step_a`` (control) with ``step_b`` (test). Cheap until timings or
     outputs are read: timings then measure both steps interleaved
@@ -48,7 +48,7 @@ class Comparison:
     or function), ``output_diff``, ``top()``, ``node_marks()``, ``plot_top()``.
     """
 
-    def __init__(self, step_a: Any, step_b: Any, *, top_n: int = 10, min_effect: float = 0.05,
+    def __init__(self, step_a: Any, step_b: Any, *, top_n: int = 10, min_effect: float = 0.10,
                  profile_kwargs: Mapping[str, Any] | None = None, paired: PairedTimes | None = None):
         self.step_a, self.step_b = step_a, step_b
         self.top_n, self.min_effect = top_n, min_effect
