@@ -222,7 +222,7 @@ def _chart_svg(table: Any) -> str:
     import matplotlib
     from matplotlib.figure import Figure
 
-    from fxviz.profile import plot_profile
+    from fxviz.profiling import plot_profile
 
     rows = min(TOP_NODES, len(table))
     with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "fxviz"}):

@@ -161,9 +161,6 @@ def test_2_select_shows_details_and_scrolls_the_code_to_its_line(desk, explorer)
     shoot(explorer, "e2e-journey-2-selected-fc-code")
 
 
-@pytest.mark.xfail(strict=True, reason="widgets/table_view.js (markSelected) calls tr.scrollIntoView, which "
-                   "also scrolls the notebook; it must scroll only the table's own container (issue 11). "
-                   "Remove this mark with that fix.")
 def test_2b_selecting_a_node_never_scrolls_the_notebook(desk, explorer):
     page = desk
     # As a person reads the graph: its toolbar in view, only the table's first rows at the bottom.
