@@ -1,4 +1,6 @@
 """Errors a user can act on: short, the user's line, only advice that works, the call as written."""
+import linecache
+
 import pytest
 import torch
 from torch import nn
@@ -37,7 +39,7 @@ def test_session_names_itself_and_says_the_model_itself_fails():
         fxviz.Session(Unrunnable(), torch.randn(2, 3))
     message = str(info.value)
     assert message.startswith("Session(...): Unrunnable itself fails on the example inputs")
-    assert "test_capture_errors.py:13" in message and "mat1 and mat2 shapes" in message
+    assert "test_capture_errors.py:15" in message and "mat1 and mat2 shapes" in message
     assert len(message.splitlines()) == 3
     rendered = info.value._render_traceback_()  # what IPython shows instead of the chained traceback
     assert len(rendered) == 1 and "itself fails" in rendered[0]
@@ -47,6 +49,7 @@ def test_fallback_that_cannot_help_says_why_and_the_advice_given_works():
     with pytest.raises(TraceError) as info:
         fxviz.trace(Outer(), tracer="symbolic", fallback=True)
     message = str(info.value)
+    assert message.startswith("trace(...): Cannot trace the top-level module (Outer)")
     assert "fallback=True cannot help" in message and "top-level forward" in message
     assert "inner" in message  # it made the failing submodule a leaf first, and says so
     assert "tracer='auto'" in message
@@ -86,3 +89,43 @@ def test_explore_names_itself_as_the_user_called_it():
     pytest.importorskip("anywidget")
     with pytest.raises(TraceError, match=r"^explore\(\.\.\.\): Unrunnable itself fails"):
         fxviz.explore(Unrunnable(), torch.randn(2, 3))
+    with pytest.raises(TraceError, match=r"^explore\(\.\.\.\): Cannot trace module 'inner'"):
+        fxviz.explore(Outer(), torch.randn(3), tracer="symbolic")  # a tracer named by the user
+
+
+def test_torch_logs_nothing_while_capture_tries_methods(capfd):
+    """export and dynamo log each failed meta kernel's traceback before raising: in a
+    notebook that is pages of stderr above fxviz's own short message."""
+    with pytest.raises(TraceError, match="itself fails"):
+        fxviz.trace(Unrunnable(), torch.randn(2, 3))
+    err = capfd.readouterr().err
+    assert "Traceback" not in err and "fake_tensor" not in err, err[:2000]
+
+
+def test_a_notebook_cell_is_named_as_ipython_names_it(monkeypatch):
+    """Code run in a cell comes from a temporary file; the message names the cell instead."""
+    import IPython
+
+    cell_file = "/tmp/ipykernel_1/123.py"
+    source = "def forward(x):\n    raise ValueError('boom')\n"
+    # IPython keeps a cell's source in linecache (the file itself is never written).
+    monkeypatch.setitem(linecache.cache, cell_file, (len(source), None, source.splitlines(True), cell_file))
+    code = compile(source, cell_file, "exec")
+    namespace = {}
+    exec(code, namespace)
+
+    class Compiler:
+        @staticmethod
+        def format_code_name(name):
+            return ("Cell", "In[7]") if name == cell_file else None
+
+    monkeypatch.setattr(IPython, "get_ipython", lambda: type("Shell", (), {"compile": Compiler})())
+    try:
+        namespace["forward"](None)
+    except ValueError as exc:
+        assert _common.where(exc) == " at Cell In[7], line 2: raise ValueError('boom')"
+    monkeypatch.setattr(IPython, "get_ipython", lambda: None)  # plain Python: the file's path
+    try:
+        namespace["forward"](None)
+    except ValueError as exc:
+        assert _common.where(exc) == f" at {cell_file}:2: raise ValueError('boom')"

@@ -18,7 +18,7 @@ import torch.fx
 from torch import nn
 
 from fxviz.capture import dynamo, export, make_fx, symbolic
-from fxviz.capture._common import Capture, as_inputs, called_as, caller, first_line, where
+from fxviz.capture._common import Capture, as_inputs, called_as, caller, first_line, torch_errors_quiet, where
 from fxviz.capture.outputs import with_plain_outputs
 from fxviz.errors import TraceError
 
@@ -29,6 +29,7 @@ METHODS = ("auto", *AUTO_ORDER)
 __all__ = ["AUTO_ORDER", "Capture", "as_inputs", "called_as", "capture", "trace"]
 
 
+@torch_errors_quiet()
 def capture(
     model: nn.Module | Callable[..., Any] | torch.export.ExportedProgram | str,
     example_inputs: Any = None,
@@ -53,7 +54,12 @@ def capture(
         if tracer != "symbolic" and not _is_tracer(tracer) and (leaf_modules or lower or concrete_args):
             raise TraceError("leaf_modules, lower and concrete_args apply to the symbolic tracer only; "
                              f"{tracer} always traces down to ATen operators.")
-        return _one(tracer, model, inputs, module, symbolic_options)
+        try:
+            return _one(tracer, model, inputs, module, symbolic_options)
+        except TraceError as exc:  # name the call the user wrote, as the messages below do
+            if not str(exc).startswith(f"{caller()}("):
+                exc.args = (f"{caller()}(...): {exc}",)
+            raise
     attempts: list[tuple[str, str]] = []
     errors: list[TraceError] = []
     for method in AUTO_ORDER:

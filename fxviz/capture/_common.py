@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import logging
 import os
 import re
+import sys
 import traceback
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -65,7 +67,42 @@ def user_frame(exc: BaseException) -> traceback.FrameSummary | None:
 
 def where(exc: BaseException) -> str:
     frame = user_frame(exc)
-    return f" at {frame.filename}:{frame.lineno}: {frame.line}" if frame else ""
+    if frame is None:
+        return ""
+    cell = _cell_name(frame.filename)
+    place = f"{cell}, line {frame.lineno}" if cell else f"{frame.filename}:{frame.lineno}"
+    return f" at {place}: {frame.line}"
+
+
+def _cell_name(filename: str) -> str | None:
+    """A notebook cell's code runs from a temporary file: name it as IPython's own
+    tracebacks do ("Cell In[3]"), the name the user can find on the page."""
+    ipython = sys.modules.get("IPython")  # never imported here: only a running shell has cells
+    shell = ipython.get_ipython() if ipython is not None else None
+    label = shell.compile.format_code_name(filename) if shell is not None else None
+    return " ".join(label) if label else None
+
+
+class _BelowError(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno < logging.ERROR
+
+
+@contextlib.contextmanager
+def torch_errors_quiet() -> Iterator[None]:
+    """While capturing, torch logs the traceback of a failed meta kernel or export before
+    raising it: pages of stderr in the cell. fxviz reports that exception itself (kept as
+    the ``__cause__``; ``%tb`` shows it), so torch's ERROR records are dropped meanwhile."""
+    names = ["torch", *(name for name in logging.root.manager.loggerDict if name.startswith("torch."))]
+    handlers = {h for name in names for h in logging.getLogger(name).handlers}
+    quiet = _BelowError()
+    for handler in handlers:
+        handler.addFilter(quiet)
+    try:
+        yield
+    finally:
+        for handler in handlers:
+            handler.removeFilter(quiet)
 
 
 def first_line(exc: BaseException) -> str:
