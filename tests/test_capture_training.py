@@ -29,3 +29,13 @@ def test_step_closing_over_model_gets_qualified_params_and_backward_clusters():
         torch.testing.assert_close(got, want)
     graph = fxviz.to_networkx(gm)
     assert graph.graph["module_types"]["0 · backward"] == "Conv2d"
+
+
+def test_a_step_function_graph_is_named_after_the_function():
+    model = nn.Linear(3, 2)
+
+    def train_step(x):
+        return torch.autograd.grad(model(x).sum(), list(model.parameters()))
+
+    gm = fxviz.trace(train_step, (torch.randn(4, 3),), tracer="make_fx")
+    assert type(gm).__name__ == "train_step"  # the Explorer's title, not make_fx's "<lambda>"

@@ -39,6 +39,8 @@ def capture(fn: Callable[..., Any], inputs: tuple, module: nn.Module | None = No
             "  What to do: make the function run on the example inputs as given, and avoid "
             "Python branches on tensor values (use torch.where / torch.cond)."
         ) from exc
+    # make_fx names the graph's class "<lambda>" (its own wrapper): name it as the user did.
+    gm.__class__.__name__ = type(fn).__name__ if isinstance(fn, nn.Module) else getattr(fn, "__name__", "step")
     finish(gm, "make_fx", root)
     if root is not None:
         _name_parameters(gm, root)
