@@ -20,7 +20,6 @@ from __future__ import annotations
 import base64
 import gzip
 import html
-import io
 import json
 import pathlib
 import re
@@ -218,17 +217,9 @@ def _timing(table: Any, blobs: _Blobs) -> dict[str, Any]:
 
 
 def _chart_svg(table: Any) -> str:
-    """``fxviz.plot_profile`` as SVG text; a bare Figure, so pyplot's state is untouched."""
-    import matplotlib
-    from matplotlib.figure import Figure
-
+    """The Timing tab's own chart of ``table`` (outside JupyterLab its text takes the
+    theme variable's fallback, a dark grey, as on this page)."""
     from fxviz.profiling import plot_profile
+    from fxviz.widgets.panel_timing import chart_svg
 
-    rows = min(TOP_NODES, len(table))
-    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "fxviz"}):
-        figure = Figure(figsize=(7, 0.3 * rows + 1))
-        plot_profile(table, top=TOP_NODES, ax=figure.subplots())
-        buffer = io.StringIO()
-        figure.savefig(buffer, format="svg", bbox_inches="tight")
-    svg = buffer.getvalue()
-    return svg[svg.find("<svg"):]
+    return chart_svg(lambda ax: plot_profile(table, top=TOP_NODES, ax=ax), min(TOP_NODES, len(table)))
