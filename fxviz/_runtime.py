@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+import inspect
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import torch
 from torch import nn
@@ -20,3 +22,25 @@ def preserved_buffers(module: nn.Module) -> Iterator[None]:
             for buf, value in saved:
                 if not torch.equal(buf, value):
                     buf.copy_(value)
+
+
+def closed_over_modules(fn: Callable[..., Any]) -> list[nn.Module]:
+    """The nn.Modules a plain function reads from its closure or globals (a training
+    step's model, its loss module): running the function runs them."""
+    try:
+        variables = inspect.getclosurevars(fn)
+    except TypeError:  # builtins, functools.partial, callables without code
+        return []
+    return [v for v in (*variables.nonlocals.values(), *variables.globals.values()) if isinstance(v, nn.Module)]
+
+
+@contextlib.contextmanager
+def untouched(model: Any) -> Iterator[None]:
+    """Run ``model`` (a module, or a plain function over the modules it closes over)
+    and leave their buffers as they were: capturing or checking a training step must
+    not advance the user's BatchNorm statistics."""
+    modules = [model] if isinstance(model, nn.Module) else closed_over_modules(model)
+    with contextlib.ExitStack() as stack:
+        for module in modules:
+            stack.enter_context(preserved_buffers(module))
+        yield

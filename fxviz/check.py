@@ -23,7 +23,7 @@ import torch
 import torch.fx
 from torch.utils._pytree import tree_map_only
 
-from fxviz._runtime import preserved_buffers
+from fxviz._runtime import untouched
 
 # rtol per dtype, relative to the output's largest magnitude. float32: fusing conv+BN
 # in a ResNet50 moves outputs by about 1e-6 of their scale; 1e-4 leaves two decades
@@ -93,7 +93,7 @@ def run_outputs(module: Callable[..., Any], inputs_list: Sequence[tuple]) -> lis
     call = module.forward if isinstance(module, torch.fx.GraphModule) else module
     grad = not isinstance(module, torch.nn.Module)
     outputs = []
-    with torch.set_grad_enabled(grad), _buffers_kept(module):
+    with torch.set_grad_enabled(grad), untouched(module):
         for inputs in inputs_list:
             with seeded(inputs):
                 outputs.append(tree_map_only(torch.Tensor, torch.Tensor.detach, call(*inputs)))
@@ -242,7 +242,3 @@ def _describe(value: Any) -> str:
 
 def _devices(inputs: tuple) -> list:
     return sorted({x.device.index or 0 for x in inputs if isinstance(x, torch.Tensor) and x.is_cuda})
-
-
-def _buffers_kept(module: Any) -> contextlib.AbstractContextManager:
-    return preserved_buffers(module) if isinstance(module, torch.nn.Module) else contextlib.nullcontext()

@@ -39,3 +39,16 @@ def test_a_step_function_graph_is_named_after_the_function():
 
     gm = fxviz.trace(train_step, (torch.randn(4, 3),), tracer="make_fx")
     assert type(gm).__name__ == "train_step"  # the Explorer's title, not make_fx's "<lambda>"
+
+
+def test_a_training_step_leaves_the_users_batchnorm_statistics_alone():
+    model = nn.Sequential(nn.Linear(3, 3), nn.BatchNorm1d(3)).train()
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+
+    def train_step(x):
+        return torch.autograd.grad(model(x).sum(), list(model.parameters()))
+
+    session = fxviz.Session(train_step, (torch.randn(4, 3) + 1,), tracer="make_fx")
+    assert session.current.check.status == "match"  # capture and check both ran the step
+    after = model.state_dict()
+    assert all(torch.equal(before[k], after[k]) for k in before)  # running stats, num_batches_tracked

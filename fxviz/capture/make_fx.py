@@ -11,6 +11,7 @@ from torch import nn
 
 from fxviz.capture._common import finish, first_line, where
 from fxviz.capture.backward import attribute_backward
+from fxviz._runtime import untouched
 from fxviz.capture.closure import closed_over_module
 from fxviz.errors import TraceError
 
@@ -31,7 +32,8 @@ def capture(fn: Callable[..., Any], inputs: tuple, module: nn.Module | None = No
 
         target._orig_mod = root
     try:
-        gm = make_fx(target, record_module_stack=root is not None)(*inputs)
+        with untouched(fn):  # make_fx runs real ops: a training-mode BN would advance its statistics
+            gm = make_fx(target, record_module_stack=root is not None)(*inputs)
     except Exception as exc:
         raise TraceError(
             f"make_fx could not trace {getattr(fn, '__name__', type(fn).__name__)}{where(exc)}\n"
