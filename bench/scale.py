@@ -10,8 +10,7 @@ search (the view's own searchNodes over all nodes, run under node), and the MB o
 JSON the first view sends to the browser (table rows, search records, SVG). The ratio
 Session/capture is measured in the same run; the targets at 100k nodes are a first view
 in < 2 s after capture, expand < 1 s and search < 0.1 s.
-Run from the repository root: .venv/bin/python -m bench.scale [--sizes 1k,10k,30k,100k]
-(as a module: run as a script, bench/profile.py would shadow the standard library's profile)
+Run from the repository root: .venv/bin/python -P bench/scale.py [--sizes 1k,10k,30k,100k]
 """
 from __future__ import annotations
 
