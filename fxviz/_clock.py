@@ -85,7 +85,9 @@ class Clock:
 def _synchronizer(device: torch.device) -> Callable[[], None]:
     if device.type == "cpu":
         return lambda: None
-    return lambda: torch.accelerator.synchronize(device)
+    if device.type == "cuda":
+        return lambda: torch.cuda.synchronize(device)
+    return lambda: torch.accelerator.synchronize(device)  # MPS, XPU, …: torch >= 2.7
 
 
 def instrument(gm: torch.fx.GraphModule, tick: Callable[[int], None]) -> torch.fx.GraphModule:

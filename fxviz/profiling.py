@@ -32,6 +32,9 @@ MIN_REPEATS = 3
 # A profile whose whole forwards scatter by more than this (IQR over median) was
 # disturbed by other work: its per-node numbers are not to be trusted as precise.
 NOISY_SPREAD = 0.10
+# A GPU running kernels for less than half of the forward waits on the host: its
+# per-node times are launch (Python) times more than kernel times.
+LAUNCH_BOUND = 0.5
 
 
 def profile(
@@ -62,7 +65,9 @@ def profile(
     ``share`` (percent of the sum of medians), ``flops`` (from :func:`fxviz.annotate`;
     NaN where not counted), ``gflops`` (achieved GFLOP/s at the median time),
     ``bytes`` (read and written, from :func:`fxviz.annotate`, else NaN) and ``gbps``
-    (achieved GB/s: the number for memory-bound nodes).
+    (achieved GB/s: the number for memory-bound nodes). On CUDA, ``median_us`` is the
+    time between CUDA events at node boundaries, and ``kernel_us`` the device time of
+    the kernels the node launched (torch.profiler, 3 forwards).
 
     ``df.attrs``: ``plain_forward_us`` and ``profiled_forward_us`` (medians of whole
     forwards, µs), ``overhead_per_node_us`` (median over repeats of timed minus the
@@ -71,7 +76,9 @@ def profile(
     quarter of those pairs or more show no overhead at all: then the number says
     nothing), ``spread`` (IQR over median of the timed forwards: the profile's own
     noise), ``noisy`` (spread above 10 %, or the machine busier than its CPUs
-    before or after), ``conditions`` (see :func:`conditions`, taken before, with
+    before or after); on CUDA ``device_busy`` (kernel time over the plain forward)
+    and ``launch_bound`` (busy under half of it: node times are mostly host time),
+    ``conditions`` (see :func:`conditions`, taken before, with
     ``load_after``), ``device``, ``repeats`` and ``warmup`` (runs done).
     """
     require_graph_module(gm)
@@ -86,10 +93,26 @@ def profile(
     counts = {key: [(given or {}).get(n.name, n.meta.get(key)) for n in nodes]
               for key, given in (("flops", flops), ("bytes", moved))}
     df = _table(gm, nodes, counts, device, *measured)
+    if device.type == "cuda":
+        _add_kernel_time(df, gm, inputs)
     taken = {**before, "load_after": conditions(device)["load"]}
     busy = max(taken["load"], taken["load_after"]) > taken["cpu_count"]
     df.attrs.update(conditions=taken, noisy=bool(busy or df.attrs["spread"] > NOISY_SPREAD))
     return df
+
+
+def _add_kernel_time(df: pd.DataFrame, gm: torch.fx.GraphModule, inputs: tuple) -> None:
+    """On CUDA, a node's time between events is its kernels' time only while the GPU
+    is kept busy; a small model leaves it waiting for Python to launch the next node,
+    and then the events time the host. So add what the kernels themselves took
+    (``kernel_us``, from torch.profiler) and how busy the device was."""
+    from fxviz.aten_breakdown import profile_aten  # it imports this module
+
+    ops = profile_aten(gm, inputs, warmup=1, repeats=3)
+    kernels = ops[ops["kind"] == "kernel"].groupby("node")["device_total_us"].sum()
+    df["kernel_us"] = df["node"].map(kernels).fillna(0.0)
+    busy = df["kernel_us"].sum() / df.attrs["plain_forward_us"] if df.attrs["plain_forward_us"] > 0 else 1.0
+    df.attrs.update(device_busy=float(min(busy, 1.0)), launch_bound=bool(busy < LAUNCH_BOUND))
 
 
 def conditions(device: torch.device | str) -> dict[str, Any]:

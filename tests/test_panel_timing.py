@@ -3,7 +3,7 @@ and a visible "too noisy to tell"."""
 import pandas as pd
 
 from fxviz.measure import Timings
-from fxviz.widgets.panel_timing import _noise_html, _overhead, chart_svg
+from fxviz.widgets.panel_timing import _launch_html, _noise_html, _overhead, chart_svg
 
 
 def test_chart_is_transparent_svg_in_the_themes_colour_with_escaped_labels():
@@ -27,3 +27,10 @@ def test_a_noisy_profile_says_too_noisy_to_tell_with_its_conditions():
     assert "Too noisy to tell: forwards scattered by 34% (load 5.5 on 2 CPUs, 2 threads)" in text
     table.attrs["noisy"] = False
     assert _noise_html(Timings(table)) == ""
+
+
+def test_a_launch_bound_gpu_profile_says_node_times_are_host_times():
+    note = _launch_html({"launch_bound": True, "device_busy": 0.23})
+    assert "Launch-bound" in note and "23%" in note and "kernel_us" in note
+    assert _launch_html({"launch_bound": False, "device_busy": 0.9}) == ""
+    assert _launch_html({}) == ""  # a CPU profile has no such attribute

@@ -110,9 +110,9 @@ class TimingPanel(w.VBox):
         self.summary.value = escape(
             f"Step {session.index}: forward {attrs['plain_forward_us']:.0f} µs "
             f"({attrs['profiled_forward_us']:.0f} µs profiled, {_overhead(attrs)}), "
-            f"median of {attrs['repeats']} repeats on {attrs['device']}.") + _noise_html(timings)
+            f"median of {attrs['repeats']} repeats on {attrs['device']}.") + _noise_html(timings) + _launch_html(attrs)
         rows = df.nlargest(TOP, "median_us")
-        self.table.value = table_html(rows[TIMING_COLUMNS])
+        self.table.value = table_html(rows[[*TIMING_COLUMNS, *(["kernel_us"] if "kernel_us" in df else [])]])
         self.chart.value = chart_svg(lambda ax: plot_profile(df, top=TOP, ax=ax), len(rows))
         self.chart.layout.display = ""
 
@@ -163,6 +163,16 @@ def _overhead(attrs: dict) -> str:
     if attrs.get("overhead_below_resolution"):
         return "overhead per node below resolution"
     return f"{attrs['overhead_per_node_us']:.1f} µs overhead per node"
+
+
+def _launch_html(attrs: dict) -> str:
+    """On a GPU that mostly waits for the host, node times measure launching, not kernels."""
+    if not attrs.get("launch_bound"):
+        return ""
+    return ('<div class="fxviz-timing-noisy">' + escape(
+        f"Launch-bound: the GPU ran kernels for only {attrs['device_busy']:.0%} of the forward, so node times "
+        "are mostly Python and launch time; kernel_us is each node's device time. A larger batch, or "
+        "CUDA graphs / torch.compile, would keep the GPU busy.") + "</div>")
 
 
 def _noise_html(timings: Timings) -> str:

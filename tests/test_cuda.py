@@ -1,0 +1,179 @@
+"""fxviz on a CUDA device: timing reads device time (events, not launch time), passes
+and checks run on the GPU, and the user's model stays where and as it was.
+
+Skipped where there is no GPU (CI); run them on a GPU machine with
+``pytest tests/test_cuda.py``.
+"""
+from __future__ import annotations
+
+import copy
+import operator
+
+import pytest
+import torch
+import torch.fx
+from torch import nn
+
+import fxviz
+from fxviz.aten_breakdown import profile_aten
+from fxviz.profiling import profile
+from fxviz.timing_ab import measure_pair, paired_timing
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+
+DEVICE = "cuda"
+
+
+def _matmul_graph(extra: bool = False) -> torch.fx.GraphModule:
+    """x @ w, then (with ``extra``) a second x @ w, then a sum."""
+    graph = torch.fx.Graph()
+    x, w = graph.placeholder("x"), graph.placeholder("w")
+    y = graph.call_function(torch.matmul, (x, w))
+    if extra:
+        y = graph.call_function(torch.matmul, (y, w))
+    graph.output(graph.call_function(torch.sum, (y,)))
+    return torch.fx.GraphModule(nn.Module(), graph)
+
+
+def _event_time_us(fn, repeats: int = 30) -> float:
+    """Median device time (µs) of ``fn()`` between two CUDA events."""
+    times = []
+    for _ in range(repeats + 3):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end) * 1e3)
+    return float(torch.tensor(times[3:]).median())
+
+
+def test_profile_reads_device_time_not_launch_time():
+    """A 4096³ matmul takes milliseconds on the device but microseconds to launch: the
+    profile must report the former, as CUDA events around the op alone measure it."""
+    x = torch.randn(4096, 4096, device=DEVICE)
+    w = torch.randn(4096, 4096, device=DEVICE)
+    gm = _matmul_graph()
+    df = profile(gm, (x, w), warmup=3, repeats=20).set_index("node")
+    alone = _event_time_us(lambda: torch.matmul(x, w))
+    assert alone > 100  # a real device workload, far above launch cost
+    assert 0.7 < df.loc["matmul", "median_us"] / alone < 1.4
+    assert df.attrs["device"].startswith("cuda")
+    assert df.attrs["overhead_per_node_us"] >= 0
+    assert df.loc["matmul", "share"] > 80
+    # device-bound: the kernels' own time agrees with the events, and nothing is flagged
+    assert 0.8 < df.loc["matmul", "kernel_us"] / df.loc["matmul", "median_us"] < 1.2
+    assert df.attrs["launch_bound"] is False and df.attrs["device_busy"] > 0.8
+
+
+def test_profile_says_when_the_gpu_waits_for_the_host():
+    """Sixty tiny ops: the GPU idles between launches, event times are host times, and
+    the profile says so (launch_bound) with the kernels' own, much smaller, times."""
+    graph = torch.fx.Graph()
+    value = graph.placeholder("x")
+    for _ in range(60):
+        value = graph.call_function(torch.relu, (value,))
+    graph.output(value)
+    df = profile(torch.fx.GraphModule(nn.Module(), graph), torch.randn(16, device=DEVICE), warmup=3, repeats=20)
+    assert df.attrs["launch_bound"] is True
+    assert df.attrs["device_busy"] < 0.5
+    relus = df[df["op"] == "call_function"]
+    assert (relus["kernel_us"] < relus["median_us"]).mean() > 0.9
+
+
+def test_interleaved_compare_on_cuda_flags_what_changed():
+    """Same graph, 4x the rows in B: the matmul is flagged increased (about 4x);
+    an added matmul is 'added'; a shared node whose work did not change is not flagged."""
+    w = torch.randn(2048, 2048, device=DEVICE)
+    small, big = torch.randn(1024, 2048, device=DEVICE), torch.randn(4096, 2048, device=DEVICE)
+    gm = _matmul_graph()
+    rows = paired_timing(measure_pair(gm, (small, w), gm, (big, w), repeats=30), "node").set_index("node")
+    assert rows.loc["matmul", "category"] == "increased"
+    assert 3.0 < rows.loc["matmul", "ratio"] < 5.0
+
+    rows = paired_timing(measure_pair(gm, (big, w), _matmul_graph(extra=True), (big, w), repeats=30),
+                         "node").set_index("node")
+    assert rows.loc["matmul_1", "category"] == "added"
+    assert rows.loc["matmul", "category"] in ("unchanged", "too noisy to tell")
+
+
+def _convnet() -> nn.Module:
+    return nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(),
+                         nn.Conv2d(16, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(),
+                         nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(16, 10))
+
+
+def test_session_passes_and_checks_on_cuda_leave_the_model_alone():
+    torch.manual_seed(0)
+    model = _convnet().to(DEVICE).eval()
+    with torch.no_grad():  # non-trivial statistics, so fusion has something to fold
+        for bn in (model[1], model[4]):
+            bn.running_mean.uniform_(-1, 1)
+            bn.running_var.uniform_(0.5, 2)
+    before = copy.deepcopy(model.state_dict())
+    x = torch.randn(2, 3, 32, 32, device=DEVICE)
+    session = fxviz.Session(model, x)
+    assert session.current.check.status == "match"
+    fused = session.apply("fuse_conv_bn")
+    assert fused.check.status == "match"
+    assert fused.check.max_rel < 1e-3
+    assert not any(n.op == "call_module" and "BatchNorm" in type(fused.gm.get_submodule(n.target)).__name__
+                   for n in fused.gm.graph.nodes)
+    assert all(p.device.type == DEVICE for p in fused.gm.parameters())
+    lowered = session.apply("channels_last")
+    assert lowered.check.status == "match"
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
+    assert all(p.device.type == DEVICE for p in model.parameters())
+
+    comparison = session.compare(0, 1, profile_kwargs={"repeats": 20})
+    timing = comparison.timing_by_node.set_index("node")
+    assert set(timing["category"]) <= {"added", "deleted", "increased", "decreased", "unchanged",
+                                       "too noisy to tell"}
+    assert (timing["control_us"] >= 0).all() and (timing["test_us"] >= 0).all()
+    assert comparison.output_diff.status == "match"
+
+
+def test_profile_aten_attributes_kernels_to_nodes_on_cuda():
+    x = torch.randn(2048, 2048, device=DEVICE)
+    gm = _matmul_graph()
+    df = profile_aten(gm, (x, x), warmup=2, repeats=3)
+    node_rows = df[df["node"] == "matmul"]
+    assert len(node_rows), "the matmul node's operators were not attributed to it"
+    kernels = node_rows[node_rows["kind"] == "kernel"]
+    assert len(kernels), "no kernel rows under the matmul node on CUDA"
+    expected = _event_time_us(lambda: torch.matmul(x, x), repeats=10)
+    assert 0.5 < kernels["device_total_us"].sum() / expected < 2.0
+
+
+def test_training_step_on_cuda_is_checked():
+    """A training step on the GPU (make_fx): opens with backward clusters and its check ends."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 1)).to(DEVICE)
+    before = copy.deepcopy(model.state_dict())
+
+    def train_step(x, y):
+        loss = nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        return loss
+
+    x, y = torch.randn(4, 8, device=DEVICE), torch.randn(4, 1, device=DEVICE)
+    session = fxviz.Session(train_step, (x, y), tracer="make_fx")
+    assert session.current.check.status == "match"
+    paths = {n.meta.get("module_path") for n in session.current.gm.graph.nodes}
+    assert "2 · backward" in paths, sorted(p for p in paths if p)
+    assert all(t.device.type == DEVICE for t in session.current.gm.state_dict().values())
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
+
+
+def test_profile_timed_forward_matches_plain_on_cuda():
+    """Per-node events must not serialise the GPU: the instrumented forward's wall time
+    stays within 10 % of the plain one on a device-bound chain."""
+    graph = torch.fx.Graph()
+    value = graph.placeholder("x")
+    for _ in range(20):
+        value = graph.call_function(operator.mul, (value, 1.0001))
+    graph.output(value)
+    gm = torch.fx.GraphModule(nn.Module(), graph)
+    df = profile(gm, torch.randn(64 * 1024 * 1024, device=DEVICE), warmup=3, repeats=20)
+    assert df.attrs["profiled_forward_us"] / df.attrs["plain_forward_us"] < 1.1
+    assert abs(df["median_us"].sum() / df.attrs["profiled_forward_us"] - 1) < 0.15
