@@ -67,7 +67,7 @@ def profile(
     ``bytes`` (read and written, from :func:`fxviz.annotate`, else NaN) and ``gbps``
     (achieved GB/s: the number for memory-bound nodes). On CUDA, ``median_us`` is the
     time between CUDA events at node boundaries, and ``kernel_us`` the device time of
-    the kernels the node launched (torch.profiler, 3 forwards).
+    the kernels the node launched (torch.profiler, 5 forwards).
 
     ``df.attrs``: ``plain_forward_us`` and ``profiled_forward_us`` (medians of whole
     forwards, µs), ``overhead_per_node_us`` (median over repeats of timed minus the
@@ -108,7 +108,7 @@ def _add_kernel_time(df: pd.DataFrame, gm: torch.fx.GraphModule, inputs: tuple) 
     (``kernel_us``, from torch.profiler) and how busy the device was."""
     from fxviz.aten_breakdown import profile_aten  # it imports this module
 
-    ops = profile_aten(gm, inputs, warmup=1, repeats=3)
+    ops = profile_aten(gm, inputs, warmup=3, repeats=5)  # kernels run slower in the first profiled runs
     kernels = ops[ops["kind"] == "kernel"].groupby("node")["device_total_us"].sum()
     df["kernel_us"] = df["node"].map(kernels).fillna(0.0)
     busy = df["kernel_us"].sum() / df.attrs["plain_forward_us"] if df.attrs["plain_forward_us"] > 0 else 1.0

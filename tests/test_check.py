@@ -50,6 +50,18 @@ def test_integer_outputs_must_be_equal():
     assert result.status == "mismatch" and math.isinf(result.max_abs)
 
 
+def test_bool_outputs_are_compared_exactly():
+    """A graph that returns a condition (a dynamo graph ending at a graph break) has a bool output."""
+    assert compare_outputs([torch.tensor(True)], [torch.tensor(True)]).status == "match"
+    assert compare_outputs([torch.tensor([True, False])], [torch.tensor([True, True])]).status == "mismatch"
+
+
+def test_tf32_float32_gets_tf32s_tolerance_and_nothing_else_does():
+    assert tolerance(torch.float32, tf32=True) == 1e-3 > tolerance(torch.float32)
+    assert tolerance(torch.float16, tf32=True) == tolerance(torch.float16)  # already wider
+    assert tolerance(torch.float64, tf32=True) == tolerance(torch.float64)
+
+
 def test_topk_results_compare_values_and_indices():
     x = torch.tensor([[3.0, 1.0, 2.0]])
     same = compare_outputs([torch.topk(x, 2)], [torch.topk(x.clone(), 2)])

@@ -62,7 +62,7 @@ def test_profile_reads_device_time_not_launch_time():
     assert df.attrs["overhead_per_node_us"] >= 0
     assert df.loc["matmul", "share"] > 80
     # device-bound: the kernels' own time agrees with the events, and nothing is flagged
-    assert 0.8 < df.loc["matmul", "kernel_us"] / df.loc["matmul", "median_us"] < 1.2
+    assert 0.8 < df.loc["matmul", "kernel_us"] / df.loc["matmul", "median_us"] < 1.25
     assert df.attrs["launch_bound"] is False and df.attrs["device_busy"] > 0.8
 
 
@@ -131,6 +131,43 @@ def test_session_passes_and_checks_on_cuda_leave_the_model_alone():
                                        "too noisy to tell"}
     assert (timing["control_us"] >= 0).all() and (timing["test_us"] >= 0).all()
     assert comparison.output_diff.status == "match"
+
+
+def test_a_fused_resnet_matches_under_tf32():
+    """cuDNN convolves float32 in TF32 by default: fusion moves a ResNet18's outputs by
+    about 1e-4 of their scale there, a match, not a mismatch."""
+    import torchvision
+
+    model = torchvision.models.resnet18(weights=None).to(DEVICE).eval()
+    session = fxviz.Session(model, torch.randn(2, 3, 64, 64, device=DEVICE))
+    fused = session.apply("fuse_conv_bn")
+    assert fused.check.status == "match", fused.check.message
+    assert fused.check.max_rel < 1e-3
+
+
+def test_run_decompositions_on_an_exported_cuda_program():
+    model = _convnet().to(DEVICE).eval()
+    program = torch.export.export(model, (torch.randn(2, 3, 32, 32, device=DEVICE),))
+    session = fxviz.Session(program)
+    step = session.apply("run_decompositions")
+    assert step.check.status == "match"
+    assert "aten.batch_norm.default" not in {str(n.target) for n in step.gm.graph.nodes}
+
+
+def test_a_dynamo_graph_ending_at_a_data_dependent_branch_checks_on_cuda():
+    class Branchy(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.linear = nn.Linear(8, 8)
+
+        def forward(self, x):
+            y = self.linear(x)
+            if y.sum() > 0:  # a graph break: the first graph returns the condition
+                return y.relu()
+            return y.sigmoid()
+
+    session = fxviz.Session(Branchy().to(DEVICE), torch.randn(4, 8, device=DEVICE), tracer="dynamo")
+    assert session.current.check.status == "match", session.current.check.message
 
 
 def test_profile_aten_attributes_kernels_to_nodes_on_cuda():

@@ -28,5 +28,5 @@ def run_decompositions(gm: torch.fx.GraphModule, *, table: Literal["core_aten"] 
 
 
 def _stand_in(value: torch.Tensor) -> torch.Tensor:
-    """A real tensor of a placeholder's recorded shape, dtype and strides (values unused)."""
-    return torch.empty_strided(value.shape, value.stride(), dtype=value.dtype).zero_()
+    """A real tensor of a placeholder's recorded shape, dtype, strides and device (values unused)."""
+    return torch.empty_strided(value.shape, value.stride(), dtype=value.dtype, device=value.device).zero_()
