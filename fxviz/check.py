@@ -218,7 +218,7 @@ def _leaf_error(expected: torch.Tensor, actual: torch.Tensor) -> tuple[float, fl
     if e.numel() == 0:
         return 0.0, 0.0, tol
     if not (e.is_floating_point() or e.is_complex()):
-        return (0.0 if torch.equal(e, a) else math.inf), float(e.abs().max()), tol
+        return (0.0 if torch.equal(e, a) else math.inf), float(e.double().abs().max()), tol  # bool has no abs
     finite = torch.isfinite(e)
     same_nonfinite = torch.equal(e[~finite].nan_to_num(), a[~finite].nan_to_num()) and bool(
         (torch.isnan(e) == torch.isnan(a)).all()
