@@ -91,7 +91,16 @@ def explore(model_or_session: Any, *example_inputs: Any, profile: str = "backgro
         from fxviz.capture import called_as
 
         with called_as("explore"):  # errors name the call the user wrote
+            if session_kwargs.get("tracer") == "dynamo":  # every graph, listed above the Explorer
+                from .compile_view import explore_compiled
+
+                return explore_compiled(model_or_session, example_inputs, session_kwargs,
+                                        profile=profile, profile_kwargs=profile_kwargs)
             session = Session(model_or_session, example_inputs, **session_kwargs)
+    if session.capture.method == "dynamo" and len(session.capture.graphs) > 1:
+        from .compile_view import CompileExplorer
+
+        return CompileExplorer.around(session, profile=profile, profile_kwargs=profile_kwargs)
     return Explorer(session, profile=profile, profile_kwargs=profile_kwargs)
 
 
