@@ -21,11 +21,11 @@ from typing import Any
 import ipywidgets as w
 
 from fxviz._html import escape
-from fxviz.capture._common import _cell_name
 from fxviz.compiled import Compiled
 
 from ._tree import close_tree, replace_children
 from .explorer import Explorer
+from .panel_code import user_place
 
 CSS = (pathlib.Path(__file__).parent / "compile_view.css").read_text()
 
@@ -43,15 +43,6 @@ def explore_compiled(model: Any, example_inputs: tuple, session_kwargs: dict[str
         raise TraceError(f"explore(..., tracer='dynamo') takes n_random_inputs and backward, not {', '.join(unknown)}: "
                          "torch.compile captures the whole model down to ATen operators.")
     return CompileExplorer(compiled(model, *example_inputs, **options), **explorer_options)
-
-
-def user_place(user_line: str | None) -> str:
-    """``file:line`` as the user knows it: a notebook cell as ``Cell In[3], line 7``."""
-    if not user_line:
-        return ""
-    path, _, line = user_line.rpartition(":")
-    cell = _cell_name(path)
-    return f"{cell}, line {line}" if cell else f"{pathlib.Path(path).name}:{line}"
 
 
 def _pre(text: str) -> str:
