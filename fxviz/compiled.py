@@ -95,7 +95,7 @@ class Compiled:
             raise ValueError(f"Graph {index} has no {part} graph: {why}.")
         key = (index, part)
         if key not in self._sessions:
-            one = Capture([gm], self.capture.method, graph_breaks=self.capture.graph_breaks)
+            one = Capture([_own_inputs(gm)], self.capture.method, graph_breaks=self.capture.graph_breaks)
             self._sessions[key] = Session(one, **self.session_options)
         return self._sessions[key]
 
@@ -121,6 +121,19 @@ class Compiled:
     def _repr_html_(self) -> str:
         return f"<p><b>{escape(repr(self))}</b></p>" + self.table().to_html(index=False, escape=True, border=0,
                                                                           classes="fxviz-table")
+
+
+def _own_inputs(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
+    """``gm`` over copies of the tensors it was called with, parameters aside: a dynamo
+    graph of a training-mode BatchNorm adds to ``num_batches_tracked`` in place, and
+    must not change what another graph's Session runs on."""
+    from fxviz import _cow
+
+    own = _cow.fork(gm)
+    inputs = tuple(t if isinstance(t, nn.Parameter) or not isinstance(t, torch.Tensor) else t.clone()
+                   for t in gm.meta["fxviz"]["graph_inputs"])
+    own.meta["fxviz"] = {**gm.meta["fxviz"], "graph_inputs": inputs}
+    return own
 
 
 def compiled(model: nn.Module | Callable[..., Any], *example_inputs: Any, backward: bool | None = None,

@@ -127,11 +127,14 @@ def test_no_grad_or_no_backward_records_no_backward_graph(model):
         result.session(2)
 
 
-def test_a_batchnorm_in_training_mode_keeps_the_users_statistics():
+def test_a_batchnorm_in_training_mode_keeps_the_users_statistics_and_every_view_checks():
     model = nn.Sequential(nn.Linear(3, 3), nn.BatchNorm1d(3))
-    before = model[1].running_mean.clone()
-    fxviz.compiled(model, torch.randn(4, 3))
-    assert torch.equal(model[1].running_mean, before)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    result = fxviz.compiled(model, torch.randn(4, 3))
+    # the dynamo graph adds to num_batches_tracked in place: each Session runs on its own copy
+    assert {view: s.current.check.status for view, s in result.sessions().items()} == {
+        (0, "dynamo"): "match", (0, "forward"): "match", (0, "backward"): "match"}
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
 
 
 def test_compiled_needs_example_inputs():
