@@ -147,6 +147,7 @@ def compiled(model: nn.Module | Callable[..., Any], *example_inputs: Any, backwa
     from fxviz import _cow
     from fxviz._runtime import untouched
     from fxviz.capture import called_as, dynamo
+    from fxviz.capture.closure import closed_over_module
     from fxviz.capture._common import torch_errors_quiet
     from fxviz.errors import TraceError
 
@@ -155,7 +156,8 @@ def compiled(model: nn.Module | Callable[..., Any], *example_inputs: Any, backwa
                          "pass example inputs, e.g. compiled(model, torch.randn(1, 3, 224, 224)).")
     root = _cow.skeleton(model) if isinstance(model, nn.Module) else model
     if backward is None:
-        params = list(model.parameters()) if isinstance(model, nn.Module) else []
+        owner = model if isinstance(model, nn.Module) else closed_over_module(model)
+        params = list(owner.parameters()) if owner is not None else []
         tensors = [t for t in (*params, *example_inputs) if isinstance(t, torch.Tensor)]
         backward = torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
     name = getattr(model, "__name__", type(model).__name__)

@@ -148,3 +148,32 @@ def test_table_lists_each_view_with_its_break(result):
     assert table.loc[0, "ends_with"] == "Data-dependent branching"
     assert table.loc[len(table) - 1, "ends_with"] == "end of the model"
     assert "Data-dependent branching" in result._repr_html_()
+
+
+def test_a_function_closing_over_the_model_names_its_parameters(model):
+    def step(x):
+        return model(x).sum()
+
+    result = fxviz.compiled(step, torch.randn(2, 3))
+    names = {n.meta.get("qualified_name") for n in result.graphs[0].gm.graph.find_nodes(op="placeholder")}
+    assert {"lin.weight", "lin.bias"} <= names
+    assert result.graphs[0].backward is not None  # the model's parameters require grad
+    assert all(p.grad is None for p in model.parameters())
+
+
+def test_a_model_that_fails_on_its_inputs_says_where():
+    class Broken(nn.Module):
+        def forward(self, x):
+            return x @ torch.ones(5, 5)  # BROKEN
+
+    with pytest.raises(TraceError, match=r"dynamo could not capture the model at .*test_compiled.py:\d+.*BROKEN"):
+        fxviz.compiled(Broken(), torch.randn(2, 3))
+
+
+def test_a_model_without_tensor_operations_has_no_graph():
+    class Identity(nn.Module):
+        def forward(self, x):
+            return x
+
+    with pytest.raises(TraceError, match="dynamo captured no graph"):
+        fxviz.compiled(Identity(), torch.randn(2, 3))

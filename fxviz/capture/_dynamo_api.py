@@ -50,6 +50,13 @@ def compile_reason(gm: torch.fx.GraphModule) -> tuple[bool, str, list]:
     return bool(reason.graph_break), str(reason.reason), list(reason.user_stack or ())
 
 
+def error_frame(exc: BaseException) -> Any:
+    """The user's frame where dynamo failed: its exceptions carry it as ``real_stack``
+    (their traceback holds only dynamo's own frames)."""
+    stack = list(getattr(exc, "real_stack", None) or ())
+    return stack[-1] if stack else None
+
+
 def compile_id() -> str | None:
     """The id (``"frame/attempt"``) of the frame dynamo is compiling now, inside a backend."""
     try:

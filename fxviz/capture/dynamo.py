@@ -53,7 +53,9 @@ def capture(fn: Callable[..., Any], inputs: tuple, *, aot: bool = False, backwar
                 if backward:
                     _differentiate(outputs, fn, inputs)
         except Exception as exc:
-            raise TraceError(f"dynamo could not capture the model{where(exc)}\n  {first_line(exc)}") from exc
+            explained = [line.strip() for line in str(exc).splitlines() if line.strip().startswith("Explanation:")]
+            raise TraceError(f"dynamo could not capture the model{where(exc, api.error_frame(exc))}\n"
+                             f"  {first_line(exc)}" + "".join(f"\n  {line}" for line in explained[:1])) from exc
         trees = api.guard_trees(record)
     graphs = [g for g in graphs if "fxviz_inputs" in g.meta]
     if not graphs:
@@ -61,7 +63,7 @@ def capture(fn: Callable[..., Any], inputs: tuple, *, aot: bool = False, backwar
     for gm in graphs:
         gm.meta["fxviz_break"] = _graph_break(gm, messages)
     breaks = [g.meta["fxviz_break"] for g in graphs if g.meta["fxviz_break"]]
-    root = fn if isinstance(fn, torch.nn.Module) else None
+    root = _model_of(fn)
     names = {id(p): name for name, p in root.named_parameters()} if root is not None else {}
     for index, gm in enumerate(graphs):
         cid = gm.meta["fxviz_compile_id"]
@@ -89,6 +91,14 @@ def _recorder(owner: torch.fx.GraphModule, part: str) -> Callable[..., Any]:
     return compile_part
 
 
+def _model_of(fn: Any) -> torch.nn.Module | None:
+    """The model whose parameters the graphs lift: ``fn`` itself, or the one a plain
+    function (a training step) closes over."""
+    from fxviz.capture.closure import closed_over_module
+
+    return fn if isinstance(fn, torch.nn.Module) else closed_over_module(fn)
+
+
 def _kept(args: tuple) -> tuple:
     """The inputs a graph ran on, without the autograd history they carry (activations
     of the graph before): parameters stay themselves (they mark lifted parameters)."""
@@ -99,7 +109,8 @@ def _differentiate(outputs: Any, fn: Any, inputs: tuple) -> None:
     """Run the compiled backward graphs: gradients of every output that needs one,
     with ``torch.autograd.grad`` (returned, not accumulated into the model's ``.grad``)."""
     outs = [t for t in torch.utils._pytree.tree_leaves(outputs) if isinstance(t, torch.Tensor) and t.requires_grad]
-    params = list(fn.parameters()) if isinstance(fn, torch.nn.Module) else []
+    model = _model_of(fn)
+    params = list(model.parameters()) if model is not None else []
     leaves = [t for t in [*params, *inputs] if isinstance(t, torch.Tensor) and t.requires_grad]
     if outs and leaves:
         torch.autograd.grad(outs, leaves, [torch.ones_like(t) for t in outs], allow_unused=True)
