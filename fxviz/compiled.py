@@ -146,7 +146,7 @@ def compiled(model: nn.Module | Callable[..., Any], *example_inputs: Any, backwa
     copies (a training-mode BatchNorm updates those), sharing its parameters."""
     from fxviz import _cow
     from fxviz._runtime import untouched
-    from fxviz.capture import called_as, dynamo
+    from fxviz.capture import called_as, caller, dynamo
     from fxviz.capture.closure import closed_over_module
     from fxviz.capture._common import torch_errors_quiet
     from fxviz.errors import TraceError
@@ -162,5 +162,9 @@ def compiled(model: nn.Module | Callable[..., Any], *example_inputs: Any, backwa
         backward = torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
     name = getattr(model, "__name__", type(model).__name__)
     with called_as("compiled"), torch_errors_quiet(), untouched(root):
-        captured = dynamo.capture(root, tuple(example_inputs), aot=True, backward=backward)
+        try:
+            captured = dynamo.capture(root, tuple(example_inputs), aot=True, backward=backward)
+        except TraceError as exc:  # name the call the user wrote
+            exc.args = (f"{caller()}(...): {exc}",)
+            raise
     return Compiled.from_capture(captured, name, n_random_inputs=n_random_inputs)

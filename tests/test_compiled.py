@@ -166,7 +166,7 @@ def test_a_model_that_fails_on_its_inputs_says_where():
         def forward(self, x):
             return x @ torch.ones(5, 5)  # BROKEN
 
-    with pytest.raises(TraceError, match=r"dynamo could not capture the model at .*test_compiled.py:\d+.*BROKEN"):
+    with pytest.raises(TraceError, match=r"compiled\(\.\.\.\): dynamo could not capture the model at .*test_compiled.py:\d+.*BROKEN"):
         fxviz.compiled(Broken(), torch.randn(2, 3))
 
 
