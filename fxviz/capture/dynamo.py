@@ -26,18 +26,19 @@ def capture(fn: Callable[..., Any], inputs: tuple, *, aot: bool = False, backwar
     each graph break's reason and user line. ``aot``: each graph also goes through AOT
     autograd, recording its ATen forward graph and, with ``backward`` (run as
     ``torch.autograd.grad``: no ``.grad`` is written), its backward graph."""
-    graphs: list[torch.fx.GraphModule] = []
+    ran: list[torch.fx.GraphModule] = []  # in the order they first ran (a graph compiled, never run: not shown)
     guards: dict[str | None, list[str]] = {}
 
     def record(gm: torch.fx.GraphModule, example_inputs: list) -> Callable[..., Any]:
-        graphs.append(gm)
         gm.meta["fxviz_compile_id"] = api.compile_id()
         run = gm.forward
         if aot:
             run = api.aot_backend(_recorder(gm, "aot_forward"), _recorder(gm, "aot_backward"))(gm, example_inputs)
 
         def recorded(*args: Any) -> Any:
-            gm.meta.setdefault("fxviz_inputs", _kept(args))
+            if "fxviz_inputs" not in gm.meta:
+                gm.meta["fxviz_inputs"] = _kept(args)
+                ran.append(gm)
             return run(*args)
 
         return recorded
@@ -57,7 +58,7 @@ def capture(fn: Callable[..., Any], inputs: tuple, *, aot: bool = False, backwar
             raise TraceError(f"dynamo could not capture the model{where(exc, api.error_frame(exc))}\n"
                              f"  {first_line(exc)}" + "".join(f"\n  {line}" for line in explained[:1])) from exc
         trees = api.guard_trees(record)
-    graphs = [g for g in graphs if "fxviz_inputs" in g.meta]
+    graphs = list(ran)
     if not graphs:
         raise TraceError("dynamo captured no graph: the model runs no tensor operations dynamo can record.")
     for gm in graphs:
