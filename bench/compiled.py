@@ -74,13 +74,26 @@ def _torch_compile(backend: str) -> Callable[[nn.Module, torch.Tensor], Any]:
     return run
 
 
+class _NoLog(dict):
+    """BreakMessages that collects nothing: what the structured-log handler costs."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *_):
+        pass
+
+    def quiet(self):
+        return contextlib.nullcontext()
+
+
 def _without_break_messages(model, x):
-    saved = _dynamo_api.break_messages
-    _dynamo_api.break_messages = lambda: contextlib.nullcontext({})
+    saved = _dynamo_api.BreakMessages
+    _dynamo_api.BreakMessages = _NoLog
     try:
         fxviz.compiled(model, x)
     finally:
-        _dynamo_api.break_messages = saved
+        _dynamo_api.BreakMessages = saved
 
 
 VARIANTS: dict[str, Callable[[nn.Module, torch.Tensor], Any]] = {

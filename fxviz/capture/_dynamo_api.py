@@ -68,31 +68,50 @@ def compile_id() -> str | None:
     return None if cid is None else str(cid)
 
 
-@contextlib.contextmanager
-def break_messages() -> Iterator[dict[str, str]]:
+class BreakMessages(dict):
     """Dynamo's full graph-break message per compile id ("Data-dependent branching",
     its explanation and hints), which ``compile_subgraph_reason`` abbreviates to
     ``generic_jump TensorVariable()`` for a branch. Dynamo writes it only to its
-    structured trace log, and only when that log has a handler: ours, meanwhile."""
-    found: dict[str, str] = {}
-    try:
-        from torch._logging._internal import trace_log
-    except ImportError:  # older torch: the abbreviated reasons only
-        yield found
-        return
+    structured trace log, and only when that log has a handler: ours, while collecting.
+    Any handler there makes torch format every artifact (graphs, guards): ``quiet()``
+    takes ours off meanwhile (a backend's AOT compile writes pages and breaks nothing)."""
 
-    class Collect(logging.Handler):
-        def emit(self, record: logging.LogRecord) -> None:
-            meta = getattr(record, "metadata", {})
-            if (meta.get("artifact") or {}).get("name") == "dynamo_graph_break_reason":
-                found[f"{meta.get('frame_id')}/{meta.get('frame_compile_id')}"] = str(record.payload)
+    def __init__(self) -> None:
+        super().__init__()
+        try:
+            from torch._logging._internal import trace_log
+        except ImportError:  # older torch: the abbreviated reasons only
+            trace_log = None
+        self._log = trace_log
+        self._handler = _Collect(self)
 
-    handler = Collect()
-    trace_log.addHandler(handler)
-    try:
-        yield found
-    finally:
-        trace_log.removeHandler(handler)
+    def __enter__(self) -> BreakMessages:
+        if self._log is not None:
+            self._log.addHandler(self._handler)
+        return self
+
+    def __exit__(self, *_: Any) -> None:
+        if self._log is not None:
+            self._log.removeHandler(self._handler)
+
+    @contextlib.contextmanager
+    def quiet(self) -> Iterator[None]:
+        self.__exit__()
+        try:
+            yield
+        finally:
+            self.__enter__()
+
+
+class _Collect(logging.Handler):
+    def __init__(self, found: dict[str, str]):
+        super().__init__()
+        self.found = found
+
+    def emit(self, record: logging.LogRecord) -> None:
+        meta = getattr(record, "metadata", {})
+        if (meta.get("artifact") or {}).get("name") == "dynamo_graph_break_reason":
+            self.found[f"{meta.get('frame_id')}/{meta.get('frame_compile_id')}"] = str(record.payload)
 
 
 def guard_trees(backend: Callable[..., Any]) -> dict[str, str]:

@@ -33,7 +33,8 @@ def capture(fn: Callable[..., Any], inputs: tuple, *, aot: bool = False, backwar
         gm.meta["fxviz_compile_id"] = api.compile_id()
         run = gm.forward
         if aot:
-            run = api.aot_backend(_recorder(gm, "aot_forward"), _recorder(gm, "aot_backward"))(gm, example_inputs)
+            with messages.quiet():
+                run = api.aot_backend(_recorder(gm, "aot_forward"), _recorder(gm, "aot_backward"))(gm, example_inputs)
 
         def recorded(*args: Any) -> Any:
             if "fxviz_inputs" not in gm.meta:
@@ -46,13 +47,15 @@ def capture(fn: Callable[..., Any], inputs: tuple, *, aot: bool = False, backwar
     def export_guards(exported: Any) -> None:
         guards.setdefault(api.compile_id(), []).extend(api.guard_lines(exported))
 
-    with api.fresh_dynamo(), api.break_messages() as messages:
+    messages = api.BreakMessages()
+    with api.fresh_dynamo(), messages:
         try:
             grad = torch.enable_grad() if backward else torch.no_grad()
             with grad:
                 outputs = api.optimize(record, export_guards)(fn)(*inputs)
                 if backward:
-                    _differentiate(outputs, fn, inputs)
+                    with messages.quiet():  # compiles the backward graphs: no graph breaks there
+                        _differentiate(outputs, fn, inputs)
         except Exception as exc:
             explained = [line.strip() for line in str(exc).splitlines() if line.strip().startswith("Explanation:")]
             raise TraceError(f"dynamo could not capture the model{where(exc, api.error_frame(exc))}\n"
