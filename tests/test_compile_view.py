@@ -125,3 +125,10 @@ def test_dynamo_explore_rejects_symbolic_only_options():
 def test_user_place_names_a_file_by_its_name_and_line():
     assert user_place("/home/me/models/net.py:12") == "net.py:12"
     assert user_place(None) == ""
+
+
+def test_a_saved_notebook_shows_the_list_and_the_shown_graph(view):
+    bundle = view._repr_mimebundle_()
+    page = bundle["text/html"]
+    assert "graph 0 (dynamo, forward, backward)" in page and "Data-dependent branching" in page
+    assert "<svg" in page  # the shown graph, drawn

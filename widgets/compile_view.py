@@ -60,7 +60,7 @@ class CompileExplorer(w.VBox):
         self.explorer: Explorer | None = None
         self.current: tuple[int, str] | None = None
         count, breaks = len(compiled.graphs), len(compiled.graph_breaks)
-        title = w.HTML(f"<b>{escape(compiled.name)}</b> · torch.compile made {count} graph{'s' * (count != 1)}, "
+        self.title = title = w.HTML(f"<b>{escape(compiled.name)}</b> · torch.compile made {count} graph{'s' * (count != 1)}, "
                        f"{breaks} graph break{'s' * (breaks != 1)}")
         title.add_class("fxviz-compile-title")
         self._buttons: dict[tuple[int, str], w.Button] = {}
@@ -102,6 +102,17 @@ class CompileExplorer(w.VBox):
         for key, button in self._buttons.items():
             (button.add_class if key == self.current else button.remove_class)("fxviz-compile-current")
         self.info.value = _info_html(self.compiled.graphs[index])
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
+        """The widget view plus, as text/html, the list of graphs and the shown graph's
+        static Explorer: what a saved notebook, nbviewer or GitHub shows."""
+        bundle = super()._repr_mimebundle_(**kwargs)
+        inner = self.explorer._repr_mimebundle_(**kwargs) if bundle and self.explorer is not None else None
+        if inner and "text/html" in inner:
+            rows = "".join(f"<li>graph {g.index} ({', '.join(g.parts)}): {_ends_html(g)}</li>"
+                           for g in self.compiled.graphs)
+            bundle["text/html"] = f"<div>{self.title.value}<ul>{rows}</ul></div>{inner['text/html']}"
+        return bundle
 
     def close(self) -> None:
         for child in self.children:
