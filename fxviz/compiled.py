@@ -99,6 +99,13 @@ class Compiled:
             self._sessions[key] = Session(one, **self.session_options)
         return self._sessions[key]
 
+    def adopt(self, session: Any) -> None:
+        """Use ``session`` (opened on this capture's first graph, e.g. by ``tracer="auto"``)
+        as graph 0's: its steps are kept."""
+        if session.capture is not self.capture:
+            raise ValueError("adopt(session): the session was opened on another capture.")
+        self._sessions[(0, "dynamo")] = session
+
     def sessions(self) -> dict[tuple[int, str], Any]:
         """A Session for every view (each made on first use, then kept)."""
         return {view: self.session(*view) for view in self.views()}

@@ -60,9 +60,9 @@ class CompileExplorer(w.VBox):
         self.explorer: Explorer | None = None
         self.current: tuple[int, str] | None = None
         count, breaks = len(compiled.graphs), len(compiled.graph_breaks)
-        self.title = title = w.HTML(f"<b>{escape(compiled.name)}</b> · torch.compile made {count} graph{'s' * (count != 1)}, "
-                       f"{breaks} graph break{'s' * (breaks != 1)}")
-        title.add_class("fxviz-compile-title")
+        self.title = w.HTML(f"<b>{escape(compiled.name)}</b> · torch.compile made {count} graph{'s' * (count != 1)}, "
+                            f"{breaks} graph break{'s' * (breaks != 1)}")
+        self.title.add_class("fxviz-compile-title")
         self._buttons: dict[tuple[int, str], w.Button] = {}
         self.listing = w.VBox([self._row(graph) for graph in compiled.graphs])
         self.listing.add_class("fxviz-compile-list")
@@ -71,7 +71,7 @@ class CompileExplorer(w.VBox):
         self.error = w.HTML()
         self.holder = w.VBox()
         style = w.HTML(f"<style>{CSS}</style>", layout=w.Layout(display="none"))
-        super().__init__([style, title, self.listing, self.info, self.error, self.holder])
+        super().__init__([style, self.title, self.listing, self.info, self.error, self.holder])
         self.add_class("fxviz-compile")
         self.show(index, part)
 
@@ -80,24 +80,22 @@ class CompileExplorer(w.VBox):
         """The list over a Session opened on the first of dynamo's graphs (what
         ``tracer="auto"`` falls back to): the other graphs open beside it."""
         compiled = Compiled.from_capture(session.capture, type(session.steps[0].gm).__name__)
-        compiled._sessions[(0, "dynamo")] = session
+        compiled.adopt(session)
         return cls(compiled, **explorer_options)
 
     def show(self, index: int, part: str = "dynamo") -> None:
         """Open graph ``index``'s ``part`` in the Explorer (its Session is made once)."""
         if (index, part) == self.current:
             return
+        label = f"{self.compiled.name} · graph {index} · {part}"
         try:
-            session = self.compiled.session(index, part)
+            explorer = Explorer(self.compiled.session(index, part), title=label, **self._options)
         except Exception as exc:  # a graph that cannot open: say so, keep the one shown
             self.error.value = f"<div class='fxviz-error-message' role='alert'>{escape(exc)}</div>"
             return
         self.error.value = ""
-        if self.explorer is not None:
-            self.explorer.close()
-        label = f"{self.compiled.name} · graph {index} · {part}"
-        self.explorer = Explorer(session, title=label, **self._options)
-        replace_children(self.holder, (self.explorer,))
+        self.explorer = explorer
+        replace_children(self.holder, (explorer,))  # closes the Explorer it replaces
         self.current = (index, part)
         for key, button in self._buttons.items():
             (button.add_class if key == self.current else button.remove_class)("fxviz-compile-current")
