@@ -13,6 +13,7 @@ from fxviz.aten_breakdown import profile_aten
 from fxviz.check import CheckResult, check_outputs
 from fxviz.comparison import Comparison, compare
 from fxviz.session import Session, Step
+from fxviz.compiled import Compiled, compiled
 from fxviz import passes
 
 __version__ = "0.1.0"
@@ -45,5 +46,5 @@ __all__ = [
     "FxvizError", "TraceError", "PassError", "RenderError",
     "trace", "annotate", "to_networkx", "Rendering", "to_dot", "to_svg",
     "profile", "profile_aten", "plot_profile", "CheckResult", "check_outputs",
-    "Comparison", "compare", "Session", "Step", "passes", "explore",
+    "Comparison", "compare", "Session", "Step", "passes", "explore", "Compiled", "compiled",
 ]

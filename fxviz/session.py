@@ -145,7 +145,7 @@ class Session:
         n_random_inputs: int = 2,
         **trace_kwargs: Any,
     ):
-        from fxviz.capture import as_inputs, called_as, capture, export
+        from fxviz.capture import Capture, as_inputs, called_as, capture, export
 
         inputs = as_inputs(example_inputs)
         if export.is_exported(model):
@@ -154,13 +154,13 @@ class Session:
                 inputs = tuple(model.example_inputs[0])
         self._root = (model.module() if isinstance(model, torch.export.ExportedProgram)
                       else _cow.skeleton(model) if isinstance(model, nn.Module) else model)
-        with called_as("Session"):
-            captured = capture(self._root if isinstance(model, nn.Module) else model, inputs,
-                               tracer=tracer, **trace_kwargs)
+        with called_as("Session"):  # a Capture made already (one graph of fxviz.compiled) is opened as is
+            captured = model if isinstance(model, Capture) else capture(
+                self._root if isinstance(model, nn.Module) else model, inputs, tracer=tracer, **trace_kwargs)
         gm = captured.gm
         if captured.reference is not None:
             self._root = captured.reference
-        if captured.method == "dynamo":  # one graph of several: checked against itself, on its own inputs
+        if "graph_inputs" in gm.meta["fxviz"]:  # one graph of several: checked against itself, on its own inputs
             inputs = gm.meta["fxviz"]["graph_inputs"]
             self._root = _cow.fork(gm)
         self.capture = captured

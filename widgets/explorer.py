@@ -91,7 +91,16 @@ def explore(model_or_session: Any, *example_inputs: Any, profile: str = "backgro
         from fxviz.capture import called_as
 
         with called_as("explore"):  # errors name the call the user wrote
+            if session_kwargs.get("tracer") == "dynamo":  # every graph, listed above the Explorer
+                from .compile_view import explore_compiled
+
+                return explore_compiled(model_or_session, example_inputs, session_kwargs,
+                                        profile=profile, profile_kwargs=profile_kwargs)
             session = Session(model_or_session, example_inputs, **session_kwargs)
+    if session.capture.method == "dynamo" and len(session.capture.graphs) > 1:
+        from .compile_view import CompileExplorer
+
+        return CompileExplorer.around(session, profile=profile, profile_kwargs=profile_kwargs)
     return Explorer(session, profile=profile, profile_kwargs=profile_kwargs)
 
 
@@ -112,7 +121,7 @@ class Explorer(w.VBox):
         self._drawn_source = ""  # the DOT on screen: the same DOT is not laid out twice
         self.graph = _named(GraphView(layout=w.Layout(width="60%")), "fxviz-graph")
         self.table = _named(TableView(columns=COLUMNS, sort_by="index"), "fxviz-node-table")
-        self.details = DetailsPanel(select=self.select)
+        self.details = DetailsPanel(select=self.select, show_source=self._show_source)
         self.code = CodePanel()
         self.passes = PassPanel(goto=lambda index: self._act(session.goto, index))
         self.timing = TimingPanel(self.profiler, profile_step=lambda: self._request_profiles(force=True))
@@ -366,6 +375,12 @@ class Explorer(w.VBox):
         if self.tabs.selected_index == CODE_TAB or len(self.session.current.graph) <= EAGER_CODE_NODES:
             name = self.graph.selected
             self.code.show(self.session, name, self._op(name))
+
+    def _show_source(self) -> None:
+        """The Details tab's source link: the Code tab, on the model's code the node came from."""
+        self.code.source.value = True
+        self.tabs.selected_index = CODE_TAB
+        self._show_code()
 
     def _on_collapsed(self, change: dict[str, Any]) -> None:
         if change["new"] != self._drawn_collapsed:  # a click in the view, not our own draw

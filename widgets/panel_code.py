@@ -1,8 +1,10 @@
 """The code panel: a step's generated Python, highlighted with pygments, with the
 selected node's line marked and scrolled into view, or its diff against another step
-of the session (unified when the panel is narrow, side by side when it is wide)."""
+of the session (unified when the panel is narrow, side by side when it is wide), or
+(``source`` on) the model's own source around the line the selected node came from."""
 from __future__ import annotations
 
+import linecache
 import pathlib
 import re
 from typing import Any
@@ -13,6 +15,9 @@ import traitlets
 from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import DiffLexer, PythonLexer
+
+from fxviz._html import escape
+from fxviz.capture._common import _cell_name
 
 #: diff layouts: "fit" picks unified or side by side from the panel's width (CSS)
 DIFF_LAYOUTS = ("fit", "unified", "side by side")
@@ -32,6 +37,31 @@ def code_html(code: str, line: int | None = None) -> str:
     """``code`` as highlighted HTML (pygments escapes it), ``line`` marked."""
     formatter = HtmlFormatter(cssclass="fxviz-code-hl", hl_lines=[line] if line else [], nobackground=True)
     return highlight(code, PythonLexer(stripnl=False), formatter)
+
+
+def user_place(location: str | None) -> str:
+    """``file:line`` as the user knows it: ``net.py:12``, a notebook cell as ``Cell In[3], line 7``."""
+    if not location:
+        return ""
+    path, _, line = location.rpartition(":")
+    cell = _cell_name(path)
+    return f"{cell}, line {line}" if cell else f"{pathlib.Path(path).name}:{line}"
+
+
+def source_html(location: str, context: int = 12) -> str:
+    """The model's source around ``location`` (``file:line``, as ``node.meta["source"]``),
+    numbered, the line marked: read with linecache, which also holds notebook cells."""
+    path, _, number = location.rpartition(":")
+    lines = linecache.getlines(path)
+    line = int(number) if number.isdigit() else 0
+    title = f'<div class="fxviz-code-source-title" title="{escape(location)}">{escape(user_place(location))}</div>'
+    if not 0 < line <= len(lines):
+        return (f'{title}<p class="fxviz-hint">The source of {escape(location)} is not readable here '
+                "(a file that moved, or code made at run time).</p>")
+    start, end = max(1, line - context), min(len(lines), line + context)
+    formatter = HtmlFormatter(cssclass="fxviz-code-hl", linenos="inline", linenostart=start,
+                              hl_lines=[line - start + 1], nobackground=True)
+    return title + highlight("".join(lines[start - 1 : end]), PythonLexer(stripnl=False), formatter)
 
 
 def diff_html(comparison: Any, layout: str) -> str:
@@ -68,15 +98,19 @@ class CodePanel(w.VBox):
                                         layout=w.Layout(width="auto"),
                                         tooltip="fit: unified when the panel is narrow, side by side when wide")
         self.layout_choice.add_class("fxviz-code-layout")
+        self.source = w.ToggleButton(description="model source", value=False,
+                                     tooltip="show the model's own code that the selected node came from")
+        self.source.add_class("fxviz-code-source")
         self.view = CodeView()
         self.view.add_class("fxviz-code")
-        bar = w.HBox([self.diff, self.base, self.layout_choice])
+        bar = w.HBox([self.source, self.diff, self.base, self.layout_choice])
         bar.add_class("fxviz-code-bar")
         super().__init__([bar, self.view])
         self.add_class("fxviz-code-panel")
         self._session: Any = None
         self._selected = ("", "")
-        self.diff.observe(lambda _: self._draw(), "value")
+        self.source.observe(lambda change: self._exclusive(change, self.diff), "value")
+        self.diff.observe(lambda change: self._exclusive(change, self.source), "value")
         self.base.observe(lambda _: self._draw(), "value")
         self.layout_choice.observe(lambda _: self._draw(), "value")
 
@@ -97,11 +131,25 @@ class CodePanel(w.VBox):
         self._session, self._step, self._selected = session, session.current, (selected, op)
         self._draw()
 
+    def _exclusive(self, change: dict[str, Any], other: w.ToggleButton) -> None:
+        """Source and diff are two views of the one code box: turning one on turns the other off."""
+        if change["new"] and other.value:
+            other.value = False  # draws once, through its own observer
+        else:
+            self._draw()
+
     def _draw(self) -> None:
         if self._session is None:
             return
         step = self._step
-        if self.diff.value and self.base.value is not None:
+        if self.source.value:
+            name = self._selected[0]
+            location = step.graph.nodes[name].get("source") if name in step.graph else None
+            self.view.html = source_html(location) if location else (
+                '<p class="fxviz-hint">' + (f"Node {escape(name)} has no source line: it was made by a pass or by "
+                                            "the tracer itself." if name else
+                                            "Select a node to see the model code it came from.") + "</p>")
+        elif self.diff.value and self.base.value is not None:
             comparison = self._session.compare(self.base.value, step.index)
             self.view.html = diff_html(comparison, self.layout_choice.value)
         else:

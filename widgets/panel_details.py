@@ -3,7 +3,8 @@
 Op, name, target, args/kwargs, users and module path (the FX tutorial's concepts),
 shape/dtype/stride/memory format and FLOPs (from ``step.graph``), and, once the step
 is profiled, its time and the ATen operators it ran. Input and user nodes are
-buttons that select them.
+buttons that select them; the model line a node came from is a button that shows
+that code (the Code tab's "model source").
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from fxviz._html import escape
 from fxviz.graph import shape_text
 
 from ._tree import replace_children
+from .panel_code import user_place
 from .profiling import Timings
 
 ATEN_COLUMNS = ["aten_op", "count", "self_us", "total_us"]
@@ -27,21 +29,28 @@ class DetailsPanel(w.VBox):
     """Shows one node of a step's annotated graph; ``select(name)`` is called when a
     linked node is clicked."""
 
-    def __init__(self, select: Callable[[str], Any]):
+    def __init__(self, select: Callable[[str], Any], show_source: Callable[[], Any] | None = None):
         self._select = select
         self.body = w.HTML()
         self.body.add_class("fxviz-details")
+        self.source = w.Button(icon="file-code-o", layout=w.Layout(width="auto", display="none"),
+                               tooltip="show the model's code around this line (Code tab)")
+        self.source.add_class("fxviz-source-link")
+        if show_source is not None:
+            self.source.on_click(lambda _: show_source())
         self.inputs = w.HBox()
         self.inputs.add_class("fxviz-details-inputs")
         self.users = w.HBox()
         self.users.add_class("fxviz-details-users")
         self.aten = w.HTML()
         self.aten.add_class("fxviz-details-aten")
-        super().__init__([self.body, self.inputs, self.users, self.aten])
+        self._links_source = show_source is not None
+        super().__init__([self.body, self.source, self.inputs, self.users, self.aten])
         self.add_class("fxviz-details-panel")
 
     def show(self, graph: nx.DiGraph, name: str, timings: Timings | None) -> None:
         """Describe node ``name`` of ``graph`` ("" or unknown: a hint instead)."""
+        self.source.layout.display = "none"
         if name not in graph:
             self.body.value = '<p class="fxviz-hint">Select a node in the graph or the table.</p>'
             replace_children(self.inputs, ())
@@ -61,6 +70,9 @@ class DetailsPanel(w.VBox):
         ]
         cells = "".join(f"<tr><th>{escape(k)}</th><td>{escape('—' if v is None else v)}</td></tr>" for k, v in rows)
         self.body.value = f'<table class="fxviz-kv">{cells}</table>'
+        if attrs.get("source") and self._links_source:
+            self.source.description = f"model code at {user_place(attrs['source'])}"
+            self.source.layout.display = None
         inputs = [(f"{use}: {p}", p) for p in graph.predecessors(name) for use in graph.edges[p, name]["uses"]]
         replace_children(self.inputs, self._links("inputs", inputs))
         replace_children(self.users, self._links("users", [(u, u) for u in graph.successors(name)]))

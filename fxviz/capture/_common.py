@@ -65,8 +65,10 @@ def user_frame(exc: BaseException) -> traceback.FrameSummary | None:
     return frames[-1] if frames else None
 
 
-def where(exc: BaseException) -> str:
-    frame = user_frame(exc)
+def where(exc: BaseException, frame: traceback.FrameSummary | None = None) -> str:
+    """`` at <file:line or notebook cell>: <code>`` of ``frame`` (default: the user's
+    innermost frame in ``exc``'s traceback), or "" when there is none."""
+    frame = frame or user_frame(exc)
     if frame is None:
         return ""
     cell = _cell_name(frame.filename)

@@ -1,64 +1,185 @@
 """The graphs torch.compile's dynamo hands a backend: the last resort for models with
-data-dependent Python, which open as several graphs split at their graph breaks."""
+data-dependent Python, which open as several graphs split at their graph breaks, and
+(``aot=True``) what AOT autograd makes of each: its ATen forward and backward graphs."""
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
+from types import SimpleNamespace
 from typing import Any
 
 import torch
 import torch.fx
 
-from fxviz.capture._common import Capture, finish, first_line, where
+from fxviz.capture import _dynamo_api as api
+from fxviz.capture._common import Capture, finish, first_line, path_from_stack, where
+from fxviz.capture.backward import MARK
 from fxviz.errors import TraceError
 
+#: ``gm.meta["fxviz"]`` keys of a dynamo graph's AOT graphs (GraphModules, or None)
+AOT_PARTS = ("aot_forward", "aot_backward")
 
-def capture(fn: Callable[..., Any], inputs: tuple) -> Capture:
+
+def capture(fn: Callable[..., Any], inputs: tuple, *, aot: bool = False, backward: bool = False) -> Capture:
     """Run ``fn(*inputs)`` under ``torch.compile`` with a recording backend: every graph
-    (with the inputs it was first called with), its guards, and each graph break's reason
-    and user line."""
-    import torch._dynamo
+    in the order it ran (with the inputs it was first called with), its guards, and
+    each graph break's reason and user line. ``aot``: each graph also goes through AOT
+    autograd, recording its ATen forward graph and, with ``backward`` (run as
+    ``torch.autograd.grad``: no ``.grad`` is written), its backward graph."""
+    ran: list[torch.fx.GraphModule] = []  # in the order they first ran (a graph compiled, never run: not shown)
+    guards: dict[str | None, list[str]] = {}
 
-    graphs: list[torch.fx.GraphModule] = []
-    guards: list[str] = []
+    def record(gm: torch.fx.GraphModule, example_inputs: list) -> Callable[..., Any]:
+        gm.meta["fxviz_compile_id"] = api.compile_id()
+        run = gm.forward
+        if aot:
+            with messages.quiet():
+                run = api.aot_backend(_recorder(gm, "aot_forward"), _recorder(gm, "aot_backward"))(gm, example_inputs)
 
-    def record(gm: torch.fx.GraphModule, _example_inputs: list) -> Callable[..., Any]:
-        reason = getattr(gm, "compile_subgraph_reason", None)
-        graphs.append(gm)
-        gm.meta["fxviz_break"] = None if reason is None or not reason.graph_break else {
-            "reason": str(reason.reason).strip().splitlines()[0],
-            "user_line": _user_line(reason.user_stack),
-        }
+        def recorded(*args: Any) -> Any:
+            if "fxviz_inputs" not in gm.meta:
+                gm.meta["fxviz_inputs"] = _kept(args)
+                ran.append(gm)
+            return run(*args)
 
-        def run(*args: Any) -> Any:
-            gm.meta.setdefault("fxviz_inputs", args)
-            return gm.forward(*args)
+        return recorded
 
-        return run
+    def export_guards(exported: Any) -> None:
+        guards.setdefault(api.compile_id(), []).extend(api.guard_lines(exported))
 
-    torch._dynamo.reset()
-    try:
-        compiled = torch._dynamo.optimize(record, nopython=False,
-                                          guard_export_fn=lambda gs: guards.extend(str(g) for g in gs))(fn)
-        with torch.no_grad():
-            compiled(*inputs)
-    except Exception as exc:
-        raise TraceError(f"dynamo could not capture the model{where(exc)}\n  {first_line(exc)}") from exc
-    finally:
-        torch._dynamo.reset()
-    graphs = [g for g in graphs if "fxviz_inputs" in g.meta]
+    messages = api.BreakMessages()
+    with api.fresh_dynamo(), messages:
+        try:
+            grad = torch.enable_grad() if backward else torch.no_grad()
+            with grad:
+                outputs = api.optimize(record, export_guards)(fn)(*inputs)
+                if backward:
+                    with messages.quiet():  # compiles the backward graphs: no graph breaks there
+                        _differentiate(outputs, fn, inputs)
+        except Exception as exc:
+            explained = [line.strip() for line in str(exc).splitlines() if line.strip().startswith("Explanation:")]
+            raise TraceError(f"dynamo could not capture the model{where(exc, api.error_frame(exc))}\n"
+                             f"  {first_line(exc)}" + "".join(f"\n  {line}" for line in explained[:1])) from exc
+        trees = api.guard_trees(record)
+    graphs = list(ran)
     if not graphs:
         raise TraceError("dynamo captured no graph: the model runs no tensor operations dynamo can record.")
-    breaks = [g.meta["fxviz_break"] for g in graphs if g.meta.get("fxviz_break")]
-    root = fn if isinstance(fn, torch.nn.Module) else None
+    for gm in graphs:
+        gm.meta["fxviz_break"] = _graph_break(gm, messages)
+    breaks = [g.meta["fxviz_break"] for g in graphs if g.meta["fxviz_break"]]
+    root = _model_of(fn)
+    names = {id(p): name for name, p in root.named_parameters()} if root is not None else {}
     for index, gm in enumerate(graphs):
-        for node, value in zip(gm.graph.find_nodes(op="placeholder"), gm.meta["fxviz_inputs"]):
-            if not isinstance(value, torch.nn.Parameter):  # an input, not a lifted parameter
-                node.meta["module_path"] = ""
+        cid = gm.meta["fxviz_compile_id"]
+        _name_inputs(gm, names)
+        parts = {part: _finished_part(gm, part, root, index, names) for part in AOT_PARTS}
         finish(gm, "dynamo", root, graph_index=index, graph_count=len(graphs), graph_breaks=breaks,
-               graph_inputs=tuple(gm.meta["fxviz_inputs"]), guards=guards)
+               graph_inputs=tuple(gm.meta["fxviz_inputs"]), guards=guards.get(cid, []),
+               guard_tree=trees.get(cid, ""), graph_break=gm.meta["fxviz_break"], **parts)
     return Capture(graphs, "dynamo", graph_breaks=breaks)
+
+
+def _recorder(owner: torch.fx.GraphModule, part: str) -> Callable[..., Any]:
+    """An AOT compiler that keeps the graph it is given (on ``owner``'s meta) and the
+    real inputs of its first call."""
+
+    def compile_part(gm: torch.fx.GraphModule, _example_inputs: list) -> Callable[[list], Any]:
+        owner.meta[f"fxviz_{part}"] = gm
+
+        def run(*args: Any) -> Any:
+            gm.meta.setdefault("fxviz_inputs", _kept(args))
+            return gm.forward(*args)
+
+        return api.boxed(run)
+
+    return compile_part
+
+
+def _model_of(fn: Any) -> torch.nn.Module | None:
+    """The model whose parameters the graphs lift: ``fn`` itself, or the one a plain
+    function (a training step) closes over."""
+    from fxviz.capture.closure import closed_over_module
+
+    return fn if isinstance(fn, torch.nn.Module) else closed_over_module(fn)
+
+
+def _kept(args: tuple) -> tuple:
+    """The inputs a graph ran on, without the autograd history they carry (activations
+    of the graph before): parameters stay themselves (they mark lifted parameters)."""
+    return tuple(a.detach() if isinstance(a, torch.Tensor) and a.grad_fn is not None else a for a in args)
+
+
+def _differentiate(outputs: Any, fn: Any, inputs: tuple) -> None:
+    """Run the compiled backward graphs: gradients of every output that needs one,
+    with ``torch.autograd.grad`` (returned, not accumulated into the model's ``.grad``)."""
+    outs = [t for t in torch.utils._pytree.tree_leaves(outputs) if isinstance(t, torch.Tensor) and t.requires_grad]
+    model = _model_of(fn)
+    params = list(model.parameters()) if model is not None else []
+    leaves = [t for t in [*params, *inputs] if isinstance(t, torch.Tensor) and t.requires_grad]
+    if outs and leaves:
+        torch.autograd.grad(outs, leaves, [torch.ones_like(t) for t in outs], allow_unused=True)
+
+
+def _name_inputs(gm: torch.fx.GraphModule, names: dict[int, str]) -> None:
+    """Placeholders fed a parameter of the model get its qualified name and module
+    (dynamo and AOT lift parameters to inputs: ``primals_1`` is ``lin.weight``);
+    the model's own inputs are at the top level."""
+    for node, value in zip(gm.graph.find_nodes(op="placeholder"), gm.meta["fxviz_inputs"]):
+        name = names.get(id(value))
+        node.meta["module_path"] = name.rpartition(".")[0] if name else ""
+        if name:
+            node.meta["qualified_name"] = name
+
+
+def _backward_modules(gm: torch.fx.GraphModule) -> None:
+    """AOT keeps on each backward node the module stack of the forward op it
+    differentiates: drawn as a "<module> · backward" cluster beside the forward one."""
+    for node in gm.graph.nodes:
+        stack = node.meta.get("fwd_nn_module_stack")
+        if stack and "nn_module_stack" not in node.meta:
+            path = path_from_stack(SimpleNamespace(meta={"nn_module_stack": stack}))
+            node.meta["backward_of"] = path
+            node.meta["module_path"] = path + MARK if path else "backward"
+
+
+def _finished_part(owner: torch.fx.GraphModule, part: str, root: Any, index: int,
+                   names: dict[int, str]) -> torch.fx.GraphModule | None:
+    gm = owner.meta.pop(f"fxviz_{part}", None)
+    if gm is None or "fxviz_inputs" not in gm.meta:  # not compiled, or compiled and never run
+        return None
+    _name_inputs(gm, names)
+    _backward_modules(gm)
+    finish(gm, f"dynamo · AOT {part.removeprefix('aot_')}", root, graph_index=index,
+           graph_inputs=tuple(gm.meta["fxviz_inputs"]))
+    types = gm.meta["fxviz"]["module_types"]
+    for path in {n.meta["backward_of"] for n in gm.graph.nodes if n.meta.get("backward_of") in types}:
+        types[path + MARK] = types[path]
+    return gm
+
+
+def _graph_break(gm: torch.fx.GraphModule, messages: dict[str, str]) -> dict[str, Any] | None:
+    """``{reason, detail, user_line}`` of the graph break that ended ``gm``, or None."""
+    is_break, reason, stack = api.compile_reason(gm)
+    if not is_break:
+        return None
+    detail = _message(messages.get(gm.meta["fxviz_compile_id"] or "")) or reason.strip()
+    headline = next((line.strip() for line in detail.splitlines()
+                     if line.strip() and not line.startswith("Encountered graph break")), reason)
+    return {"reason": headline.rstrip(":"), "detail": detail, "user_line": _user_line(stack)}
+
+
+def _message(payload: str | None) -> str:
+    """The reason, explanation and hints of dynamo's graph-break log entry, without its
+    tracebacks and developer context."""
+    if not payload:
+        return ""
+    text = payload.partition("Graph Break Reason:")[2].partition("\nUser code traceback:")[0]
+    keep = [line for line in text.splitlines()
+            if not line.strip().startswith(("Developer debug context", "For more details about this graph break"))]
+    return re.sub(r"\n{3,}", "\n\n", "\n".join(keep)).strip()
 
 
 def _user_line(stack: Any) -> str | None:
     frames = list(stack or ())
     return f"{frames[-1].filename}:{frames[-1].lineno}" if frames else None
+

@@ -1,0 +1,177 @@
+"""torch.compile from the inside: every graph dynamo hands a backend, in the order they
+ran, with the graph break that ended each, its guards, and what AOT autograd makes of
+it (its ATen forward and backward graphs), each one explorable as a Session.
+
+>>> c = fxviz.compiled(model, x)        # doctest: +SKIP
+>>> c.table()                           # one row per graph and part
+>>> c.session(1, "backward").apply("dead_code_elimination")
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+import torch
+import torch.fx
+from torch import nn
+
+from fxviz._html import escape
+
+#: The views of one dynamo graph: the graph itself, and AOT autograd's ATen graphs.
+PARTS = ("dynamo", "forward", "backward")
+
+
+@dataclass(frozen=True)
+class CompiledGraph:
+    """Dynamo graph ``index``: its GraphModule, AOT's ``forward``/``backward`` (None when
+    not captured), its guards (one line each, and dynamo's guard tree as text) and the
+    graph break that ended it (``{reason, detail, user_line}``; None for the last graph)."""
+
+    index: int
+    gm: torch.fx.GraphModule
+    forward: torch.fx.GraphModule | None
+    backward: torch.fx.GraphModule | None
+    guards: tuple[str, ...]
+    guard_tree: str
+    graph_break: dict[str, Any] | None
+
+    def part(self, name: str) -> torch.fx.GraphModule | None:
+        """The GraphModule of part ``name`` (one of PARTS)."""
+        if name not in PARTS:
+            raise ValueError(f"Unknown part {name!r}: use one of {', '.join(map(repr, PARTS))}.")
+        return {"dynamo": self.gm, "forward": self.forward, "backward": self.backward}[name]
+
+    @property
+    def parts(self) -> tuple[str, ...]:
+        """The parts captured for this graph, in PARTS order."""
+        return tuple(p for p in PARTS if self.part(p) is not None)
+
+
+@dataclass
+class Compiled:
+    """What ``torch.compile`` made of a model: ``graphs`` (CompiledGraph, in the order
+    they ran) and ``graph_breaks``. :meth:`session` opens any graph or part as a
+    Session (made once, then kept)."""
+
+    graphs: tuple[CompiledGraph, ...]
+    capture: Any
+    name: str = "model"
+    session_options: dict[str, Any] = field(default_factory=dict)
+    _sessions: dict[tuple[int, str], Any] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def from_capture(cls, captured: Any, name: str = "model", **session_options: Any) -> Compiled:
+        """The graphs of a dynamo ``Capture`` (``fxviz.capture.capture(..., tracer="dynamo")``)."""
+        graphs = []
+        for gm in captured.graphs:
+            info = gm.meta["fxviz"]
+            graphs.append(CompiledGraph(info["graph_index"], gm, info.get("aot_forward"), info.get("aot_backward"),
+                                        tuple(info.get("guards", ())), info.get("guard_tree", ""),
+                                        info.get("graph_break")))
+        return cls(tuple(graphs), captured, name, session_options)
+
+    @property
+    def graph_breaks(self) -> list[dict[str, Any]]:
+        return [g.graph_break for g in self.graphs if g.graph_break]
+
+    def views(self) -> list[tuple[int, str]]:
+        """Every ``(graph index, part)`` that can be opened, in order."""
+        return [(g.index, part) for g in self.graphs for part in g.parts]
+
+    def session(self, index: int = 0, part: str = "dynamo") -> Any:
+        """The Session of graph ``index``'s ``part``; it runs on the inputs that graph
+        was called with and is checked against itself (the graph as dynamo/AOT made it)."""
+        from fxviz.capture import Capture
+        from fxviz.session import Session
+
+        if not 0 <= index < len(self.graphs):
+            raise IndexError(f"There is no graph {index}: torch.compile made graphs 0 to {len(self.graphs) - 1}.")
+        gm = self.graphs[index].part(part)
+        if gm is None:
+            why = ("nothing in it needs a gradient (pass backward=True, or inputs/parameters that require grad)"
+                   if part == "backward" else "AOT autograd was not run (fxviz.compiled runs it)")
+            raise ValueError(f"Graph {index} has no {part} graph: {why}.")
+        key = (index, part)
+        if key not in self._sessions:
+            one = Capture([_own_inputs(gm)], self.capture.method, graph_breaks=self.capture.graph_breaks)
+            self._sessions[key] = Session(one, **self.session_options)
+        return self._sessions[key]
+
+    def adopt(self, session: Any) -> None:
+        """Use ``session`` (opened on this capture's first graph, e.g. by ``tracer="auto"``)
+        as graph 0's: its steps are kept."""
+        if session.capture is not self.capture:
+            raise ValueError("adopt(session): the session was opened on another capture.")
+        self._sessions[(0, "dynamo")] = session
+
+    def sessions(self) -> dict[tuple[int, str], Any]:
+        """A Session for every view (each made on first use, then kept)."""
+        return {view: self.session(*view) for view in self.views()}
+
+    def table(self) -> pd.DataFrame:
+        """One row per view: ``graph, part, nodes, ends_with`` (the break's reason, or
+        "end of the model"), ``user_line``, ``guards`` (how many)."""
+        rows = []
+        for g in self.graphs:
+            brk = g.graph_break or {}
+            for part in g.parts:
+                rows.append({"graph": g.index, "part": part, "nodes": len(g.part(part).graph.nodes),
+                             "ends_with": brk.get("reason", "end of the model"),
+                             "user_line": brk.get("user_line"), "guards": len(g.guards)})
+        return pd.DataFrame(rows, columns=["graph", "part", "nodes", "ends_with", "user_line", "guards"])
+
+    def __repr__(self) -> str:
+        return f"<Compiled {self.name}: {len(self.graphs)} graphs, {len(self.graph_breaks)} graph breaks>"
+
+    def _repr_html_(self) -> str:
+        return f"<p><b>{escape(repr(self))}</b></p>" + self.table().to_html(index=False, escape=True, border=0,
+                                                                          classes="fxviz-table")
+
+
+def _own_inputs(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
+    """``gm`` over copies of the tensors it was called with, parameters aside: a dynamo
+    graph of a training-mode BatchNorm adds to ``num_batches_tracked`` in place, and
+    must not change what another graph's Session runs on."""
+    from fxviz import _cow
+
+    own = _cow.fork(gm)
+    inputs = tuple(t if isinstance(t, nn.Parameter) or not isinstance(t, torch.Tensor) else t.clone()
+                   for t in gm.meta["fxviz"]["graph_inputs"])
+    own.meta["fxviz"] = {**gm.meta["fxviz"], "graph_inputs": inputs}
+    return own
+
+
+def compiled(model: nn.Module | Callable[..., Any], *example_inputs: Any, backward: bool | None = None,
+             n_random_inputs: int = 2) -> Compiled:
+    """Run ``model(*example_inputs)`` under ``torch.compile`` and keep everything its
+    backend is handed (see :class:`Compiled`). ``backward``: also run the backward
+    (default: when grad mode is on and a parameter or input requires grad), recording
+    AOT's backward graphs; gradients are returned to nobody, never written to ``.grad``.
+    The model is not changed: it runs on a copy of its module tree whose buffers are
+    copies (a training-mode BatchNorm updates those), sharing its parameters."""
+    from fxviz import _cow
+    from fxviz._runtime import untouched
+    from fxviz.capture import called_as, caller, dynamo
+    from fxviz.capture.closure import closed_over_module
+    from fxviz.capture._common import torch_errors_quiet
+    from fxviz.errors import TraceError
+
+    if not example_inputs:
+        raise TraceError("compiled(model, *example_inputs): torch.compile captures by running the model; "
+                         "pass example inputs, e.g. compiled(model, torch.randn(1, 3, 224, 224)).")
+    root = _cow.skeleton(model) if isinstance(model, nn.Module) else model
+    if backward is None:
+        owner = model if isinstance(model, nn.Module) else closed_over_module(model)
+        params = list(owner.parameters()) if owner is not None else []
+        tensors = [t for t in (*params, *example_inputs) if isinstance(t, torch.Tensor)]
+        backward = torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
+    name = getattr(model, "__name__", type(model).__name__)
+    with called_as("compiled"), torch_errors_quiet(), untouched(root):
+        try:
+            captured = dynamo.capture(root, tuple(example_inputs), aot=True, backward=backward)
+        except TraceError as exc:  # name the call the user wrote
+            exc.args = (f"{caller()}(...): {exc}",)
+            raise
+    return Compiled.from_capture(captured, name, n_random_inputs=n_random_inputs)

@@ -1,0 +1,134 @@
+"""CompileExplorer: torch.compile's graphs listed, the chosen one in the Explorer."""
+from __future__ import annotations
+
+import inspect
+
+import pytest
+import torch
+from torch import nn
+
+import fxviz
+from fxviz.widgets import Explorer, explore
+from fxviz.widgets.compile_view import CompileExplorer
+from fxviz.widgets.panel_code import user_place
+
+
+class Branchy(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(3, 4)
+        self.out = nn.Linear(4, 2)
+
+    def forward(self, x):
+        h = self.lin(x)
+        if h.sum() > 0:
+            h = h * 2
+        return self.out(h)
+
+
+BREAK_LINE = inspect.getsourcelines(Branchy.forward)[1] + 2
+
+
+class Nasty(nn.Module):
+    """A graph break whose message carries user text meant to be markup."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(3, 3)
+
+    def forward(self, x):
+        x = self.lin(x)
+        print("<script>alert(1)</script>")  # a graph break: dynamo cannot trace print
+        return x + 1
+
+
+@pytest.fixture
+def view():
+    widget = explore(Branchy(), torch.randn(2, 3), tracer="dynamo", profile="off")
+    yield widget
+    widget.close()
+
+
+def test_explore_with_dynamo_lists_every_graph_and_part(view):
+    assert isinstance(view, CompileExplorer) and isinstance(view.explorer, Explorer)
+    rows = view.listing.children
+    assert len(rows) == 2
+    labels = [[b.description for b in row.children if hasattr(b, "on_click")] for row in rows]
+    nodes = view.compiled.table().set_index(["graph", "part"])["nodes"]
+    assert labels[0] == [f"{p} · {nodes[(0, p)]} nodes" for p in ("dynamo", "forward", "backward")]
+    ends = [row.children[-1].value for row in rows]
+    assert "Data-dependent branching" in ends[0] and f"test_compile_view.py:{BREAK_LINE}" in ends[0]
+    assert "end of the model" in ends[1]
+
+
+def test_choosing_a_graph_opens_its_session_and_marks_it(view):
+    first = view.explorer
+    view._buttons[(1, "backward")].click()
+    assert view.current == (1, "backward")
+    assert view.explorer is not first and view.explorer.session is view.compiled.session(1, "backward")
+    assert "graph 1 · backward" in view.explorer.title.value
+    assert "fxviz-compile-current" in view._buttons[(1, "backward")]._dom_classes
+    assert "fxviz-compile-current" not in view._buttons[(0, "dynamo")]._dom_classes
+    assert "graph break" not in view.info.value  # graph 1 ends with the model
+    assert "guards" in view.info.value
+
+
+def test_a_graphs_steps_survive_switching_away_and_back(view):
+    view.show(0, "forward")
+    session = view.explorer.session
+    session.apply("run_decompositions")  # AOT's graphs are ATen: they lower to core ATen
+    view.show(1)
+    view.show(0, "forward")
+    assert view.explorer.session is session and session.index == 1
+    assert "step 1 of 1" in view.explorer.step_label.value
+
+
+def test_the_chosen_graph_shows_its_break_in_full_and_its_guards(view):
+    info = view.info.value
+    assert "graph 0 ends with a graph break: Data-dependent branching" in info
+    assert "torch.cond" in info  # dynamo's hint
+    assert "TENSOR_MATCH" in info
+
+
+def test_user_text_in_break_messages_is_escaped():
+    widget = CompileExplorer(fxviz.compiled(Nasty(), torch.randn(2, 3)), profile="off")
+    try:
+        html = widget.info.value + "".join(row.children[-1].value for row in widget.listing.children)
+        assert "<script>" not in html and "&lt;script&gt;" in html
+    finally:
+        widget.close()
+
+
+def test_auto_falling_back_to_dynamo_shows_the_list_over_the_first_graph():
+    widget = explore(Branchy(), torch.randn(2, 3), profile="off")
+    try:
+        assert isinstance(widget, CompileExplorer)
+        assert widget.compiled.views() == [(0, "dynamo"), (1, "dynamo")]  # no AOT: auto stops at dynamo
+        assert widget.explorer.session.capture.method == "dynamo"
+    finally:
+        widget.close()
+
+
+def test_a_single_graph_model_opens_the_plain_explorer():
+    widget = explore(nn.Linear(3, 3), torch.randn(2, 3), profile="off")
+    try:
+        assert type(widget) is Explorer
+    finally:
+        widget.close()
+
+
+def test_dynamo_explore_rejects_symbolic_only_options():
+    with pytest.raises(fxviz.TraceError, match="takes n_random_inputs and backward, not leaf_modules"):
+        explore(Branchy(), torch.randn(2, 3), tracer="dynamo", leaf_modules=["lin"])
+
+
+def test_user_place_names_a_file_by_its_name_and_line():
+    assert user_place("/home/me/models/net.py:12") == "net.py:12"
+    assert user_place(None) == ""
+
+
+def test_a_saved_notebook_shows_the_list_and_the_shown_graph(view):
+    bundle = view._repr_mimebundle_()
+    page = bundle["text/html"]
+    assert "graph 0 (dynamo, forward, backward)" in page and "Data-dependent branching" in page
+    assert "<svg" in page  # the shown graph, drawn

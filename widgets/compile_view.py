@@ -1,0 +1,157 @@
+"""CompileExplorer: the graphs torch.compile made of a model, listed, and the chosen
+one opened in the Explorer.
+
+One row per dynamo graph: a button per part (the dynamo graph, AOT's forward and
+backward) with its node count, and what ended the graph (a graph break's reason and
+the user's line, or the end of the model). Below the list: the chosen graph's break
+in full (dynamo's explanation and hints) and its guards; then the Explorer on that
+graph's Session. Sessions are kept (``Compiled.session``): switching back finds a
+graph's steps as they were left.
+
+Stable CSS classes: fxviz-compile (the widget), fxviz-compile-list (the list),
+fxviz-compile-row (one graph), fxviz-compile-part (a part's button; the shown one also
+fxviz-compile-current), fxviz-compile-ends (what ended a graph), fxviz-compile-info (the
+chosen graph's break and guards), fxviz-compile-break, fxviz-compile-guards.
+"""
+from __future__ import annotations
+
+import pathlib
+from typing import Any
+
+import ipywidgets as w
+
+from fxviz._html import escape
+from fxviz.compiled import Compiled
+
+from ._tree import close_tree, replace_children
+from .explorer import Explorer
+from .panel_code import user_place
+
+CSS = (pathlib.Path(__file__).parent / "compile_view.css").read_text()
+
+
+def explore_compiled(model: Any, example_inputs: tuple, session_kwargs: dict[str, Any],
+                     **explorer_options: Any) -> CompileExplorer:
+    """``explore(model, *inputs, tracer="dynamo")``: every graph torch.compile makes,
+    with AOT's forward and backward (``backward=`` as in :func:`fxviz.compiled`)."""
+    from fxviz.compiled import compiled
+    from fxviz.errors import TraceError
+
+    options = {k: v for k, v in session_kwargs.items() if k != "tracer"}
+    unknown = sorted(set(options) - {"n_random_inputs", "backward"})
+    if unknown:
+        raise TraceError(f"explore(..., tracer='dynamo') takes n_random_inputs and backward, not {', '.join(unknown)}: "
+                         "torch.compile captures the whole model down to ATen operators.")
+    return CompileExplorer(compiled(model, *example_inputs, **options), **explorer_options)
+
+
+def _pre(text: str) -> str:
+    """Multi-line user text, escaped line by line, for a <pre>."""
+    return "\n".join(escape(line) for line in text.splitlines())
+
+
+class CompileExplorer(w.VBox):
+    """The list of ``compiled``'s graphs above the Explorer on the chosen one.
+    ``show(index, part)`` opens a graph; ``explorer`` is the Explorer shown now."""
+
+    def __init__(self, compiled: Compiled, *, index: int = 0, part: str = "dynamo", **explorer_options: Any):
+        self.compiled = compiled
+        self._options = explorer_options
+        self.explorer: Explorer | None = None
+        self.current: tuple[int, str] | None = None
+        count, breaks = len(compiled.graphs), len(compiled.graph_breaks)
+        self.title = w.HTML(f"<b>{escape(compiled.name)}</b> · torch.compile made {count} graph{'s' * (count != 1)}, "
+                            f"{breaks} graph break{'s' * (breaks != 1)}")
+        self.title.add_class("fxviz-compile-title")
+        self._buttons: dict[tuple[int, str], w.Button] = {}
+        self.listing = w.VBox([self._row(graph) for graph in compiled.graphs])
+        self.listing.add_class("fxviz-compile-list")
+        self.info = w.HTML()
+        self.info.add_class("fxviz-compile-info")
+        self.error = w.HTML()
+        self.holder = w.VBox()
+        style = w.HTML(f"<style>{CSS}</style>", layout=w.Layout(display="none"))
+        super().__init__([style, self.title, self.listing, self.info, self.error, self.holder])
+        self.add_class("fxviz-compile")
+        self.show(index, part)
+
+    @classmethod
+    def around(cls, session: Any, **explorer_options: Any) -> CompileExplorer:
+        """The list over a Session opened on the first of dynamo's graphs (what
+        ``tracer="auto"`` falls back to): the other graphs open beside it."""
+        compiled = Compiled.from_capture(session.capture, type(session.steps[0].gm).__name__)
+        compiled.adopt(session)
+        return cls(compiled, **explorer_options)
+
+    def show(self, index: int, part: str = "dynamo") -> None:
+        """Open graph ``index``'s ``part`` in the Explorer (its Session is made once)."""
+        if (index, part) == self.current:
+            return
+        label = f"{self.compiled.name} · graph {index} · {part}"
+        try:
+            explorer = Explorer(self.compiled.session(index, part), title=label, **self._options)
+        except Exception as exc:  # a graph that cannot open: say so, keep the one shown
+            self.error.value = f"<div class='fxviz-error-message' role='alert'>{escape(exc)}</div>"
+            return
+        self.error.value = ""
+        self.explorer = explorer
+        replace_children(self.holder, (explorer,))  # closes the Explorer it replaces
+        self.current = (index, part)
+        for key, button in self._buttons.items():
+            (button.add_class if key == self.current else button.remove_class)("fxviz-compile-current")
+        self.info.value = _info_html(self.compiled.graphs[index])
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
+        """The widget view plus, as text/html, the list of graphs and the shown graph's
+        static Explorer: what a saved notebook, nbviewer or GitHub shows."""
+        bundle = super()._repr_mimebundle_(**kwargs)
+        inner = self.explorer._repr_mimebundle_(**kwargs) if bundle and self.explorer is not None else None
+        if inner and "text/html" in inner:
+            rows = "".join(f"<li>graph {g.index} ({', '.join(g.parts)}): {_ends_html(g)}</li>"
+                           for g in self.compiled.graphs)
+            bundle["text/html"] = f"<div>{self.title.value}<ul>{rows}</ul></div>{inner['text/html']}"
+        return bundle
+
+    def close(self) -> None:
+        for child in self.children:
+            close_tree(child)
+        super().close()
+
+    def _row(self, graph: Any) -> w.HBox:
+        label = w.HTML(f"<b>graph {graph.index}</b>")
+        buttons = []
+        for part in graph.parts:
+            nodes = len(graph.part(part).graph.nodes)
+            button = w.Button(description=f"{part} · {nodes} nodes", layout=w.Layout(width="auto"),
+                              tooltip=f"open graph {graph.index}'s {part} graph in the Explorer")
+            button.add_class("fxviz-compile-part")
+            button.on_click(lambda _, key=(graph.index, part): self.show(*key))
+            self._buttons[(graph.index, part)] = button
+            buttons.append(button)
+        ends = w.HTML(_ends_html(graph))
+        ends.add_class("fxviz-compile-ends")
+        row = w.HBox([label, *buttons, ends])
+        row.add_class("fxviz-compile-row")
+        return row
+
+
+def _ends_html(graph: Any) -> str:
+    brk = graph.graph_break
+    if brk is None:
+        return '<span class="fxviz-hint">ends: the end of the model</span>'
+    place = user_place(brk.get("user_line"))
+    where = f' at <code title="{escape(brk.get("user_line") or "")}">{escape(place)}</code>' if place else ""
+    return f'graph break: <b>{escape(brk["reason"])}</b>{where}'
+
+
+def _info_html(graph: Any) -> str:
+    """The chosen graph's break (dynamo's full message) and guards, folded."""
+    brk = graph.graph_break
+    parts = []
+    if brk is not None:
+        parts.append(f'<details class="fxviz-compile-break"><summary>graph {graph.index} ends with a graph break: '
+                     f'{escape(brk["reason"])}</summary><pre>{_pre(brk.get("detail") or "")}</pre></details>')
+    guards = graph.guard_tree or "\n".join(graph.guards)
+    parts.append(f'<details class="fxviz-compile-guards"><summary>{len(graph.guards)} guards: graph {graph.index} '
+                 f'runs again only while they hold</summary><pre>{_pre(guards)}</pre></details>')
+    return "".join(parts)
