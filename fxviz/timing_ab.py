@@ -44,7 +44,7 @@ CATEGORIES = ("added", "deleted", "increased", "decreased", "unchanged", NOISY)
 @dataclass(frozen=True)
 class PairedTimes:
     """Per-node times (µs) of A and B, one row per round, measured interleaved; NaN
-    where the node's thread was preempted (CPU). ``keys_*``: per node, its ``node``,
+    where the node's thread was preempted now and then (CPU; a node off the CPU in most rounds keeps its times: that is its cost). ``keys_*``: per node, its ``node``,
     ``target`` and ``kind`` (to group by)."""
 
     times_a: np.ndarray
@@ -74,6 +74,7 @@ def measure_pair(gm_a: torch.fx.GraphModule, inputs_a: tuple, gm_b: torch.fx.Gra
     before = conditions(device_of(gm_a, inputs_a))
     budget = float("inf") if budget_s is None else budget_s
     samples: tuple[list, list] = ([], [])
+    flags: tuple[list, list] = ([], [])
     started = time.perf_counter()
     with quiet_run(gm_a), quiet_run(gm_b):
         for r in range(-warmup, repeats):
@@ -85,11 +86,22 @@ def measure_pair(gm_a: torch.fx.GraphModule, inputs_a: tuple, gm_b: torch.fx.Gra
             for side in ((0, 1) if r % 2 == 0 else (1, 0)):
                 timed, clock, inputs = runs[side]
                 clock.wall_us(timed, inputs, timed=True)
-                if r >= 0:  # a node whose thread was descheduled says nothing about its code
-                    samples[side].append(np.where(clock.preempted(), np.nan, clock.intervals_us()))
+                if r >= 0:
+                    samples[side].append(clock.intervals_us())
+                    flags[side].append(clock.preempted())
     after = conditions(before["device"])
-    return PairedTimes(np.array(samples[0]), np.array(samples[1]), _keys(gm_a), _keys(gm_b),
-                       {**before, "load_after": after["load"]})
+    times_a, times_b = (_drop_preempted(np.array(samples[i]), np.array(flags[i])) for i in (0, 1))
+    return PairedTimes(times_a, times_b, _keys(gm_a), _keys(gm_b), {**before, "load_after": after["load"]})
+
+
+def _drop_preempted(times: np.ndarray, preempted: np.ndarray) -> np.ndarray:
+    """NaN where a node's thread was descheduled: such a round says nothing about its
+    code. A node off the CPU in most rounds is not preempted but waiting for torch's
+    intra-op thread pool (a parallel conv): its times stay."""
+    if not len(times):
+        return times
+    waits = preempted.mean(axis=0) > 0.5
+    return np.where(preempted & ~waits, np.nan, times)
 
 
 def _keys(gm: torch.fx.GraphModule) -> pd.DataFrame:
@@ -135,7 +147,8 @@ def paired_timing(paired: PairedTimes, key: str = "target", *, min_effect: float
     df = pd.DataFrame(rows).reindex(columns=[key, "control_count", "test_count", "control_us", "test_us",
                                              "diff_duration", "diff_lo", "diff_hi", "ratio", "ratio_lo",
                                              "ratio_hi", "category"])
-    df[["control_us", "test_us"]] = df[["control_us", "test_us"]].fillna(0.0)
+    for side, count in (("control_us", "control_count"), ("test_us", "test_count")):
+        df.loc[df[count] == 0, side] = 0.0  # absent on that side; a node never measured stays NaN
     df["diff_duration"] = df["diff_duration"].fillna(df["test_us"] - df["control_us"])
     df.insert(len(df.columns) - 1, "diff_counts", df["test_count"] - df["control_count"])
     return df

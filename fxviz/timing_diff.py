@@ -74,8 +74,10 @@ def _aggregate(profile: pd.DataFrame, key: str) -> pd.DataFrame:
 def top_changes(diff: pd.DataFrame, n: int = 10, by: str = "duration", exclude: Exclude = None) -> pd.DataFrame:
     """The ``n`` rows of :func:`diff_timing`'s result with the largest change in absolute
     value, ``by`` ``"duration"`` (``diff_duration``) or ``"count"`` (``diff_counts``);
-    rows with no change are left out. ``exclude`` drops names first: a regular
-    expression (searched) or a predicate, e.g. to leave out a dominant wrapper."""
+    rows with no change are left out, and rows judged a change (``category``) come
+    before those too noisy to tell, which on a busy machine would crowd them out.
+    ``exclude`` drops names first: a regular expression (searched) or a predicate,
+    e.g. to leave out a dominant wrapper."""
     column = {"duration": "diff_duration", "count": "diff_counts"}.get(by)
     if column is None:
         raise FxvizError(f"top changes are by 'duration' or 'count', not {by!r}.")
@@ -87,7 +89,9 @@ def top_changes(diff: pd.DataFrame, n: int = 10, by: str = "duration", exclude: 
     else:
         keep = pd.Series(True, index=diff.index)
     rows = diff[keep & (diff[column] != 0)]
-    return rows.loc[rows[column].abs().sort_values(ascending=False, kind="stable").index].head(n)
+    noisy = rows["category"].eq("too noisy to tell") if "category" in rows else pd.Series(False, index=rows.index)
+    order = pd.DataFrame({"noisy": noisy, "size": -rows[column].abs()}).sort_values(["noisy", "size"], kind="stable")
+    return rows.loc[order.index].head(n)
 
 
 def plot_top(diff: pd.DataFrame, n: int = 10, by: str = "duration", exclude: Exclude = None, ax=None):

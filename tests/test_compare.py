@@ -278,3 +278,12 @@ def test_levels_are_checked():
     with pytest.raises(FxvizError, match="level must be one of"):
         cmp.top(level="kernel")
     assert repr(cmp) == "Comparison(step 0 -> step 1: 0 added, 0 removed, 0 changed)"
+
+
+def test_top_changes_put_judged_changes_before_rows_too_noisy_to_tell():
+    """On a busy machine a noisy row's difference can be large; it must not push a
+    deleted BatchNorm out of the top rows."""
+    diff = pd.DataFrame({"target": ["relu", "bn", "conv"], "diff_duration": [900.0, -30.0, 400.0],
+                         "diff_counts": [0, -1, 0], "category": ["too noisy to tell", "deleted", "increased"]})
+    assert list(top_changes(diff, 2)["target"]) == ["conv", "bn"]
+    assert list(top_changes(diff, 3)["target"]) == ["conv", "bn", "relu"]
