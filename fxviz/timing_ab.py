@@ -44,8 +44,9 @@ CATEGORIES = ("added", "deleted", "increased", "decreased", "unchanged", NOISY)
 @dataclass(frozen=True)
 class PairedTimes:
     """Per-node times (µs) of A and B, one row per round, measured interleaved; NaN
-    where the node's thread was preempted now and then (CPU; a node off the CPU in most rounds keeps its times: that is its cost). ``keys_*``: per node, its ``node``,
-    ``target`` and ``kind`` (to group by)."""
+    where the node's thread was preempted now and then (CPU; a node off the CPU in
+    most rounds keeps its times: that is its cost). ``keys_*``: per node, its
+    ``node``, ``target`` and ``kind`` (to group by)."""
 
     times_a: np.ndarray
     times_b: np.ndarray
