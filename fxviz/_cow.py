@@ -16,6 +16,8 @@ from torch import nn
 from torch.fx.graph_module import _get_attr as _fx_get_attr
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from fxviz.errors import FxvizError
+
 
 def module_copy(module: nn.Module) -> nn.Module:
     """A shallow copy whose ``_parameters``, ``_buffers`` and ``_modules`` dicts are its
@@ -89,7 +91,7 @@ def tensor_versions(module: nn.Module | object) -> dict[str, int]:
     return {name: t._version for name, t in tensors.items()}
 
 
-class SharedTensorWrite(RuntimeError):
+class SharedTensorWrite(FxvizError, RuntimeError):
     """A pass tried to write into a tensor shared with earlier steps and the model."""
 
 

@@ -18,8 +18,8 @@ import graphviz
 import networkx as nx
 import torch.fx
 
-from fxviz._html import escape
-from fxviz.errors import RenderError
+from fxviz.markup import escape
+from fxviz.errors import InputError, RenderError
 from fxviz.graph import shape_text, to_networkx
 from fxviz.layout_plan import LayoutPlan, Unit, plan_layout
 
@@ -165,7 +165,7 @@ def _fills(graph: nx.DiGraph, plan: LayoutPlan, color_by: str | None, values: Ma
         return fill, [{"label": op, "color": c} for op, c in OP_COLORS.items() if op in used]
     if color_by == "diff":
         if marks is None:
-            raise ValueError("color_by='diff' needs marks={node name: 'added'|'faster'|'slower'|'unchanged'}")
+            raise InputError("color_by='diff' needs marks={node name: 'added'|'faster'|'slower'|'unchanged'}")
         fill = {}
         for unit, members in boxes.items():
             kinds = {marks.get(m, "unchanged") for m in members}
@@ -174,7 +174,7 @@ def _fills(graph: nx.DiGraph, plan: LayoutPlan, color_by: str | None, values: Ma
     if values is None and color_by == "flops":
         values = {n: graph.nodes[n]["flops"] for n in graph if graph.nodes[n].get("flops")}
     if values is None:
-        raise ValueError(f"color_by={color_by!r} needs values={{node name: number}} (e.g. a profile's share)")
+        raise InputError(f"color_by={color_by!r} needs values={{node name: number}} (e.g. a profile's share)")
     totals = {u: sum(float(values.get(m) or 0.0) for m in ms) for u, ms in boxes.items()}
     return _heat(totals, color_by)
 

@@ -26,7 +26,7 @@ from fxviz._gc import gc_paused
 from fxviz.check import CheckResult, compare_outputs, random_like, run_outputs, seeded
 from fxviz.graph import to_networkx
 from fxviz.shapes import annotated_run
-from fxviz.errors import FxvizError, PassError, TraceError
+from fxviz.errors import FxvizError, MeasureError, NoSuchStep, PassError, TraceError
 from fxviz.passes.registry import PassSpec, resolve, selection_names
 
 
@@ -96,7 +96,7 @@ class Step:
 
         key = repr(sorted(kwargs.items()))
         if self.gm.meta.get("fxviz", {}).get("real_tensors") is False:
-            raise FxvizError(f"Cannot time this step: {NEEDS_REAL_TENSORS}")
+            raise MeasureError(f"Cannot time this step: {NEEDS_REAL_TENSORS}")
         if key not in self._profiles:
             # Costs live on the annotated graph: annotation never touches ``gm`` itself.
             flops = {name: attrs["flops"] for name, attrs in self.graph.nodes(data=True)}
@@ -234,19 +234,19 @@ class Session:
         """Make step ``index`` current (negative counts from the end); nothing is dropped."""
         count = len(self._steps)
         if not -count <= index < count:
-            raise IndexError(f"There is no step {index}; this session has steps 0 to {count - 1}.")
+            raise NoSuchStep(f"There is no step {index}; this session has steps 0 to {count - 1}.")
         self._index = index % count
         self._notify()
         return self.current
 
     def undo(self) -> Step:
         if not self.can_undo:
-            raise IndexError("Nothing to undo: the session is at step 0.")
+            raise NoSuchStep("Nothing to undo: the session is at step 0.")
         return self.goto(self._index - 1)
 
     def redo(self) -> Step:
         if not self.can_redo:
-            raise IndexError("Nothing to redo: the current step is the last one.")
+            raise NoSuchStep("Nothing to redo: the current step is the last one.")
         return self.goto(self._index + 1)
 
     def replay(self, other_model: nn.Module | Callable[..., Any], example_inputs: Any = None) -> Session:
@@ -282,9 +282,11 @@ class Session:
                 first = annotated_run(scratch, check_inputs[0])
         except Exception as exc:
             cause = exc.__cause__ or exc
+            node = exc.node if isinstance(exc, FxvizError) else None
+            where = f" at node '{node}'" if node else ""
             raise error(
-                f"The graph after {what} cannot run on the example inputs{_node_of(exc)}: "
-                f"{type(cause).__name__}: {cause}. The session is unchanged."
+                f"The graph after {what} cannot run on the example inputs{where}: "
+                f"{type(cause).__name__}: {cause}. The session is unchanged.", node=node
             ) from exc
 
         versions = _cow.tensor_versions(gm)
@@ -337,11 +339,6 @@ class Session:
 
     def __repr__(self) -> str:
         return f"<Session: {len(self._steps)} steps, at {self._index} ({self.current.pass_name})>"
-
-
-def _node_of(exc: BaseException) -> str:
-    node = getattr(exc, "node_name", None)
-    return f" at node '{node}'" if node else ""
 
 
 NEEDS_REAL_TENSORS = ("needs real tensors: the model or its inputs are on the meta device or fake; "

@@ -11,7 +11,7 @@ from torch.utils._pytree import tree_leaves
 from torch.utils.flop_counter import FlopCounterMode
 
 from fxviz._runtime import preserved_buffers
-from fxviz.errors import FxvizError
+from fxviz.errors import RunError
 from fxviz.capture import as_inputs
 
 
@@ -40,13 +40,11 @@ class _Annotator(torch.fx.Interpreter):
         try:
             result = super().run_node(n)
         except Exception as exc:
-            error = FxvizError(
+            raise RunError(
                 f"Running node '{n.name}' ({n.op} {n.target}) on the example inputs failed: "
                 f"{type(exc).__name__}: {exc}. Check that the example inputs have the shapes "
-                "and dtypes the model expects."
-            )
-            error.node_name = n.name
-            raise error from exc
+                "and dtypes the model expects.", node=n.name
+            ) from exc
         meta = map_aggregate(result, lambda v: _extract_tensor_metadata(v) if isinstance(v, torch.Tensor) else v)
         if _has_tensor(meta):
             n.meta["tensor_meta"] = meta

@@ -22,7 +22,7 @@ import torch
 import torch.fx
 
 from fxviz._clock import Clock, instrument
-from fxviz.errors import FxvizError
+from fxviz.errors import InputError, MeasureError, UsageError
 from fxviz.graph import readable_target
 from fxviz.profiling import conditions, device_of, node_kind, quiet_run
 
@@ -64,11 +64,11 @@ def measure_pair(gm_a: torch.fx.GraphModule, inputs_a: tuple, gm_b: torch.fx.Gra
     """Time every node of both graphs, ``repeats`` rounds of one A and one B forward
     (order alternating), after ``warmup`` rounds; ``budget_s`` stops earlier (but
     after at least 5 rounds). ``cancelled()`` is polled between forwards; when it
-    turns true the measurement stops with :class:`~fxviz.errors.FxvizError`."""
+    turns true the measurement stops with :class:`~fxviz.errors.MeasureError`."""
     runs = []
     for gm, inputs in ((gm_a, inputs_a), (gm_b, inputs_b)):
         if not isinstance(gm, torch.fx.GraphModule):
-            raise FxvizError(f"measure_pair needs torch.fx.GraphModules, got {type(gm).__name__}.")
+            raise UsageError(f"measure_pair needs torch.fx.GraphModules, got {type(gm).__name__}.")
         clock = Clock(len(gm.graph.nodes), device_of(gm, inputs), preemption=True)
         runs.append((instrument(gm, clock.tick), clock, inputs))
     before = conditions(device_of(gm_a, inputs_a))
@@ -78,7 +78,7 @@ def measure_pair(gm_a: torch.fx.GraphModule, inputs_a: tuple, gm_b: torch.fx.Gra
     with quiet_run(gm_a), quiet_run(gm_b):
         for r in range(-warmup, repeats):
             if cancelled():
-                raise FxvizError("The timing comparison was cancelled before it finished.")
+                raise MeasureError("The timing comparison was cancelled before it finished.")
             elapsed = time.perf_counter() - started
             if r >= MIN_ROUNDS and elapsed * (r + warmup + 1) / (r + warmup) > budget:
                 break
@@ -119,7 +119,7 @@ def paired_timing(paired: PairedTimes, key: str = "target", *, min_effect: float
     is real but not what a user asks about. Rows: B's order, then names only in A.
     """
     if key not in ("node", "target", "kind"):
-        raise FxvizError(f"Timing is compared per 'node', 'target' or 'kind', not {key!r}.")
+        raise InputError(f"Timing is compared per 'node', 'target' or 'kind', not {key!r}.")
     a, b = _grouped(paired.times_a, paired.keys_a[key]), _grouped(paired.times_b, paired.keys_b[key])
     names = list(dict.fromkeys([*b, *a]))
     rng = np.random.default_rng(seed)

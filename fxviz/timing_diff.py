@@ -11,7 +11,7 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
-from fxviz.errors import FxvizError
+from fxviz.errors import InputError
 
 CATEGORIES = ("added", "deleted", "increased", "decreased", "unchanged")
 Exclude = str | Callable[[str], bool] | None
@@ -63,7 +63,7 @@ def diff_timing(control: pd.DataFrame, test: pd.DataFrame, key: str = "target", 
 def _aggregate(profile: pd.DataFrame, key: str) -> pd.DataFrame:
     missing = sorted({key, "median_us", "p25_us", "p75_us"} - set(profile.columns))
     if missing:
-        raise FxvizError(
+        raise InputError(
             f"Cannot diff timings: the profile has no column(s) {missing}. Pass DataFrames from "
             "fxviz.profiling.profile, and a key among their columns (target, node, kind)."
         )
@@ -78,7 +78,7 @@ def top_changes(diff: pd.DataFrame, n: int = 10, by: str = "duration", exclude: 
     expression (searched) or a predicate, e.g. to leave out a dominant wrapper."""
     column = {"duration": "diff_duration", "count": "diff_counts"}.get(by)
     if column is None:
-        raise FxvizError(f"top changes are by 'duration' or 'count', not {by!r}.")
+        raise InputError(f"top changes are by 'duration' or 'count', not {by!r}.")
     names = diff.iloc[:, 0].astype(str)
     if isinstance(exclude, str):
         keep = ~names.str.contains(re.compile(exclude))

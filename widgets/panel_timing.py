@@ -10,7 +10,7 @@ from typing import Any
 
 import ipywidgets as w
 
-from fxviz._html import escape
+from fxviz.markup import escape
 from fxviz.profiling import plot_profile
 from fxviz.timing_ab import CATEGORIES
 

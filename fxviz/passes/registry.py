@@ -103,7 +103,8 @@ class PassSpec:
         except Exception as exc:  # a user's pass may raise anything: name it and the node
             node = _node_in_traceback(exc)
             where = f" at node '{node.name}'" if node is not None else ""
-            raise PassError(f"Pass '{self.name}' failed{where}: {type(exc).__name__}: {exc}") from exc
+            raise PassError(f"Pass '{self.name}' failed{where}: {type(exc).__name__}: {exc}",
+                            node=None if node is None else node.name) from exc
         return self._result(gm, result)
 
     def bind(self, params: dict[str, Any]) -> dict[str, Any]:
