@@ -18,10 +18,10 @@ import numpy as np
 import pandas as pd
 import torch
 import torch.fx
-from torch.utils._pytree import tree_leaves
 
 from fxviz._clock import Clock, instrument
 from fxviz._runtime import preserved_buffers
+from fxviz._torch_internals import tree_leaves
 from fxviz.errors import InputError, UsageError
 from fxviz.graph import readable_target
 from fxviz.capture import as_inputs

@@ -23,6 +23,7 @@ from torch import nn
 
 from fxviz import _cow
 from fxviz._gc import gc_paused
+from fxviz._torch_internals import is_fake, tree_leaves
 from fxviz.check import CheckResult, compare_outputs, random_like, run_outputs, seeded
 from fxviz.graph import to_networkx
 from fxviz.shapes import annotated_run
@@ -348,9 +349,7 @@ NEEDS_REAL_TENSORS = ("needs real tensors: the model or its inputs are on the me
 
 def _has_fake_tensors(root: Any, inputs: tuple) -> bool:
     """Whether the model or its inputs hold meta or fake tensors (no values to compare)."""
-    from torch._subclasses.fake_tensor import FakeTensor
-
-    tensors = [t for t in torch.utils._pytree.tree_leaves(inputs) if isinstance(t, torch.Tensor)]
+    tensors = [t for t in tree_leaves(inputs) if isinstance(t, torch.Tensor)]
     if isinstance(root, nn.Module):
         tensors += [*root.parameters(), *root.buffers()]
-    return any(t.is_meta or isinstance(t, FakeTensor) for t in tensors)
+    return any(map(is_fake, tensors))

@@ -1,0 +1,86 @@
+"""The house rules, checked on the source tree: fxviz raises its own errors, only one
+module touches torch's private API, the widget layer uses the public core, and every
+``fxviz.*`` name a user can import is a module (no function shadows it)."""
+import ast
+import builtins
+import importlib
+import pathlib
+import pkgutil
+import types
+
+import fxviz
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+SHIM = "fxviz/_torch_internals.py"
+BUILTIN_ERRORS = {name for name, value in vars(builtins).items()
+                  if isinstance(value, type) and issubclass(value, BaseException)}
+# Raised and caught inside one function, never seen by a user.
+INTERNAL_RAISES = {("fxviz/passes/fusion_functional.py", "ValueError")}
+
+
+def _sources() -> dict[str, ast.Module]:
+    """Every Python file of the package (``fxviz/widgets`` is a link to ``widgets/``)."""
+    files = [p for p in (ROOT / "fxviz").rglob("*.py") if "widgets" not in p.relative_to(ROOT / "fxviz").parts]
+    files += (ROOT / "widgets").glob("*.py")
+    return {str(p.relative_to(ROOT)): ast.parse(p.read_text(encoding="utf-8")) for p in files}
+
+
+def _imports(tree: ast.Module) -> list[tuple[str, str]]:
+    """(module, name) for every import; name "" for ``import module``."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(alias.name, "") for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0:
+            found += [(node.module, alias.name) for alias in node.names]
+    return found
+
+
+def _private(dotted: str) -> bool:
+    return any(part.startswith("_") for part in dotted.split("."))
+
+
+def test_fxviz_raises_only_its_own_errors():
+    bare = []
+    for path, tree in _sources().items():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Raise) and node.exc is not None:
+                exc = node.exc.func if isinstance(node.exc, ast.Call) else node.exc
+                if isinstance(exc, ast.Name) and exc.id in BUILTIN_ERRORS and (path, exc.id) not in INTERNAL_RAISES:
+                    bare.append(f"{path}:{node.lineno} raises {exc.id}")
+    assert not bare, bare
+
+
+def test_private_torch_api_is_used_in_the_shim_only():
+    used = []
+    for path, tree in _sources().items():
+        if path == SHIM:
+            continue
+        for module, name in _imports(tree):
+            if module.split(".")[0] == "torch" and (_private(module) or name.startswith("_")):
+                used.append(f"{path}: {module} {name}".strip())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and node.attr in ("_codegen", "_schema", "_count_flops"):
+                used.append(f"{path}:{node.lineno} .{node.attr}")
+            if (isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__")
+                    and ast.unparse(node).startswith("torch.")):
+                used.append(f"{path}:{node.lineno} {ast.unparse(node)}")
+    assert len(_sources()) > 40 and not used, used
+
+
+def test_the_widget_layer_imports_no_private_core_module():
+    private = [f"{path}: from {module} import {name}" for path, tree in _sources().items() if path.startswith("widgets/")
+               for module, name in _imports(tree)
+               if module.split(".")[0] == "fxviz" and (_private(module) or name.startswith("_"))]
+    assert not private, private
+
+
+def test_every_fxviz_module_imports_by_name_as_a_module():
+    names = [info.name for info in pkgutil.walk_packages(fxviz.__path__, "fxviz.")]
+    assert {"fxviz.widgets", "fxviz.widgets.explorer", "fxviz.capture.dynamo", "fxviz.passes.registry"} <= set(names)
+    for name in names:
+        module = importlib.import_module(name)
+        assert isinstance(module, types.ModuleType) and module.__name__ == name
+        parent, _, child = name.rpartition(".")
+        # ``fxviz.render`` reached by attribute, as a user types it, is the module too.
+        assert getattr(importlib.import_module(parent), child) is module, f"{name} is shadowed"
