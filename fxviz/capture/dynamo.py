@@ -8,6 +8,7 @@ from typing import Any
 import torch
 import torch.fx
 
+from fxviz._torch_internals import dynamo_optimize
 from fxviz.capture._common import Capture, finish, first_line, where
 from fxviz.errors import TraceError
 
@@ -16,8 +17,6 @@ def capture(fn: Callable[..., Any], inputs: tuple) -> Capture:
     """Run ``fn(*inputs)`` under ``torch.compile`` with a recording backend: every graph
     (with the inputs it was first called with), its guards, and each graph break's reason
     and user line."""
-    import torch._dynamo
-
     graphs: list[torch.fx.GraphModule] = []
     guards: list[str] = []
 
@@ -35,16 +34,15 @@ def capture(fn: Callable[..., Any], inputs: tuple) -> Capture:
 
         return run
 
-    torch._dynamo.reset()
+    torch.compiler.reset()
     try:
-        compiled = torch._dynamo.optimize(record, nopython=False,
-                                          guard_export_fn=lambda gs: guards.extend(str(g) for g in gs))(fn)
+        compiled = dynamo_optimize(record, guard_export_fn=lambda gs: guards.extend(str(g) for g in gs))(fn)
         with torch.no_grad():
             compiled(*inputs)
     except Exception as exc:
         raise TraceError(f"dynamo could not capture the model{where(exc)}\n  {first_line(exc)}") from exc
     finally:
-        torch._dynamo.reset()
+        torch.compiler.reset()
     graphs = [g for g in graphs if "fxviz_inputs" in g.meta]
     if not graphs:
         raise TraceError("dynamo captured no graph: the model runs no tensor operations dynamo can record.")
