@@ -1,9 +1,12 @@
 """GraphModule -> networkx.DiGraph: one record per FX node, one edge per producer/consumer.
 
-Example:
-    >>> g = to_networkx(fxviz.trace(model))
-    >>> g.nodes["sum_1"]["kwargs"]
-    "{'dim': -1}"
+>>> import torch, fxviz
+>>> class Model(torch.nn.Module):
+...     def forward(self, x):
+...         return torch.sum(x.relu(), dim=-1)
+>>> g = to_networkx(fxviz.trace(Model()))
+>>> list(g), g.nodes["sum_1"]["kwargs"], g.nodes["sum_1"]["users"]
+(['x', 'relu', 'sum_1', 'output'], "{'dim': -1}", ('output',))
 """
 from __future__ import annotations
 

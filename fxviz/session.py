@@ -42,6 +42,14 @@ class Session:
     read. Steps share the model's parameter tensors: train the model after creating
     a session and every step sees the new weights, and checks compare with the model
     as it is then.
+
+    >>> import torch
+    >>> model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())
+    >>> session = Session(model, torch.randn(2, 4))
+    >>> session.apply("fake_quantize", bits=8).check.status
+    'expected to differ'
+    >>> session.undo().index, session.can_redo, session
+    (0, True, <Session: 2 steps, at 0 (trace)>)
     """
 
     def __init__(

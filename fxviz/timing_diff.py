@@ -30,7 +30,14 @@ def diff_timing(control: pd.DataFrame, test: pd.DataFrame, key: str = "target", 
 
     Rows: test's order, then names found only in control.
 
-    >>> diff_timing(before, after)[["target", "category"]]        # doctest: +SKIP
+    >>> def profile(rows):  # (target, median, p25, p75) per node, as fxviz.profile gives them
+    ...     return pd.DataFrame(rows, columns=["target", "median_us", "p25_us", "p75_us"])
+    >>> before = profile([("conv", 100.0, 99.0, 101.0), ("bn", 20.0, 19.0, 21.0)])
+    >>> after = profile([("conv", 80.0, 79.0, 81.0)])
+    >>> diff_timing(before, after)[["target", "control_us", "test_us", "category"]]
+      target  control_us  test_us   category
+    0   conv       100.0     80.0  decreased
+    1     bn        20.0      0.0    deleted
     """
     a, b = _aggregate(control, key), _aggregate(test, key)
     names = list(dict.fromkeys([*b.index, *a.index]))

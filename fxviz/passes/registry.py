@@ -40,7 +40,15 @@ def describe(
 ) -> PassSpec:
     """The PassSpec of ``fn`` without registering it. ``targets_nodes`` defaults to
     whether ``fn`` takes a ``nodes`` parameter; ``choices`` maps parameter names to
-    allowed values (``Literal[...]`` annotations give them too)."""
+    allowed values (``Literal[...]`` annotations give them too).
+
+    >>> from typing import Literal
+    >>> def scale(gm, *, factor: float = 2.0, mode: Literal["a", "b"] = "a"):
+    ...     "Scale every output."
+    >>> spec = describe(scale)
+    >>> spec.doc, [(p.name, p.default, p.choices) for p in spec.params], spec.targets_nodes
+    ('Scale every output.', [('factor', 2.0, None), ('mode', 'a', ('a', 'b'))], False)
+    """
     name = name or getattr(fn, "__name__", type(fn).__name__)
     signature = _signature(fn)
     takes_nodes = "nodes" in signature.parameters
