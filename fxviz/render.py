@@ -1,7 +1,7 @@
 """Draw a graph with Graphviz: module clusters, colouring, collapsing, escaping, bounded layout.
 
 Layout cost grows much faster than linearly with node count and explodes on long edges
-(RECIPES.md), so what is laid out is kept small: clusters collapse into summary nodes
+(``bench/scale.py`` times the layout stage), so what is laid out is kept small: clusters collapse into summary nodes
 above ``max_nodes``, edges spanning more than ``long_edge`` nodes are drawn as stubs
 next to the consumer, and ``dot`` runs under a timeout.
 """
@@ -31,7 +31,7 @@ OP_COLORS = {
     "call_function": "#fde8b6",
     "call_method": "#e4d9fb",
 }
-MAX_BOXES = 3000  # dot needs ~9 s for 4,000 boxes and grows ~n^2.5 beyond (RECIPES.md)
+MAX_BOXES = 3000  # dot needs ~9 s for 4,000 boxes and grows ~n^2.5 beyond (bench/scale.py)
 MARK_COLORS = {
     "added": "#86efac",
     "faster": "#93c5fd",
@@ -236,7 +236,7 @@ def _shorten(text: str, limit: int = 48) -> str:
 
 class _DotWriter:
     """Writes the body lines of the DOT graph from a layout plan (plain strings are ~3.5x
-    faster than building it with graphviz.Digraph calls, RECIPES.md). DOT ids are
+    faster than building it with graphviz.Digraph calls). DOT ids are
     generated (n12, c3, s0), never user text."""
 
     def __init__(self, graph: nx.DiGraph, plan: LayoutPlan, fill: dict[Unit, str], highlight: set[str]):

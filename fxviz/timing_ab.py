@@ -7,7 +7,8 @@ node of both; :func:`paired_timing` then judges each node (or target, or kind) o
 the ratio of B's to A's lower quartile over rounds: a bootstrap interval (rounds
 resampled whole) says whether the change is beyond noise, and when the interval is
 too wide to say either way the row reads "too noisy to tell" rather than a
-precise-looking number.
+precise-looking number. Column names are :mod:`fxviz.timing_diff`'s (HTA TraceDiff's where
+they mean the same thing).
 """
 from __future__ import annotations
 
@@ -102,7 +103,7 @@ def paired_timing(paired: PairedTimes, key: str = "target", *, min_effect: float
                   floor_us: float = 1.0, confidence: float = 0.99, seed: int = 0) -> pd.DataFrame:
     """Per value of ``key`` (``node``, ``target`` or ``kind``), A against B.
 
-    Columns: ``<key>``, ``control_count``, ``test_count``, ``control_us``, ``test_us``
+    Columns: ``<key>``, ``control_counts``, ``test_counts``, ``control_us``, ``test_us``
     (lower quartiles over rounds of the group's summed time: its undisturbed cost;
     rounds where a node's thread was preempted, NaN in ``paired``, are left out),
     ``diff_duration`` (test - control, µs), ``diff_lo``/``diff_hi`` (its bootstrap
@@ -127,17 +128,17 @@ def paired_timing(paired: PairedTimes, key: str = "target", *, min_effect: float
     rows = []
     for name in names:
         (count_a, ta), (count_b, tb) = a.get(name, (0, None)), b.get(name, (0, None))
-        row = {key: name, "control_count": count_a, "test_count": count_b,
+        row = {key: name, "control_counts": count_a, "test_counts": count_b,
                "control_us": _typical(ta), "test_us": _typical(tb)}
         row.update(_paired_stats(ta, tb, picks, confidence) if ta is not None and tb is not None else {})
         row["category"] = _category(count_a, count_b, row, min_effect, floor_us)
         rows.append(row)
-    df = pd.DataFrame(rows).reindex(columns=[key, "control_count", "test_count", "control_us", "test_us",
+    df = pd.DataFrame(rows).reindex(columns=[key, "control_counts", "test_counts", "control_us", "test_us",
                                              "diff_duration", "diff_lo", "diff_hi", "ratio", "ratio_lo",
                                              "ratio_hi", "category"])
     df[["control_us", "test_us"]] = df[["control_us", "test_us"]].fillna(0.0)
     df["diff_duration"] = df["diff_duration"].fillna(df["test_us"] - df["control_us"])
-    df.insert(len(df.columns) - 1, "diff_counts", df["test_count"] - df["control_count"])
+    df.insert(len(df.columns) - 1, "diff_counts", df["test_counts"] - df["control_counts"])
     return df
 
 

@@ -1,5 +1,10 @@
-"""Timing difference of two profiles in HTA TraceDiff's terms: per name (target, node or
-kind), counts and total time in control and test, their differences, and a category.
+"""Timing difference of two profiles: per name (target, node or kind), counts and total
+time in control and test, their differences, and a category.
+
+Names follow HTA's ``TraceDiff.compare_traces`` where they mean the same thing
+(``control_counts``, ``test_counts``, ``diff_counts``, ``diff_duration``) and the
+categories are those of its ``ops_diff``; the times are ``control_us``/``test_us``
+(µs), which HTA calls ``<label>_total_duration``.
 
 Pure functions on the DataFrames :func:`fxviz.profiling.profile` returns.
 """
@@ -20,7 +25,7 @@ Exclude = str | Callable[[str], bool] | None
 def diff_timing(control: pd.DataFrame, test: pd.DataFrame, key: str = "target", noise: float = 1.0) -> pd.DataFrame:
     """Per value of ``key``: how often it occurs and how long it takes in each profile.
 
-    Columns: ``<key>``, ``control_count``, ``test_count``, ``control_us``, ``test_us``
+    Columns: ``<key>``, ``control_counts``, ``test_counts``, ``control_us``, ``test_us``
     (sums of node medians, µs), ``diff_counts`` and ``diff_duration`` (test - control),
     ``noise_us`` and ``category``: ``added`` (only in test), ``deleted`` (only in
     control), ``increased``/``decreased`` (count changed, else time changed by more
@@ -44,18 +49,18 @@ def diff_timing(control: pd.DataFrame, test: pd.DataFrame, key: str = "target", 
     a, b = a.reindex(names), b.reindex(names)
     df = pd.DataFrame({
         key: names,
-        "control_count": a["count"].fillna(0).astype(int).to_numpy(),
-        "test_count": b["count"].fillna(0).astype(int).to_numpy(),
+        "control_counts": a["count"].fillna(0).astype(int).to_numpy(),
+        "test_counts": b["count"].fillna(0).astype(int).to_numpy(),
         "control_us": a["us"].fillna(0.0).to_numpy(),
         "test_us": b["us"].fillna(0.0).to_numpy(),
     })
-    df["diff_counts"] = df["test_count"] - df["control_count"]
+    df["diff_counts"] = df["test_counts"] - df["control_counts"]
     df["diff_duration"] = df["test_us"] - df["control_us"]
     df["noise_us"] = noise * np.fmax(a["spread"].to_numpy(), b["spread"].to_numpy())
     df["category"] = np.select(
         [
-            df["control_count"] == 0,
-            df["test_count"] == 0,
+            df["control_counts"] == 0,
+            df["test_counts"] == 0,
             df["diff_counts"] > 0,
             df["diff_counts"] < 0,
             df["diff_duration"].abs() <= df["noise_us"],

@@ -87,10 +87,10 @@ def test_grouping_by_kind_sums_nodes_per_round_and_counts_them():
     keys_b = keys_a[keys_a["kind"] == "Conv"].reset_index(drop=True)
     paired = PairedTimes(np.tile([10.0, 5.0, 20.0], (12, 1)), np.tile([12.0, 24.0], (12, 1)), keys_a, keys_b)
     df = paired_timing(paired, "kind").set_index("kind")
-    assert df.loc["Conv", ["control_count", "test_count", "control_us", "test_us", "diff_duration"]].tolist() == [
+    assert df.loc["Conv", ["control_counts", "test_counts", "control_us", "test_us", "diff_duration"]].tolist() == [
         2, 2, 30.0, 36.0, 6.0]
     assert df.loc["Conv", "category"] == "increased" and df.loc["Conv", "ratio"] == pytest.approx(1.2)
-    assert df.loc["BN", ["test_count", "diff_counts", "category"]].tolist() == [0, -1, "deleted"]
+    assert df.loc["BN", ["test_counts", "diff_counts", "category"]].tolist() == [0, -1, "deleted"]
     with pytest.raises(FxvizError, match="per 'node', 'target' or 'kind'"):
         paired_timing(paired, "module")
 
