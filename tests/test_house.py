@@ -6,6 +6,7 @@ import builtins
 import importlib
 import pathlib
 import pkgutil
+import re
 import types
 
 import fxviz
@@ -84,3 +85,13 @@ def test_every_fxviz_module_imports_by_name_as_a_module():
         parent, _, child = name.rpartition(".")
         # ``fxviz.render`` reached by attribute, as a user types it, is the module too.
         assert getattr(importlib.import_module(parent), child) is module, f"{name} is shadowed"
+
+
+def test_the_code_cites_only_documents_in_the_project():
+    cited = set()
+    for folder in ("fxviz", "widgets", "tests", "bench"):
+        for path in (ROOT / folder).rglob("*"):
+            if path.suffix in (".py", ".js", ".css") and "widgets" not in path.relative_to(ROOT).parts[1:2]:
+                cited |= {(str(path.relative_to(ROOT)), doc) for doc in re.findall(r"[\w./-]+\.md\b", path.read_text())}
+    missing = sorted(f"{path} cites {doc}" for path, doc in cited if not (ROOT / doc).exists())
+    assert cited and not missing, missing
