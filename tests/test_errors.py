@@ -51,3 +51,8 @@ def test_argument_errors_are_fxviz_errors_and_their_builtin():
         fxviz.render.render(session.current.gm, color_by="time")
     assert isinstance(caught.value, ValueError)
     assert issubclass(UsageError, TypeError) and caught.value.node is None
+
+
+def test_a_misspelt_trace_option_lists_the_options():
+    with pytest.raises(UsageError, match=r"trace\(\) has no option 'tracr'; its options are: tracer, leaf_modules"):
+        fxviz.trace(Model(), tracr="symbolic")

@@ -70,8 +70,8 @@ def test_private_torch_api_is_used_in_the_shim_only():
 
 
 def test_the_widget_layer_imports_no_private_core_module():
-    private = [f"{path}: from {module} import {name}" for path, tree in _sources().items() if path.startswith("widgets/")
-               for module, name in _imports(tree)
+    private = [f"{path}: from {module} import {name}"
+               for path, tree in _sources().items() if path.startswith("widgets/") for module, name in _imports(tree)
                if module.split(".")[0] == "fxviz" and (_private(module) or name.startswith("_"))]
     assert not private, private
 
