@@ -56,3 +56,10 @@ def test_argument_errors_are_fxviz_errors_and_their_builtin():
 def test_a_misspelt_trace_option_lists_the_options():
     with pytest.raises(UsageError, match=r"trace\(\) has no option 'tracr'; its options are: tracer, leaf_modules"):
         fxviz.trace(Model(), tracr="symbolic")
+
+
+def test_a_built_in_pass_refusing_a_node_names_it():
+    session = fxviz.Session(Model(), torch.randn(2, 4), tracer="symbolic")
+    with pytest.raises(PassError, match="select the node of a module call") as caught:
+        session.apply("inline_module", nodes=["relu"])
+    assert caught.value.node == "relu"

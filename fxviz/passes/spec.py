@@ -151,7 +151,8 @@ def _require_eval(gm: torch.fx.GraphModule, name: str) -> None:
         if module.training:
             raise PassError(
                 f"Pass '{name}' needs eval mode, but module '{node.target}' (node '{node.name}', "
-                f"{type(module).__name__}) is in training mode; call model.eval() before creating the Session."
+                f"{type(module).__name__}) is in training mode; call model.eval() before creating the Session.",
+                node=node.name,
             )
 
 
