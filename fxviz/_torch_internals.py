@@ -6,6 +6,11 @@ means a torch release that moves one breaks here, in one import, and nowhere els
 Checked on torch 2.14.1 (the version the suite runs on); pyproject allows
 torch>=2.5, and a name that a given version lacks fails when fxviz is imported,
 naming this module.
+
+Not here: private *attributes* whose names are a protocol with torch rather than an
+API, used where they matter: ``_orig_mod`` (which make_fx reads to record module
+paths, fxviz/capture/make_fx.py) and nn.Module's ``_parameters``/``_buffers``/
+``_modules`` dicts (copied by fxviz/_cow.py for copy-on-write module trees).
 """
 from __future__ import annotations
 
