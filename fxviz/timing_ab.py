@@ -105,7 +105,8 @@ def paired_timing(paired: PairedTimes, key: str = "target", *, min_effect: float
 
     Columns: ``<key>``, ``control_counts``, ``test_counts``, ``control_us``, ``test_us``
     (lower quartiles over rounds of the group's summed time: its undisturbed cost;
-    rounds where a node's thread was preempted, NaN in ``paired``, are left out),
+    rounds where a node's thread was preempted, NaN in ``paired``, are left out; NaN
+    when every round was; 0 on the side where the name does not occur),
     ``diff_duration`` (test - control, µs), ``diff_lo``/``diff_hi`` (its bootstrap
     interval), ``ratio`` (test / control) with ``ratio_lo``/``ratio_hi``, ``diff_counts``
     and ``category``: ``added``/``deleted`` (only in B / only in A),
@@ -136,7 +137,8 @@ def paired_timing(paired: PairedTimes, key: str = "target", *, min_effect: float
     df = pd.DataFrame(rows).reindex(columns=[key, "control_counts", "test_counts", "control_us", "test_us",
                                              "diff_duration", "diff_lo", "diff_hi", "ratio", "ratio_lo",
                                              "ratio_hi", "category"])
-    df[["control_us", "test_us"]] = df[["control_us", "test_us"]].fillna(0.0)
+    for side in ("control", "test"):  # absent: 0 µs; present but preempted every round: unknown (NaN)
+        df.loc[df[f"{side}_counts"] == 0, f"{side}_us"] = 0.0
     df["diff_duration"] = df["diff_duration"].fillna(df["test_us"] - df["control_us"])
     df.insert(len(df.columns) - 1, "diff_counts", df["test_counts"] - df["control_counts"])
     return df

@@ -12,6 +12,7 @@ from torch import nn
 from fxviz._clock import Clock, instrument
 from fxviz.errors import FxvizError
 from fxviz.timing_ab import NOISY, PairedTimes, measure_pair, paired_timing
+from fxviz.timing_diff import top_changes
 
 order: list[str] = []
 
@@ -130,3 +131,14 @@ def test_preempted_rounds_are_left_out_of_the_verdict():
     b[:10, 2] = np.nan  # four undisturbed rounds left: no verdict
     df = paired_timing(synthetic(a, b), "node").set_index("node")
     assert df.loc["n2", "category"] == NOISY and df.loc["n1", "category"] == "unchanged"
+
+
+def test_a_name_preempted_in_every_round_has_an_unknown_time_not_zero():
+    keys = pd.DataFrame({"node": ["conv", "bn"], "target": ["Conv", "BN"], "kind": ["Conv", "BN"]})
+    rounds = 12
+    times_a = np.column_stack([np.full(rounds, 10.0), np.full(rounds, np.nan)])  # bn preempted every round
+    paired = PairedTimes(times_a, np.full((rounds, 1), 9.0), keys, keys.iloc[:1])
+    df = paired_timing(paired).set_index("target")
+    assert np.isnan(df.loc["BN", "control_us"]) and df.loc["BN", "test_us"] == 0.0
+    assert df.loc["BN", "category"] == "deleted"
+    assert "BN" in set(top_changes(df.reset_index(), by="duration")["target"])  # a deletion is never dropped
