@@ -188,7 +188,7 @@ class Session:
         return write_html(self, path, **options)
 
     def _make_step(self, index: int, gm: torch.fx.GraphModule, action: Action, check_inputs: tuple[tuple, ...],
-                   differs: bool, what: str, error: type[Exception]) -> Step:
+                   differs: bool, what: str, error: type[FxvizError]) -> Step:
         """One annotated run on the example inputs proves the graph runs (else ``error``,
         and nothing changes), draws it, and is the check's first output."""
         try:
