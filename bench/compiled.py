@@ -29,7 +29,8 @@ import torch  # noqa: E402
 from torch import nn  # noqa: E402
 
 import fxviz  # noqa: E402
-from fxviz.capture import _dynamo_api, capture  # noqa: E402
+from fxviz._torch_internals import dynamo as dynamo_api  # noqa: E402
+from fxviz.capture import capture  # noqa: E402
 
 
 class Gate(nn.Module):
@@ -88,12 +89,12 @@ class _NoLog(dict):
 
 
 def _without_break_messages(model, x):
-    saved = _dynamo_api.BreakMessages
-    _dynamo_api.BreakMessages = _NoLog
+    saved = dynamo_api.BreakMessages
+    dynamo_api.BreakMessages = _NoLog
     try:
         fxviz.compiled(model, x)
     finally:
-        _dynamo_api.BreakMessages = saved
+        dynamo_api.BreakMessages = saved
 
 
 VARIANTS: dict[str, Callable[[nn.Module, torch.Tensor], Any]] = {

@@ -3,7 +3,11 @@
 The headless library. The Jupyter layer lives in ``fxviz.widgets`` and is only
 imported by :func:`explore`, so ``import fxviz`` stays light and kernel-free.
 """
-from fxviz.errors import FxvizError, PassError, RenderError, TraceError
+from fxviz.errors import (
+    FxvizError, InputError, MeasureError, MissingDependency, NoSuchStep, PassError, RenderError, RunError,
+    TraceError, UsageError,
+)
+from fxviz.markup import escape
 from fxviz.capture import trace
 from fxviz.shapes import annotate
 from fxviz.graph import to_networkx
@@ -13,7 +17,7 @@ from fxviz.aten_breakdown import profile_aten
 from fxviz.check import CheckResult, check_outputs
 from fxviz.comparison import Comparison, compare
 from fxviz.session import Session, Step
-from fxviz.compiled import Compiled, compiled
+from fxviz.compile_graphs import Compiled, compiled
 from fxviz import passes
 
 __version__ = "0.1.0"
@@ -43,7 +47,8 @@ def explore(model_or_session, *example_inputs, **options):
 
 
 __all__ = [
-    "FxvizError", "TraceError", "PassError", "RenderError",
+    "FxvizError", "TraceError", "PassError", "RenderError", "RunError", "MeasureError", "InputError",
+    "UsageError", "NoSuchStep", "MissingDependency", "escape",
     "trace", "annotate", "to_networkx", "Rendering", "to_dot", "to_svg",
     "profile", "profile_aten", "plot_profile", "CheckResult", "check_outputs",
     "Comparison", "compare", "Session", "Step", "passes", "explore", "Compiled", "compiled",

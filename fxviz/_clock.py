@@ -15,6 +15,8 @@ import numpy as np
 import torch
 import torch.fx
 
+from fxviz._torch_internals import share_codegen
+
 PREEMPTED_US = 50.0
 
 class Clock:
@@ -96,7 +98,7 @@ def instrument(gm: torch.fx.GraphModule, tick: Callable[[int], None]) -> torch.f
     ``gm``'s submodules and tensors and its code generator: the timed code is the code
     of ``gm.forward`` plus one call per node."""
     graph = torch.fx.Graph()
-    graph._codegen = gm.graph._codegen
+    share_codegen(graph, gm.graph)
     copies: dict[torch.fx.Node, torch.fx.Node] = {}
     for i, node in enumerate(gm.graph.nodes):
         graph.call_function(tick, (i,))

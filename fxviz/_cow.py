@@ -13,8 +13,9 @@ import copy
 import torch
 import torch.fx
 from torch import nn
-from torch.fx.graph_module import _get_attr as _fx_get_attr
-from torch.utils._python_dispatch import TorchDispatchMode
+
+from fxviz._torch_internals import TorchDispatchMode, get_attr, op_schema
+from fxviz.errors import FxvizError
 
 
 def module_copy(module: nn.Module) -> nn.Module:
@@ -65,7 +66,7 @@ def fork(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
     root = {}
     for node in graph.nodes:
         if node.op in ("call_module", "get_attr"):
-            obj = _fx_get_attr(gm, node.target)
+            obj = get_attr(gm, node.target)
             root[node.target] = rebuild(obj) if isinstance(obj, nn.Module) else obj
     new = torch.fx.GraphModule(root, graph, type(gm).__name__)
     new.training = gm.training
@@ -89,7 +90,7 @@ def tensor_versions(module: nn.Module | object) -> dict[str, int]:
     return {name: t._version for name, t in tensors.items()}
 
 
-class SharedTensorWrite(RuntimeError):
+class SharedTensorWrite(FxvizError, RuntimeError):
     """A pass tried to write into a tensor shared with earlier steps and the model."""
 
 
@@ -106,7 +107,7 @@ class guard_writes(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        for index, argument in enumerate(func._schema.arguments):
+        for index, argument in enumerate(op_schema(func).arguments):
             if argument.alias_info is None or not argument.alias_info.is_write:
                 continue
             value = args[index] if index < len(args) else kwargs.get(argument.name)

@@ -21,9 +21,9 @@ from typing import Any
 
 import torch
 import torch.fx
-from torch.utils._pytree import tree_map_only
 
 from fxviz._runtime import untouched
+from fxviz._torch_internals import tree_map_only
 
 # rtol per dtype, relative to the output's largest magnitude. float32: fusing conv+BN
 # in a ResNet50 moves outputs by about 1e-6 of their scale; 1e-4 leaves two decades

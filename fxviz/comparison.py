@@ -17,7 +17,7 @@ import torch.fx
 
 from fxviz._compare_html import code_diff_html, comparison_html
 from fxviz.check import CheckResult, compare_outputs, run_outputs
-from fxviz.errors import FxvizError
+from fxviz.errors import InputError
 from fxviz.graph import readable_target
 from fxviz.timing_ab import PairedTimes, measure_pair, node_marks, paired_timing
 from fxviz.timing_diff import Exclude, plot_top, top_changes
@@ -121,7 +121,7 @@ class Comparison:
 
     def _level(self, level: str) -> pd.DataFrame:
         if level not in LEVELS:
-            raise FxvizError(f"level must be one of {LEVELS}, not {level!r}.")
+            raise InputError(f"level must be one of {LEVELS}, not {level!r}.")
         diff = getattr(self, {"target": "timing", "node": "timing_by_node", "kind": "timing_by_kind"}[level])
         return diff[diff["category"] != "unchanged"]
 

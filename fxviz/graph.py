@@ -1,9 +1,12 @@
 """GraphModule -> networkx.DiGraph: one record per FX node, one edge per producer/consumer.
 
-Example:
-    >>> g = to_networkx(fxviz.trace(model))
-    >>> g.nodes["sum_1"]["kwargs"]
-    "{'dim': -1}"
+>>> import torch, fxviz
+>>> class Model(torch.nn.Module):
+...     def forward(self, x):
+...         return torch.sum(x.relu(), dim=-1)
+>>> g = to_networkx(fxviz.trace(Model()))
+>>> list(g), g.nodes["sum_1"]["kwargs"], g.nodes["sum_1"]["users"]
+(['x', 'relu', 'sum_1', 'output'], "{'dim': -1}", ('output',))
 """
 from __future__ import annotations
 
@@ -12,10 +15,11 @@ from typing import Any
 import networkx as nx
 import torch
 import torch.fx
-from torch.fx.node import Node, _get_qualified_name
+from torch.fx.node import Node
 from torch.fx.passes.shape_prop import TensorMetadata
 
 from fxviz._gc import gc_paused
+from fxviz._torch_internals import OpOverload, OpOverloadPacket, qualified_name
 from fxviz.shapes import memory_format_name
 
 MAX_ARG_TEXT = 160
@@ -34,10 +38,10 @@ def readable_target(node: Node, gm: torch.fx.GraphModule | None = None) -> str:
     if node.op == "call_method":
         return f"{node.target} (method)"
     if node.op == "call_function":
-        if isinstance(node.target, torch._ops.OpOverload | torch._ops.OpOverloadPacket):
+        if isinstance(node.target, OpOverload | OpOverloadPacket):
             return str(node.target)
         try:
-            name = _get_qualified_name(node.target)
+            name = qualified_name(node.target)
         except (RuntimeError, AttributeError):
             name = getattr(node.target, "__name__", repr(node.target))
         return name.replace("_operator.", "operator.")

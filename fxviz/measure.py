@@ -25,6 +25,7 @@ import pandas as pd
 
 from fxviz.comparison import Comparison, compare
 from fxviz.aten_breakdown import profile_aten
+from fxviz.errors import InputError
 
 MODES = ("background", "sync", "off")
 START_DELAY_S = 0.5
@@ -60,7 +61,7 @@ class Scheduler:
     def __init__(self, mode: str = "background", profile_kwargs: Mapping[str, Any] | None = None,
                  progress: Progress | None = None):
         if mode not in MODES:
-            raise ValueError(f"profile must be one of {', '.join(map(repr, MODES))}, not {mode!r}.")
+            raise InputError(f"profile must be one of {', '.join(map(repr, MODES))}, not {mode!r}.")
         self.mode = mode
         self.kwargs = dict(profile_kwargs or {})
         self._progress = progress or (lambda *_: None)

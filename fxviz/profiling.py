@@ -18,11 +18,11 @@ import numpy as np
 import pandas as pd
 import torch
 import torch.fx
-from torch.utils._pytree import tree_leaves
 
 from fxviz._clock import Clock, instrument
 from fxviz._runtime import preserved_buffers
-from fxviz.errors import FxvizError
+from fxviz._torch_internals import tree_leaves
+from fxviz.errors import InputError, UsageError
 from fxviz.graph import readable_target
 from fxviz.capture import as_inputs
 
@@ -83,7 +83,7 @@ def profile(
     """
     require_graph_module(gm)
     if repeats < 1 or warmup < 0:
-        raise FxvizError(f"profile needs repeats >= 1 and warmup >= 0, got repeats={repeats}, warmup={warmup}.")
+        raise InputError(f"profile needs repeats >= 1 and warmup >= 0, got repeats={repeats}, warmup={warmup}.")
     inputs = as_inputs(example_inputs)
     nodes = list(gm.graph.nodes)
     device = device_of(gm, inputs)
@@ -242,7 +242,7 @@ def quiet_run(gm: torch.nn.Module) -> Iterator[None]:
 
 def require_graph_module(gm: Any) -> None:
     if not isinstance(gm, torch.fx.GraphModule):
-        raise FxvizError(
+        raise UsageError(
             f"Profiling needs a torch.fx.GraphModule, got {type(gm).__name__}. "
             "Trace the model first: gm = fxviz.trace(model)."
         )

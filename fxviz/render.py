@@ -1,7 +1,7 @@
 """Draw a graph with Graphviz: module clusters, colouring, collapsing, escaping, bounded layout.
 
 Layout cost grows much faster than linearly with node count and explodes on long edges
-(RECIPES.md), so what is laid out is kept small: clusters collapse into summary nodes
+(``bench/scale.py`` times the layout stage), so what is laid out is kept small: clusters collapse into summary nodes
 above ``max_nodes``, edges spanning more than ``long_edge`` nodes are drawn as stubs
 next to the consumer, and ``dot`` runs under a timeout.
 """
@@ -18,8 +18,8 @@ import graphviz
 import networkx as nx
 import torch.fx
 
-from fxviz._html import escape
-from fxviz.errors import RenderError
+from fxviz.markup import escape
+from fxviz.errors import InputError, RenderError
 from fxviz.graph import shape_text, to_networkx
 from fxviz.layout_plan import LayoutPlan, Unit, plan_layout
 
@@ -31,7 +31,7 @@ OP_COLORS = {
     "call_function": "#fde8b6",
     "call_method": "#e4d9fb",
 }
-MAX_BOXES = 3000  # dot needs ~9 s for 4,000 boxes and grows ~n^2.5 beyond (RECIPES.md)
+MAX_BOXES = 3000  # dot needs ~9 s for 4,000 boxes and grows ~n^2.5 beyond (bench/scale.py)
 MARK_COLORS = {
     "added": "#86efac",
     "faster": "#93c5fd",
@@ -165,7 +165,7 @@ def _fills(graph: nx.DiGraph, plan: LayoutPlan, color_by: str | None, values: Ma
         return fill, [{"label": op, "color": c} for op, c in OP_COLORS.items() if op in used]
     if color_by == "diff":
         if marks is None:
-            raise ValueError("color_by='diff' needs marks={node name: 'added'|'faster'|'slower'|'unchanged'}")
+            raise InputError("color_by='diff' needs marks={node name: 'added'|'faster'|'slower'|'unchanged'}")
         fill = {}
         for unit, members in boxes.items():
             kinds = {marks.get(m, "unchanged") for m in members}
@@ -174,7 +174,7 @@ def _fills(graph: nx.DiGraph, plan: LayoutPlan, color_by: str | None, values: Ma
     if values is None and color_by == "flops":
         values = {n: graph.nodes[n]["flops"] for n in graph if graph.nodes[n].get("flops")}
     if values is None:
-        raise ValueError(f"color_by={color_by!r} needs values={{node name: number}} (e.g. a profile's share)")
+        raise InputError(f"color_by={color_by!r} needs values={{node name: number}} (e.g. a profile's share)")
     totals = {u: sum(float(values.get(m) or 0.0) for m in ms) for u, ms in boxes.items()}
     return _heat(totals, color_by)
 
@@ -236,7 +236,7 @@ def _shorten(text: str, limit: int = 48) -> str:
 
 class _DotWriter:
     """Writes the body lines of the DOT graph from a layout plan (plain strings are ~3.5x
-    faster than building it with graphviz.Digraph calls, RECIPES.md). DOT ids are
+    faster than building it with graphviz.Digraph calls). DOT ids are
     generated (n12, c3, s0), never user text."""
 
     def __init__(self, graph: nx.DiGraph, plan: LayoutPlan, fill: dict[Unit, str], highlight: set[str]):

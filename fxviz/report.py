@@ -27,6 +27,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
+from fxviz.errors import FxvizError, MissingDependency
 from fxviz.graph import shape_text
 from fxviz.report_views import draw_all, variant_record
 
@@ -65,7 +66,7 @@ def report_html(session: Any, *, title: str | None = None, profile: bool = False
     host = (widgets_dir / "report_host.js").read_text(encoding="utf-8")
     page_css = (widgets_dir / "report.css").read_text(encoding="utf-8")
     if "</script" in host.lower():
-        raise ValueError("report_host.js must not contain '</script': it is inlined in the page.")
+        raise FxvizError("report_host.js must not contain '</script': it is inlined in the page.")
     return "\n".join([
         "<!doctype html>",
         '<html lang="en"><head><meta charset="utf-8">',
@@ -90,7 +91,7 @@ def _front_end() -> tuple[str, str, str, str, list, Any, pathlib.Path]:
         from fxviz.widgets.graph_view import GraphView
         from fxviz.widgets.table_view import TableView
     except ImportError as exc:
-        raise ImportError(
+        raise MissingDependency(
             f"The HTML report reuses the Explorer's front-end, which needs the widgets extra: "
             f"pip install 'fxviz[widgets]' ({exc})."
         ) from exc

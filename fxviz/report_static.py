@@ -11,7 +11,7 @@ from typing import Any
 
 import pandas as pd
 
-from fxviz._html import escape
+from fxviz.markup import escape
 from fxviz.errors import FxvizError
 from fxviz.graph import shape_text
 

@@ -1,4 +1,4 @@
-"""Session and Step: a model's history of passes, with undo, redo and a numeric check.
+"""Session: a model's history of passes (:class:`~fxviz.step.Step`), with undo, redo and a numeric check.
 
 Step 0 is the traced model; every later step is one pass applied to the step
 before it. Applying is transactional: a pass that fails, breaks the graph or
@@ -11,9 +11,7 @@ from __future__ import annotations
 import copy
 import math
 import threading
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from functools import cached_property
+from collections.abc import Callable
 from types import MappingProxyType
 from typing import Any
 
@@ -23,105 +21,15 @@ from torch import nn
 
 from fxviz import _cow
 from fxviz._gc import gc_paused
+from fxviz._torch_internals import is_fake, tree_leaves
 from fxviz.check import CheckResult, compare_outputs, random_like, run_outputs, seeded
+from fxviz.errors import FxvizError, NoSuchStep, PassError, TraceError
 from fxviz.graph import to_networkx
-from fxviz.shapes import annotated_run
-from fxviz.errors import FxvizError, PassError, TraceError
 from fxviz.passes.registry import PassSpec, resolve, selection_names
+from fxviz.shapes import annotated_run
+from fxviz.step import NEEDS_REAL_TENSORS, Action, Step
 
-
-@dataclass(frozen=True)
-class Action:
-    """What made a step: a pass, its parameters (defaults filled in) and the
-    selected node names (empty: the whole graph). Enough to replay it."""
-
-    pass_name: str
-    params: Mapping[str, Any]
-    nodes: tuple[str, ...] = ()
-    spec: PassSpec | None = field(default=None, repr=False, compare=False)
-
-
-@dataclass(frozen=True, eq=False, repr=False)
-class Step:
-    """One state of the model: its GraphModule, how it was made, its annotated graph,
-    and (computed on first use) how its outputs compare with the original model's."""
-
-    index: int
-    gm: torch.fx.GraphModule
-    action: Action
-    example_inputs: tuple
-    check_inputs: tuple[tuple, ...]
-    #: The annotated ``networkx.DiGraph`` (shapes, FLOPs), from the run that proved
-    #: the step runs; annotation wrote to a copy of the graph, not to ``gm``'s.
-    graph: Any
-    expected_to_differ: bool
-    _checker: Callable[[], CheckResult] = field(repr=False)
-    _profiles: dict = field(default_factory=dict)
-
-    @property
-    def pass_name(self) -> str:
-        return self.action.pass_name
-
-    @property
-    def params(self) -> Mapping[str, Any]:
-        return self.action.params
-
-    @property
-    def nodes(self) -> tuple[str, ...]:
-        return self.action.nodes
-
-    @property
-    def preserves_semantics(self) -> bool:
-        return self.action.spec is None or self.action.spec.preserves_semantics
-
-    @property
-    def code(self) -> str:
-        return self.gm.code
-
-    @cached_property
-    def check(self) -> CheckResult:
-        """The numeric check against the original model on the example inputs and the
-        random ones. Computed on first use: each random input costs two forwards, which
-        a UI can spend in the background after drawing the step."""
-        return self._checker()
-
-    @property
-    def check_done(self) -> bool:
-        """Whether :attr:`check` is computed already (reading it then costs nothing)."""
-        return "check" in self.__dict__
-
-    def profile(self, **kwargs: Any) -> Any:
-        """``fxviz.profile(gm, example_inputs, **kwargs)``, computed once per kwargs."""
-        from fxviz.profiling import profile
-
-        key = repr(sorted(kwargs.items()))
-        if self.gm.meta.get("fxviz", {}).get("real_tensors") is False:
-            raise FxvizError(f"Cannot time this step: {NEEDS_REAL_TENSORS}")
-        if key not in self._profiles:
-            # Costs live on the annotated graph: annotation never touches ``gm`` itself.
-            flops = {name: attrs["flops"] for name, attrs in self.graph.nodes(data=True)}
-            moved = {name: attrs.get("bytes") for name, attrs in self.graph.nodes(data=True)}
-            self._profiles[key] = profile(self.gm, self.example_inputs, **{"flops": flops, "moved": moved, **kwargs})
-        return self._profiles[key]
-
-    @property
-    def measured_profile(self) -> Any:
-        """The latest profile computed so far, or None: what a report shows without measuring."""
-        profiles = list(self._profiles.values())  # a copy: a profiler thread may add one
-        return profiles[-1] if profiles else None
-
-    def _repr_html_(self) -> str:
-        from fxviz.report_static import step_html
-
-        return step_html(self)
-
-    def drop_profile(self, **kwargs: Any) -> None:
-        """Forget the profile cached for ``kwargs`` (a disturbed one, to measure again)."""
-        self._profiles.pop(repr(sorted(kwargs.items())), None)
-
-    def __repr__(self) -> str:
-        check = self.check.status if self.check_done else "check pending"
-        return f"<Step {self.index}: {self.pass_name}, {check}>"
+__all__ = ["Action", "Session", "Step"]
 
 
 class Session:
@@ -134,6 +42,14 @@ class Session:
     read. Steps share the model's parameter tensors: train the model after creating
     a session and every step sees the new weights, and checks compare with the model
     as it is then.
+
+    >>> import torch
+    >>> model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())
+    >>> session = Session(model, torch.randn(2, 4))
+    >>> session.apply("fake_quantize", bits=8).check.status
+    'expected to differ'
+    >>> session.undo().index, session.can_redo, session
+    (0, True, <Session: 2 steps, at 0 (trace)>)
     """
 
     def __init__(
@@ -234,19 +150,19 @@ class Session:
         """Make step ``index`` current (negative counts from the end); nothing is dropped."""
         count = len(self._steps)
         if not -count <= index < count:
-            raise IndexError(f"There is no step {index}; this session has steps 0 to {count - 1}.")
+            raise NoSuchStep(f"There is no step {index}; this session has steps 0 to {count - 1}.")
         self._index = index % count
         self._notify()
         return self.current
 
     def undo(self) -> Step:
         if not self.can_undo:
-            raise IndexError("Nothing to undo: the session is at step 0.")
+            raise NoSuchStep("Nothing to undo: the session is at step 0.")
         return self.goto(self._index - 1)
 
     def redo(self) -> Step:
         if not self.can_redo:
-            raise IndexError("Nothing to redo: the current step is the last one.")
+            raise NoSuchStep("Nothing to redo: the current step is the last one.")
         return self.goto(self._index + 1)
 
     def replay(self, other_model: nn.Module | Callable[..., Any], example_inputs: Any = None) -> Session:
@@ -272,7 +188,7 @@ class Session:
         return write_html(self, path, **options)
 
     def _make_step(self, index: int, gm: torch.fx.GraphModule, action: Action, check_inputs: tuple[tuple, ...],
-                   differs: bool, what: str, error: type[Exception]) -> Step:
+                   differs: bool, what: str, error: type[FxvizError]) -> Step:
         """One annotated run on the example inputs proves the graph runs (else ``error``,
         and nothing changes), draws it, and is the check's first output."""
         try:
@@ -282,9 +198,11 @@ class Session:
                 first = annotated_run(scratch, check_inputs[0])
         except Exception as exc:
             cause = exc.__cause__ or exc
+            node = exc.node if isinstance(exc, FxvizError) else None
+            where = f" at node '{node}'" if node else ""
             raise error(
-                f"The graph after {what} cannot run on the example inputs{_node_of(exc)}: "
-                f"{type(cause).__name__}: {cause}. The session is unchanged."
+                f"The graph after {what} cannot run on the example inputs{where}: "
+                f"{type(cause).__name__}: {cause}. The session is unchanged.", node=node
             ) from exc
 
         versions = _cow.tensor_versions(gm)
@@ -339,21 +257,9 @@ class Session:
         return f"<Session: {len(self._steps)} steps, at {self._index} ({self.current.pass_name})>"
 
 
-def _node_of(exc: BaseException) -> str:
-    node = getattr(exc, "node_name", None)
-    return f" at node '{node}'" if node else ""
-
-
-NEEDS_REAL_TENSORS = ("needs real tensors: the model or its inputs are on the meta device or fake; "
-                      "the graph, shapes and FLOPs are exact, but outputs and timings need real weights "
-                      "(build the model on a real device to check or time it).")
-
-
 def _has_fake_tensors(root: Any, inputs: tuple) -> bool:
     """Whether the model or its inputs hold meta or fake tensors (no values to compare)."""
-    from torch._subclasses.fake_tensor import FakeTensor
-
-    tensors = [t for t in torch.utils._pytree.tree_leaves(inputs) if isinstance(t, torch.Tensor)]
+    tensors = [t for t in tree_leaves(inputs) if isinstance(t, torch.Tensor)]
     if isinstance(root, nn.Module):
         tensors += [*root.parameters(), *root.buffers()]
-    return any(t.is_meta or isinstance(t, FakeTensor) for t in tensors)
+    return any(map(is_fake, tensors))

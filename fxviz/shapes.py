@@ -6,31 +6,19 @@ from typing import Any
 import torch
 import torch.fx
 from torch.fx.node import map_aggregate
-from torch.fx.passes.shape_prop import TensorMetadata, _extract_tensor_metadata
-from torch.utils._pytree import tree_leaves
-from torch.utils.flop_counter import FlopCounterMode
+from torch.fx.passes.shape_prop import TensorMetadata
 
 from fxviz._runtime import preserved_buffers
-from fxviz.errors import FxvizError
+from fxviz._torch_internals import FlopCounter, extract_tensor_metadata, tree_leaves
+from fxviz.errors import RunError
 from fxviz.capture import as_inputs
-
-
-class _Counter(FlopCounterMode):
-    """A FlopCounterMode that also says whether any operator it has a formula for ran:
-    FLOPs of an operator without one (BatchNorm, ReLU, add) are unknown, not zero."""
-
-    counted = False
-
-    def _count_flops(self, func_packet, out, args, kwargs):  # torch's hook, one call per operator
-        self.counted = self.counted or func_packet in self.flop_registry
-        return super()._count_flops(func_packet, out, args, kwargs)
 
 
 class _Annotator(torch.fx.Interpreter):
     """Runs each node once, recording its output metadata, the FLOPs it issued and
     the bytes it reads and writes."""
 
-    def __init__(self, gm: torch.fx.GraphModule, counter: _Counter):
+    def __init__(self, gm: torch.fx.GraphModule, counter: FlopCounter):
         super().__init__(gm)
         self.counter = counter
 
@@ -40,14 +28,12 @@ class _Annotator(torch.fx.Interpreter):
         try:
             result = super().run_node(n)
         except Exception as exc:
-            error = FxvizError(
+            raise RunError(
                 f"Running node '{n.name}' ({n.op} {n.target}) on the example inputs failed: "
                 f"{type(exc).__name__}: {exc}. Check that the example inputs have the shapes "
-                "and dtypes the model expects."
-            )
-            error.node_name = n.name
-            raise error from exc
-        meta = map_aggregate(result, lambda v: _extract_tensor_metadata(v) if isinstance(v, torch.Tensor) else v)
+                "and dtypes the model expects.", node=n.name
+            ) from exc
+        meta = map_aggregate(result, lambda v: extract_tensor_metadata(v) if isinstance(v, torch.Tensor) else v)
         if _has_tensor(meta):
             n.meta["tensor_meta"] = meta
         flops = self.counter.get_total_flops() - before if self.counter.counted else None
@@ -96,7 +82,7 @@ def annotate(gm: torch.fx.GraphModule, example_inputs: Any) -> torch.fx.GraphMod
 def annotated_run(gm: torch.fx.GraphModule, example_inputs: Any) -> Any:
     """:func:`annotate`, returning the outputs of the run: one forward then serves
     both the drawing and a numeric check, and proves the graph runs at all."""
-    with torch.no_grad(), preserved_buffers(gm), _Counter(display=False) as counter:
+    with torch.no_grad(), preserved_buffers(gm), FlopCounter(display=False) as counter:
         return _Annotator(gm, counter).run(*as_inputs(example_inputs))
 
 

@@ -7,7 +7,8 @@ node of both; :func:`paired_timing` then judges each node (or target, or kind) o
 the ratio of B's to A's lower quartile over rounds: a bootstrap interval (rounds
 resampled whole) says whether the change is beyond noise, and when the interval is
 too wide to say either way the row reads "too noisy to tell" rather than a
-precise-looking number.
+precise-looking number. Column names are :mod:`fxviz.timing_diff`'s (HTA TraceDiff's where
+they mean the same thing).
 """
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ import torch
 import torch.fx
 
 from fxviz._clock import Clock, instrument
-from fxviz.errors import FxvizError
+from fxviz.errors import InputError, MeasureError, UsageError
 from fxviz.graph import readable_target
 from fxviz.profiling import conditions, device_of, node_kind, quiet_run
 
@@ -65,11 +66,11 @@ def measure_pair(gm_a: torch.fx.GraphModule, inputs_a: tuple, gm_b: torch.fx.Gra
     """Time every node of both graphs, ``repeats`` rounds of one A and one B forward
     (order alternating), after ``warmup`` rounds; ``budget_s`` stops earlier (but
     after at least 5 rounds). ``cancelled()`` is polled between forwards; when it
-    turns true the measurement stops with :class:`~fxviz.errors.FxvizError`."""
+    turns true the measurement stops with :class:`~fxviz.errors.MeasureError`."""
     runs = []
     for gm, inputs in ((gm_a, inputs_a), (gm_b, inputs_b)):
         if not isinstance(gm, torch.fx.GraphModule):
-            raise FxvizError(f"measure_pair needs torch.fx.GraphModules, got {type(gm).__name__}.")
+            raise UsageError(f"measure_pair needs torch.fx.GraphModules, got {type(gm).__name__}.")
         clock = Clock(len(gm.graph.nodes), device_of(gm, inputs), preemption=True)
         runs.append((instrument(gm, clock.tick), clock, inputs))
     before = conditions(device_of(gm_a, inputs_a))
@@ -80,7 +81,7 @@ def measure_pair(gm_a: torch.fx.GraphModule, inputs_a: tuple, gm_b: torch.fx.Gra
     with quiet_run(gm_a), quiet_run(gm_b):
         for r in range(-warmup, repeats):
             if cancelled():
-                raise FxvizError("The timing comparison was cancelled before it finished.")
+                raise MeasureError("The timing comparison was cancelled before it finished.")
             elapsed = time.perf_counter() - started
             if r >= MIN_ROUNDS and elapsed * (r + warmup + 1) / (r + warmup) > budget:
                 break
@@ -115,9 +116,10 @@ def paired_timing(paired: PairedTimes, key: str = "target", *, min_effect: float
                   floor_us: float = 1.0, confidence: float = 0.99, seed: int = 0) -> pd.DataFrame:
     """Per value of ``key`` (``node``, ``target`` or ``kind``), A against B.
 
-    Columns: ``<key>``, ``control_count``, ``test_count``, ``control_us``, ``test_us``
+    Columns: ``<key>``, ``control_counts``, ``test_counts``, ``control_us``, ``test_us``
     (lower quartiles over rounds of the group's summed time: its undisturbed cost;
-    rounds where a node's thread was preempted, NaN in ``paired``, are left out),
+    rounds where a node's thread was preempted, NaN in ``paired``, are left out; NaN
+    when every round was; 0 on the side where the name does not occur),
     ``diff_duration`` (test - control, µs), ``diff_lo``/``diff_hi`` (its bootstrap
     interval), ``ratio`` (test / control) with ``ratio_lo``/``ratio_hi``, ``diff_counts``
     and ``category``: ``added``/``deleted`` (only in B / only in A),
@@ -132,7 +134,7 @@ def paired_timing(paired: PairedTimes, key: str = "target", *, min_effect: float
     is real but not what a user asks about. Rows: B's order, then names only in A.
     """
     if key not in ("node", "target", "kind"):
-        raise FxvizError(f"Timing is compared per 'node', 'target' or 'kind', not {key!r}.")
+        raise InputError(f"Timing is compared per 'node', 'target' or 'kind', not {key!r}.")
     a, b = _grouped(paired.times_a, paired.keys_a[key]), _grouped(paired.times_b, paired.keys_b[key])
     names = list(dict.fromkeys([*b, *a]))
     rng = np.random.default_rng(seed)
@@ -140,18 +142,18 @@ def paired_timing(paired: PairedTimes, key: str = "target", *, min_effect: float
     rows = []
     for name in names:
         (count_a, ta), (count_b, tb) = a.get(name, (0, None)), b.get(name, (0, None))
-        row = {key: name, "control_count": count_a, "test_count": count_b,
+        row = {key: name, "control_counts": count_a, "test_counts": count_b,
                "control_us": _typical(ta), "test_us": _typical(tb)}
         row.update(_paired_stats(ta, tb, picks, confidence) if ta is not None and tb is not None else {})
         row["category"] = _category(count_a, count_b, row, min_effect, floor_us)
         rows.append(row)
-    df = pd.DataFrame(rows).reindex(columns=[key, "control_count", "test_count", "control_us", "test_us",
+    df = pd.DataFrame(rows).reindex(columns=[key, "control_counts", "test_counts", "control_us", "test_us",
                                              "diff_duration", "diff_lo", "diff_hi", "ratio", "ratio_lo",
                                              "ratio_hi", "category"])
-    for side, count in (("control_us", "control_count"), ("test_us", "test_count")):
-        df.loc[df[count] == 0, side] = 0.0  # absent on that side; a node never measured stays NaN
+    for side in ("control", "test"):  # absent: 0 µs; present but preempted every round: unknown (NaN)
+        df.loc[df[f"{side}_counts"] == 0, f"{side}_us"] = 0.0
     df["diff_duration"] = df["diff_duration"].fillna(df["test_us"] - df["control_us"])
-    df.insert(len(df.columns) - 1, "diff_counts", df["test_count"] - df["control_count"])
+    df.insert(len(df.columns) - 1, "diff_counts", df["test_counts"] - df["control_counts"])
     return df
 
 

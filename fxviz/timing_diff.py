@@ -1,5 +1,10 @@
-"""Timing difference of two profiles in HTA TraceDiff's terms: per name (target, node or
-kind), counts and total time in control and test, their differences, and a category.
+"""Timing difference of two profiles: per name (target, node or kind), counts and total
+time in control and test, their differences, and a category.
+
+Names follow HTA's ``TraceDiff.compare_traces`` where they mean the same thing
+(``control_counts``, ``test_counts``, ``diff_counts``, ``diff_duration``) and the
+categories are those of its ``ops_diff``; the times are ``control_us``/``test_us``
+(µs), which HTA calls ``<label>_total_duration``.
 
 Pure functions on the DataFrames :func:`fxviz.profiling.profile` returns.
 """
@@ -11,7 +16,7 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
-from fxviz.errors import FxvizError
+from fxviz.errors import InputError
 
 CATEGORIES = ("added", "deleted", "increased", "decreased", "unchanged")
 Exclude = str | Callable[[str], bool] | None
@@ -20,7 +25,7 @@ Exclude = str | Callable[[str], bool] | None
 def diff_timing(control: pd.DataFrame, test: pd.DataFrame, key: str = "target", noise: float = 1.0) -> pd.DataFrame:
     """Per value of ``key``: how often it occurs and how long it takes in each profile.
 
-    Columns: ``<key>``, ``control_count``, ``test_count``, ``control_us``, ``test_us``
+    Columns: ``<key>``, ``control_counts``, ``test_counts``, ``control_us``, ``test_us``
     (sums of node medians, µs), ``diff_counts`` and ``diff_duration`` (test - control),
     ``noise_us`` and ``category``: ``added`` (only in test), ``deleted`` (only in
     control), ``increased``/``decreased`` (count changed, else time changed by more
@@ -30,25 +35,32 @@ def diff_timing(control: pd.DataFrame, test: pd.DataFrame, key: str = "target", 
 
     Rows: test's order, then names found only in control.
 
-    >>> diff_timing(before, after)[["target", "category"]]        # doctest: +SKIP
+    >>> def profile(rows):  # (target, median, p25, p75) per node, as fxviz.profile gives them
+    ...     return pd.DataFrame(rows, columns=["target", "median_us", "p25_us", "p75_us"])
+    >>> before = profile([("conv", 100.0, 99.0, 101.0), ("bn", 20.0, 19.0, 21.0)])
+    >>> after = profile([("conv", 80.0, 79.0, 81.0)])
+    >>> diff_timing(before, after)[["target", "control_us", "test_us", "category"]]
+      target  control_us  test_us   category
+    0   conv       100.0     80.0  decreased
+    1     bn        20.0      0.0    deleted
     """
     a, b = _aggregate(control, key), _aggregate(test, key)
     names = list(dict.fromkeys([*b.index, *a.index]))
     a, b = a.reindex(names), b.reindex(names)
     df = pd.DataFrame({
         key: names,
-        "control_count": a["count"].fillna(0).astype(int).to_numpy(),
-        "test_count": b["count"].fillna(0).astype(int).to_numpy(),
+        "control_counts": a["count"].fillna(0).astype(int).to_numpy(),
+        "test_counts": b["count"].fillna(0).astype(int).to_numpy(),
         "control_us": a["us"].fillna(0.0).to_numpy(),
         "test_us": b["us"].fillna(0.0).to_numpy(),
     })
-    df["diff_counts"] = df["test_count"] - df["control_count"]
+    df["diff_counts"] = df["test_counts"] - df["control_counts"]
     df["diff_duration"] = df["test_us"] - df["control_us"]
     df["noise_us"] = noise * np.fmax(a["spread"].to_numpy(), b["spread"].to_numpy())
     df["category"] = np.select(
         [
-            df["control_count"] == 0,
-            df["test_count"] == 0,
+            df["control_counts"] == 0,
+            df["test_counts"] == 0,
             df["diff_counts"] > 0,
             df["diff_counts"] < 0,
             df["diff_duration"].abs() <= df["noise_us"],
@@ -63,7 +75,7 @@ def diff_timing(control: pd.DataFrame, test: pd.DataFrame, key: str = "target", 
 def _aggregate(profile: pd.DataFrame, key: str) -> pd.DataFrame:
     missing = sorted({key, "median_us", "p25_us", "p75_us"} - set(profile.columns))
     if missing:
-        raise FxvizError(
+        raise InputError(
             f"Cannot diff timings: the profile has no column(s) {missing}. Pass DataFrames from "
             "fxviz.profiling.profile, and a key among their columns (target, node, kind)."
         )
@@ -80,7 +92,7 @@ def top_changes(diff: pd.DataFrame, n: int = 10, by: str = "duration", exclude: 
     e.g. to leave out a dominant wrapper."""
     column = {"duration": "diff_duration", "count": "diff_counts"}.get(by)
     if column is None:
-        raise FxvizError(f"top changes are by 'duration' or 'count', not {by!r}.")
+        raise InputError(f"top changes are by 'duration' or 'count', not {by!r}.")
     names = diff.iloc[:, 0].astype(str)
     if isinstance(exclude, str):
         keep = ~names.str.contains(re.compile(exclude))

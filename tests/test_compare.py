@@ -78,9 +78,9 @@ def test_categories_follow_counts_then_time_beyond_the_measured_spread():
         "same": "unchanged", "slower": "increased", "faster": "decreased",
         "new": "added", "twice": "increased", "gone": "deleted",
     }
-    assert diff.loc["twice", ["control_count", "test_count", "diff_counts"]].tolist() == [1, 2, 1]
+    assert diff.loc["twice", ["control_counts", "test_counts", "diff_counts"]].tolist() == [1, 2, 1]
     assert diff.loc["twice", "diff_duration"] == pytest.approx(-2)
-    assert diff.loc["gone", ["test_count", "test_us", "diff_duration"]].tolist() == [0, 0, -50]
+    assert diff.loc["gone", ["test_counts", "test_us", "diff_duration"]].tolist() == [0, 0, -50]
     assert diff.loc["same", "noise_us"] == 10  # the larger of the two IQRs
 
 
@@ -96,7 +96,7 @@ def test_diff_by_another_key_and_bad_input():
     control = timings([("a", 1, 1, 1), ("b", 2, 2, 2)]).assign(kind="K")
     test = timings([("a", 1, 1, 1)]).assign(kind="K")
     by_kind = diff_timing(control, test, key="kind")
-    assert by_kind[["kind", "control_count", "test_count", "category"]].values.tolist() == [["K", 2, 1, "decreased"]]
+    assert by_kind[["kind", "control_counts", "test_counts", "category"]].values.tolist() == [["K", 2, 1, "decreased"]]
     with pytest.raises(FxvizError, match=r"no column\(s\) \['median_us'\]"):
         diff_timing(control.drop(columns="median_us"), test)
 
@@ -135,8 +135,8 @@ def test_fusion_deletes_every_batchnorm_target_and_keeps_the_convs(fusion):
     assert len(bn_targets) == 20
     assert set(timing.loc[bn_targets, "category"]) == {"deleted"}
     kinds = fusion.timing_by_kind.set_index("kind")
-    assert kinds.loc["BatchNorm2d", ["control_count", "test_count", "category"]].tolist() == [20, 0, "deleted"]
-    assert kinds.loc["Conv2d", ["control_count", "test_count"]].tolist() == [20, 20]
+    assert kinds.loc["BatchNorm2d", ["control_counts", "test_counts", "category"]].tolist() == [20, 0, "deleted"]
+    assert kinds.loc["Conv2d", ["control_counts", "test_counts"]].tolist() == [20, 20]
     nodes = fusion.graph_diff.set_index("node")
     convs = [n.name for n in fusion.step_a.gm.graph.nodes if "(Conv2d)" in nodes.loc[n.name, "target_a"]]
     assert len(convs) == 20

@@ -1,4 +1,4 @@
-"""Per-node profiling: the facts a user reads off the table (TUTORIALS.md §3)."""
+"""Per-node profiling: the facts a user reads off the table (those of torch.fx's per-node profiler tutorial)."""
 import gc
 import time
 from types import SimpleNamespace

@@ -12,6 +12,7 @@ from torch import nn
 from fxviz._clock import Clock, instrument
 from fxviz.errors import FxvizError
 from fxviz.timing_ab import NOISY, PairedTimes, _drop_preempted, measure_pair, paired_timing
+from fxviz.timing_diff import top_changes
 
 order: list[str] = []
 
@@ -87,10 +88,10 @@ def test_grouping_by_kind_sums_nodes_per_round_and_counts_them():
     keys_b = keys_a[keys_a["kind"] == "Conv"].reset_index(drop=True)
     paired = PairedTimes(np.tile([10.0, 5.0, 20.0], (12, 1)), np.tile([12.0, 24.0], (12, 1)), keys_a, keys_b)
     df = paired_timing(paired, "kind").set_index("kind")
-    assert df.loc["Conv", ["control_count", "test_count", "control_us", "test_us", "diff_duration"]].tolist() == [
+    assert df.loc["Conv", ["control_counts", "test_counts", "control_us", "test_us", "diff_duration"]].tolist() == [
         2, 2, 30.0, 36.0, 6.0]
     assert df.loc["Conv", "category"] == "increased" and df.loc["Conv", "ratio"] == pytest.approx(1.2)
-    assert df.loc["BN", ["test_count", "diff_counts", "category"]].tolist() == [0, -1, "deleted"]
+    assert df.loc["BN", ["test_counts", "diff_counts", "category"]].tolist() == [0, -1, "deleted"]
     with pytest.raises(FxvizError, match="per 'node', 'target' or 'kind'"):
         paired_timing(paired, "module")
 
@@ -142,3 +143,14 @@ def test_preempted_rounds_are_left_out_of_the_verdict():
     b[:10, 2] = np.nan  # four undisturbed rounds left: no verdict
     df = paired_timing(synthetic(a, b), "node").set_index("node")
     assert df.loc["n2", "category"] == NOISY and df.loc["n1", "category"] == "unchanged"
+
+
+def test_a_name_preempted_in_every_round_has_an_unknown_time_not_zero():
+    keys = pd.DataFrame({"node": ["conv", "bn"], "target": ["Conv", "BN"], "kind": ["Conv", "BN"]})
+    rounds = 12
+    times_a = np.column_stack([np.full(rounds, 10.0), np.full(rounds, np.nan)])  # bn preempted every round
+    paired = PairedTimes(times_a, np.full((rounds, 1), 9.0), keys, keys.iloc[:1])
+    df = paired_timing(paired).set_index("target")
+    assert np.isnan(df.loc["BN", "control_us"]) and df.loc["BN", "test_us"] == 0.0
+    assert df.loc["BN", "category"] == "deleted"
+    assert "BN" in set(top_changes(df.reset_index(), by="duration")["target"])  # a deletion is never dropped

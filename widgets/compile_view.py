@@ -20,8 +20,8 @@ from typing import Any
 
 import ipywidgets as w
 
-from fxviz._html import escape
-from fxviz.compiled import Compiled
+from fxviz.markup import escape
+from fxviz.compile_graphs import Compiled
 
 from ._tree import close_tree, replace_children
 from .explorer import Explorer
@@ -34,7 +34,7 @@ def explore_compiled(model: Any, example_inputs: tuple, session_kwargs: dict[str
                      **explorer_options: Any) -> CompileExplorer:
     """``explore(model, *inputs, tracer="dynamo")``: every graph torch.compile makes,
     with AOT's forward and backward (``backward=`` as in :func:`fxviz.compiled`)."""
-    from fxviz.compiled import compiled
+    from fxviz.compile_graphs import compiled
     from fxviz.errors import TraceError
 
     options = {k: v for k, v in session_kwargs.items() if k != "tracer"}

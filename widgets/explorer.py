@@ -39,8 +39,8 @@ from typing import Any
 
 import ipywidgets as w
 
-from fxviz._html import escape
-from fxviz.errors import FxvizError
+from fxviz.markup import escape
+from fxviz.errors import FxvizError, UsageError
 from fxviz.graph import shape_text
 from fxviz.passes import NothingToDo
 from fxviz.render import render
@@ -82,10 +82,10 @@ def explore(model_or_session: Any, *example_inputs: Any, profile: str = "backgro
     ``step.profile(**profile_kwargs)`` (default ``budget_s=1.0``)."""
     if isinstance(model_or_session, Session):
         if example_inputs or session_kwargs:
-            raise TypeError("explore(session) takes no example inputs or session options: the session has them.")
+            raise UsageError("explore(session) takes no example inputs or session options: the session has them.")
         session = model_or_session
     elif not example_inputs:
-        raise TypeError("explore(model, *example_inputs) needs example inputs, "
+        raise UsageError("explore(model, *example_inputs) needs example inputs, "
                         "e.g. explore(model, torch.randn(1, 3, 224, 224)).")
     else:
         from fxviz.capture import called_as

@@ -18,6 +18,7 @@ from typing import Any
 import anywidget
 import traitlets
 
+from fxviz.errors import InputError
 from fxviz.report_static import static_html
 
 _HERE = pathlib.Path(__file__).parent
@@ -83,7 +84,7 @@ class GraphView(anywidget.AnyWidget):
         """Select FX node `name` ("" clears); the browser highlights it and pans to it."""
         if name and name not in self.nodes:
             known = ", ".join(list(self.nodes)[:5]) or "none"
-            raise ValueError(
+            raise InputError(
                 f"no node named {name!r} in this graph; its FX node names include: {known}"
             )
         self.selected = name

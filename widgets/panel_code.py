@@ -16,8 +16,8 @@ from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import DiffLexer, PythonLexer
 
-from fxviz._html import escape
-from fxviz.capture._common import _cell_name
+from fxviz.markup import escape
+from fxviz.capture import cell_name
 
 #: diff layouts: "fit" picks unified or side by side from the panel's width (CSS)
 DIFF_LAYOUTS = ("fit", "unified", "side by side")
@@ -44,7 +44,7 @@ def user_place(location: str | None) -> str:
     if not location:
         return ""
     path, _, line = location.rpartition(":")
-    cell = _cell_name(path)
+    cell = cell_name(path)
     return f"{cell}, line {line}" if cell else f"{pathlib.Path(path).name}:{line}"
 
 

@@ -15,7 +15,7 @@ import ipywidgets as w
 import networkx as nx
 import pandas as pd
 
-from fxviz._html import escape
+from fxviz.markup import escape
 from fxviz.graph import shape_text
 
 from ._tree import replace_children

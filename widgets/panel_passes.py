@@ -14,7 +14,8 @@ from typing import Any
 import ipywidgets as w
 
 from fxviz import passes
-from fxviz._html import escape
+from fxviz.errors import InputError
+from fxviz.markup import escape
 from fxviz.passes import PassParam, PassSpec
 
 from ._tree import replace_children
@@ -110,7 +111,7 @@ class PassPanel(w.VBox):
         nodes = None
         if self.scope.value == SELECTED:
             if not self.nodes.value:
-                raise ValueError("No nodes selected: click nodes in the graph or table, or apply to the whole graph.")
+                raise InputError("No nodes selected: click nodes in the graph or table, or apply to the whole graph.")
             nodes = tuple(self.nodes.value)
         return self.select.value, params, nodes
 
@@ -198,5 +199,5 @@ def _value(param: PassParam, field: w.Widget) -> Any:
     try:
         return ast.literal_eval(text)
     except (ValueError, SyntaxError):
-        raise ValueError(f"Parameter '{param.name}': {text!r} is not a Python literal (a number, string, "
+        raise InputError(f"Parameter '{param.name}': {text!r} is not a Python literal (a number, string, "
                          "tuple, list or dict).") from None

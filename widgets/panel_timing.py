@@ -10,7 +10,7 @@ from typing import Any
 
 import ipywidgets as w
 
-from fxviz._html import escape
+from fxviz.markup import escape
 from fxviz.profiling import plot_profile
 from fxviz.timing_ab import CATEGORIES
 
@@ -18,8 +18,8 @@ from .profiling import Profiler, Timings
 
 TOP = 15
 TIMING_COLUMNS = ["node", "kind", "median_us", "p25_us", "p75_us", "share"]
-DIFF_COLUMNS = ["control_us", "test_us", "diff_duration", "ratio", "ratio_lo", "ratio_hi", "control_count",
-                "test_count", "category"]
+DIFF_COLUMNS = ["control_us", "test_us", "diff_duration", "ratio", "ratio_lo", "ratio_hi", "control_counts",
+                "test_counts", "category"]
 
 
 INK = "#010203"  # drawn in this colour, then swapped for the theme's text colour

@@ -9,6 +9,7 @@ and records why each earlier one failed. Every node gets ``node.meta["module_pat
 from __future__ import annotations
 
 import contextlib
+import inspect
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -18,15 +19,15 @@ import torch.fx
 from torch import nn
 
 from fxviz.capture import dynamo, export, make_fx, symbolic
-from fxviz.capture._common import Capture, as_inputs, called_as, caller, first_line, torch_errors_quiet, where
+from fxviz.capture._common import Capture, as_inputs, called_as, caller, cell_name, first_line, torch_errors_quiet, where
 from fxviz.capture.outputs import with_plain_outputs
-from fxviz.errors import TraceError
+from fxviz.errors import TraceError, UsageError
 
 #: The order ``tracer="auto"`` tries: module-level graph first, dynamo's split graphs last.
 AUTO_ORDER = ("symbolic", "export", "export (strict)", "make_fx", "dynamo")
 METHODS = ("auto", *AUTO_ORDER)
 
-__all__ = ["AUTO_ORDER", "Capture", "as_inputs", "called_as", "capture", "trace"]
+__all__ = ["AUTO_ORDER", "Capture", "as_inputs", "called_as", "capture", "cell_name", "trace"]
 
 
 @torch_errors_quiet()
@@ -87,13 +88,7 @@ def capture(
 def trace(
     model: nn.Module | Callable[..., Any] | torch.export.ExportedProgram | str,
     example_inputs: Any = None,
-    *,
-    tracer: str | type[torch.fx.Tracer] | torch.fx.Tracer = "auto",
-    leaf_modules: Iterable[str | type[nn.Module]] = (),
-    lower: Iterable[str | type[nn.Module]] = (),
-    concrete_args: dict[str, Any] | None = None,
-    fallback: bool = False,
-    module: nn.Module | None = None,
+    **options: Any,
 ) -> torch.fx.GraphModule:
     """Capture ``model`` into a GraphModule whose nodes know their module path.
 
@@ -111,8 +106,16 @@ def trace(
 
     The GraphModule shares parameters and buffers with ``model``; the model is never changed.
     """
-    return capture(model, example_inputs, tracer=tracer, leaf_modules=leaf_modules, lower=lower,
-                   concrete_args=concrete_args, fallback=fallback, module=module).gm
+    unknown = sorted(set(options) - set(_OPTIONS))
+    if unknown:
+        raise UsageError(f"trace() has no option {', '.join(map(repr, unknown))}; "
+                         f"its options are: {', '.join(_OPTIONS)}.")
+    return capture(model, example_inputs, **options).gm
+
+
+# help(trace) and Jupyter's Shift-Tab show capture's keyword arguments, declared once there.
+trace.__signature__ = inspect.signature(capture).replace(return_annotation="torch.fx.GraphModule")
+_OPTIONS = [p.name for p in trace.__signature__.parameters.values() if p.kind == p.KEYWORD_ONLY]
 
 
 def _distinct(inputs: tuple) -> tuple:

@@ -71,12 +71,12 @@ def where(exc: BaseException, frame: traceback.FrameSummary | None = None) -> st
     frame = frame or user_frame(exc)
     if frame is None:
         return ""
-    cell = _cell_name(frame.filename)
+    cell = cell_name(frame.filename)
     place = f"{cell}, line {frame.lineno}" if cell else f"{frame.filename}:{frame.lineno}"
     return f" at {place}: {frame.line}"
 
 
-def _cell_name(filename: str) -> str | None:
+def cell_name(filename: str) -> str | None:
     """A notebook cell's code runs from a temporary file: name it as IPython's own
     tracebacks do ("Cell In[3]"), the name the user can find on the page."""
     ipython = sys.modules.get("IPython")  # never imported here: only a running shell has cells

@@ -11,7 +11,8 @@ from typing import Any
 import torch
 import torch.fx
 
-from fxviz.capture import _dynamo_api as api
+from fxviz._torch_internals import dynamo as api
+from fxviz._torch_internals import tree_leaves
 from fxviz.capture._common import Capture, finish, first_line, path_from_stack, where
 from fxviz.capture.backward import MARK
 from fxviz.errors import TraceError
@@ -112,7 +113,7 @@ def _kept(args: tuple) -> tuple:
 def _differentiate(outputs: Any, fn: Any, inputs: tuple) -> None:
     """Run the compiled backward graphs: gradients of every output that needs one,
     with ``torch.autograd.grad`` (returned, not accumulated into the model's ``.grad``)."""
-    outs = [t for t in torch.utils._pytree.tree_leaves(outputs) if isinstance(t, torch.Tensor) and t.requires_grad]
+    outs = [t for t in tree_leaves(outputs) if isinstance(t, torch.Tensor) and t.requires_grad]
     model = _model_of(fn)
     params = list(model.parameters()) if model is not None else []
     leaves = [t for t in [*params, *inputs] if isinstance(t, torch.Tensor) and t.requires_grad]

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import torch.utils._pytree as pytree
 from torch import nn
 
 from fxviz._cow import module_copy
+from fxviz._torch_internals import tree_map
 
 
 def with_plain_outputs(model: nn.Module) -> nn.Module:
@@ -18,7 +18,7 @@ def with_plain_outputs(model: nn.Module) -> nn.Module:
     forward = model.forward
 
     def plain_forward(*args: Any, **kwargs: Any) -> Any:
-        return pytree.tree_map(_plain, forward(*args, **kwargs))
+        return tree_map(_plain, forward(*args, **kwargs))
 
     wrapper.forward = plain_forward
     return wrapper

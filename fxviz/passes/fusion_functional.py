@@ -14,11 +14,11 @@ import torch
 import torch.fx
 import torch.nn.functional as F
 from torch import nn
-from torch.fx.graph_module import _get_attr
 from torch.fx.operator_schemas import normalize_function
 from torch.nn.utils.fusion import fuse_conv_bn_weights
 
 from fxviz._cow import module_copy, set_submodule
+from fxviz._torch_internals import get_attr
 
 aten = torch.ops.aten
 _BATCH_NORMS = {aten.batch_norm.default, aten.native_batch_norm.default,
@@ -60,7 +60,7 @@ def _tensor(gm: torch.fx.GraphModule, value) -> torch.Tensor | None:
     if value is None:
         return None
     if isinstance(value, torch.fx.Node) and value.op == "get_attr":
-        return _get_attr(gm, value.target)
+        return get_attr(gm, value.target)
     raise ValueError("not a stored tensor")
 
 

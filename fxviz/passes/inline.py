@@ -36,7 +36,8 @@ def inline_module(gm: torch.fx.GraphModule, *, nodes=None) -> PassResult:
         raise PassError("inline_module needs a selection: pass nodes=['<call_module node name>'].")
     for node in nodes:
         if node.op != "call_module":
-            raise PassError(f"inline_module: node '{node.name}' is a {node.op}, not a call_module node.")
+            raise PassError(f"inline_module: node '{node.name}' is a {node.op}, not a call_module node; "
+                            "select the node of a module call.", node=node.name)
         _inline(gm, node)
     return PassResult(gm, True)
 
@@ -49,7 +50,7 @@ def _inline(gm: torch.fx.GraphModule, node: torch.fx.Node) -> None:
     except Exception as exc:
         raise PassError(
             f"inline_module: cannot trace the forward of '{path}' ({type(block).__name__}, node '{node.name}'): "
-            f"{type(exc).__name__}: {exc}. It stays one node."
+            f"{type(exc).__name__}: {exc}. It stays one node.", node=node.name
         ) from exc
     env = dict(zip(body.find_nodes(op="placeholder"), _bound_arguments(block, node)))
     graph = gm.graph
@@ -75,7 +76,8 @@ def _bound_arguments(block: nn.Module, node: torch.fx.Node) -> list[Any]:
         bound = inspect.signature(block.forward).bind(*node.args, **node.kwargs)
     except TypeError as exc:
         raise PassError(
-            f"inline_module: node '{node.name}' does not match {type(block).__name__}.forward: {exc}"
+            f"inline_module: node '{node.name}' does not match {type(block).__name__}.forward: {exc}",
+            node=node.name,
         ) from exc
     bound.apply_defaults()
     return list(bound.arguments.values())
@@ -92,7 +94,7 @@ def _replace_uses(graph: torch.fx.Graph, node: torch.fx.Node, result: Any) -> No
         if not isinstance(element, torch.fx.Node):
             raise PassError(
                 f"inline_module: '{node.target}' returns {type(result).__name__} and node '{user.name}' "
-                "uses it other than as out[i] of a node; this call cannot be inlined."
+                "uses it other than as out[i] of a node; this call cannot be inlined.", node=user.name
             )
         user.replace_all_uses_with(element)
         graph.erase_node(user)

@@ -3,15 +3,16 @@ from __future__ import annotations
 
 import operator
 
-import torch
 import torch.fx
+
+from fxviz._torch_internals import OpOverload
 
 
 def ir_level(gm: torch.fx.GraphModule) -> str:
     """"aten" when every call is an ATen operator (export, make_fx; getitem aside) and the
     inputs carry recorded values; else "torch"."""
     calls = [n for n in gm.graph.nodes if n.op in ("call_function", "call_method", "call_module")]
-    aten = all(n.op == "call_function" and (isinstance(n.target, torch._ops.OpOverload) or n.target is operator.getitem)
+    aten = all(n.op == "call_function" and (isinstance(n.target, OpOverload) or n.target is operator.getitem)
                for n in calls)
     recorded = all("val" in n.meta for n in gm.graph.find_nodes(op="placeholder"))
     return "aten" if aten and recorded else "torch"

@@ -107,5 +107,6 @@ def _type_names(types: Any) -> set[str]:
 def _inputs(node: torch.fx.Node) -> tuple:
     values = (*node.args, *node.kwargs.values())
     if len(values) != 1:
-        raise PassError(f"Node '{node.name}' calls its module with {len(values)} arguments; lower_modules expects one.")
+        raise PassError(f"Node '{node.name}' calls its module with {len(values)} arguments; lower_modules expects one.",
+                        node=node.name)
     return values

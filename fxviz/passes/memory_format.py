@@ -26,7 +26,8 @@ def channels_last(gm: torch.fx.GraphModule) -> PassResult:
     """Store 4-D weights and inputs in channels-last memory format."""
     converted = 0
     for path, module in list(gm.named_modules()):
-        names = [n for n, t in (*module._parameters.items(), *module._buffers.items()) if _needs_conversion(t)]
+        names = [n for n, t in (*module.named_parameters(recurse=False), *module.named_buffers(recurse=False))
+                 if _needs_conversion(t)]
         if not names:
             continue
         # the GraphModule itself is this pass's to change; submodules may be shared

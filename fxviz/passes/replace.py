@@ -16,6 +16,7 @@ import torch
 import torch.fx
 from torch.fx.passes.infra.pass_base import PassResult
 
+from fxviz._torch_internals import OpOverload
 from fxviz.errors import PassError
 from fxviz.passes.registry import NothingToDo, register
 
@@ -78,7 +79,7 @@ def _spelling(node: torch.fx.Node, name: str) -> str | None:
         return "operator"
     if node.target is torch_fn:
         return "torch"
-    if isinstance(node.target, torch._ops.OpOverload) and node.target.overloadpacket is packet:
+    if isinstance(node.target, OpOverload) and node.target.overloadpacket is packet:
         return "aten"
     return None
 

@@ -1,6 +1,5 @@
-"""Drive a headless JupyterLab with Playwright in Debian's Chromium (RECIPES.md,
-"JupyterLab driven by Playwright"). Used by tests/e2e (through conftest.py) and by
-bench/ui.py; it does not import pytest.
+"""Drive a headless JupyterLab with Playwright in Debian's Chromium. Used by tests/e2e
+(through conftest.py) and by bench/ui.py; it does not import pytest.
 
 Everything waits on selectors or on server state (a bounded poll), never on a fixed sleep.
 """

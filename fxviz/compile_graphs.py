@@ -2,9 +2,17 @@
 ran, with the graph break that ended each, its guards, and what AOT autograd makes of
 it (its ATen forward and backward graphs), each one explorable as a Session.
 
->>> c = fxviz.compiled(model, x)        # doctest: +SKIP
->>> c.table()                           # one row per graph and part
->>> c.session(1, "backward").apply("dead_code_elimination")
+>>> import torch, fxviz
+>>> def gate(x):
+...     y = x * 2
+...     if y.sum() > 0:  # data-dependent: a graph break
+...         return y.relu()
+...     return y
+>>> c = fxviz.compiled(gate, torch.ones(3))
+>>> len(c.graphs), c.graph_breaks[0]["reason"]
+(2, 'Data-dependent branching')
+>>> c.session(0, "dynamo").current.check.status
+'match'
 """
 from __future__ import annotations
 
@@ -17,7 +25,8 @@ import torch
 import torch.fx
 from torch import nn
 
-from fxviz._html import escape
+from fxviz.errors import InputError, NoSuchStep
+from fxviz.markup import escape
 
 #: The views of one dynamo graph: the graph itself, and AOT autograd's ATen graphs.
 PARTS = ("dynamo", "forward", "backward")
@@ -40,7 +49,7 @@ class CompiledGraph:
     def part(self, name: str) -> torch.fx.GraphModule | None:
         """The GraphModule of part ``name`` (one of PARTS)."""
         if name not in PARTS:
-            raise ValueError(f"Unknown part {name!r}: use one of {', '.join(map(repr, PARTS))}.")
+            raise InputError(f"Unknown part {name!r}: use one of {', '.join(map(repr, PARTS))}.")
         return {"dynamo": self.gm, "forward": self.forward, "backward": self.backward}[name]
 
     @property
@@ -87,12 +96,12 @@ class Compiled:
         from fxviz.session import Session
 
         if not 0 <= index < len(self.graphs):
-            raise IndexError(f"There is no graph {index}: torch.compile made graphs 0 to {len(self.graphs) - 1}.")
+            raise NoSuchStep(f"There is no graph {index}: torch.compile made graphs 0 to {len(self.graphs) - 1}.")
         gm = self.graphs[index].part(part)
         if gm is None:
             why = ("nothing in it needs a gradient (pass backward=True, or inputs/parameters that require grad)"
                    if part == "backward" else "AOT autograd was not run (fxviz.compiled runs it)")
-            raise ValueError(f"Graph {index} has no {part} graph: {why}.")
+            raise InputError(f"Graph {index} has no {part} graph: {why}.")
         key = (index, part)
         if key not in self._sessions:
             one = Capture([_own_inputs(gm)], self.capture.method, graph_breaks=self.capture.graph_breaks)
@@ -103,7 +112,7 @@ class Compiled:
         """Use ``session`` (opened on this capture's first graph, e.g. by ``tracer="auto"``)
         as graph 0's: its steps are kept."""
         if session.capture is not self.capture:
-            raise ValueError("adopt(session): the session was opened on another capture.")
+            raise InputError("adopt(session): the session was opened on another capture.")
         self._sessions[(0, "dynamo")] = session
 
     def sessions(self) -> dict[tuple[int, str], Any]:

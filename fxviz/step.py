@@ -1,0 +1,112 @@
+"""Step: one state of a Session's model, and the Action (a pass and its arguments) that made it."""
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+import torch.fx
+
+from fxviz.check import CheckResult
+from fxviz.errors import MeasureError
+from fxviz.passes.spec import PassSpec
+
+
+@dataclass(frozen=True)
+class Action:
+    """What made a step: a pass, its parameters (defaults filled in) and the
+    selected node names (empty: the whole graph). Enough to replay it."""
+
+    pass_name: str
+    params: Mapping[str, Any]
+    nodes: tuple[str, ...] = ()
+    spec: PassSpec | None = field(default=None, repr=False, compare=False)
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Step:
+    """One state of the model: its GraphModule, how it was made, its annotated graph,
+    and (computed on first use) how its outputs compare with the original model's."""
+
+    index: int
+    gm: torch.fx.GraphModule
+    action: Action
+    example_inputs: tuple
+    check_inputs: tuple[tuple, ...]
+    #: The annotated ``networkx.DiGraph`` (shapes, FLOPs), from the run that proved
+    #: the step runs; annotation wrote to a copy of the graph, not to ``gm``'s.
+    graph: Any
+    expected_to_differ: bool
+    _checker: Callable[[], CheckResult] = field(repr=False)
+    _profiles: dict = field(default_factory=dict)
+
+    @property
+    def pass_name(self) -> str:
+        return self.action.pass_name
+
+    @property
+    def params(self) -> Mapping[str, Any]:
+        return self.action.params
+
+    @property
+    def nodes(self) -> tuple[str, ...]:
+        return self.action.nodes
+
+    @property
+    def preserves_semantics(self) -> bool:
+        return self.action.spec is None or self.action.spec.preserves_semantics
+
+    @property
+    def code(self) -> str:
+        return self.gm.code
+
+    @cached_property
+    def check(self) -> CheckResult:
+        """The numeric check against the original model on the example inputs and the
+        random ones. Computed on first use: each random input costs two forwards, which
+        a UI can spend in the background after drawing the step."""
+        return self._checker()
+
+    @property
+    def check_done(self) -> bool:
+        """Whether :attr:`check` is computed already (reading it then costs nothing)."""
+        return "check" in self.__dict__
+
+    def profile(self, **kwargs: Any) -> Any:
+        """``fxviz.profile(gm, example_inputs, **kwargs)``, computed once per kwargs."""
+        from fxviz.profiling import profile
+
+        key = repr(sorted(kwargs.items()))
+        if self.gm.meta.get("fxviz", {}).get("real_tensors") is False:
+            raise MeasureError(f"Cannot time this step: {NEEDS_REAL_TENSORS}")
+        if key not in self._profiles:
+            # Costs live on the annotated graph: annotation never touches ``gm`` itself.
+            flops = {name: attrs["flops"] for name, attrs in self.graph.nodes(data=True)}
+            moved = {name: attrs.get("bytes") for name, attrs in self.graph.nodes(data=True)}
+            self._profiles[key] = profile(self.gm, self.example_inputs, **{"flops": flops, "moved": moved, **kwargs})
+        return self._profiles[key]
+
+    @property
+    def measured_profile(self) -> Any:
+        """The latest profile computed so far, or None: what a report shows without measuring."""
+        profiles = list(self._profiles.values())  # a copy: a profiler thread may add one
+        return profiles[-1] if profiles else None
+
+    def _repr_html_(self) -> str:
+        from fxviz.report_static import step_html
+
+        return step_html(self)
+
+    def drop_profile(self, **kwargs: Any) -> None:
+        """Forget the profile cached for ``kwargs`` (a disturbed one, to measure again)."""
+        self._profiles.pop(repr(sorted(kwargs.items())), None)
+
+    def __repr__(self) -> str:
+        check = self.check.status if self.check_done else "check pending"
+        return f"<Step {self.index}: {self.pass_name}, {check}>"
+
+
+NEEDS_REAL_TENSORS = ("needs real tensors: the model or its inputs are on the meta device or fake; "
+                      "the graph, shapes and FLOPs are exact, but outputs and timings need real weights "
+                      "(build the model on a real device to check or time it).")

@@ -1,0 +1,65 @@
+"""fxviz's errors: one hierarchy with a real ``node`` field, and builtin bases for argument errors."""
+import pytest
+import torch
+from torch import nn
+
+import fxviz
+from fxviz.errors import FxvizError, InputError, NoSuchStep, PassError, UsageError
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x):
+        return torch.relu(self.fc(x))
+
+
+def test_a_failing_pass_names_its_node_in_a_field():
+    session = fxviz.Session(Model(), torch.randn(2, 4))
+
+    def broken(gm, *, nodes=None):
+        for node in gm.graph.nodes:
+            if node.op == "call_function":
+                raise RuntimeError("cannot rewrite this")
+
+    with pytest.raises(PassError, match="at node 'relu'") as caught:
+        session.apply(broken)
+    assert caught.value.node == "relu"
+    assert len(session.steps) == 1
+
+
+def test_a_graph_that_cannot_run_names_the_failing_node():
+    session = fxviz.Session(Model(), torch.randn(2, 4))
+
+    def to_wrong_width(gm):
+        gm.fc = nn.Linear(5, 4)  # expects 5 features, gets 4
+
+    with pytest.raises(PassError, match="cannot run on the example inputs at node 'fc'") as caught:
+        session.apply(to_wrong_width)
+    assert caught.value.node == "fc"
+    assert session.index == 0
+
+
+def test_argument_errors_are_fxviz_errors_and_their_builtin():
+    session = fxviz.Session(Model(), torch.randn(2, 4))
+    with pytest.raises(NoSuchStep) as caught:
+        session.undo()
+    assert isinstance(caught.value, IndexError) and isinstance(caught.value, FxvizError)
+    with pytest.raises(InputError, match="needs values") as caught:
+        fxviz.render.render(session.current.gm, color_by="time")
+    assert isinstance(caught.value, ValueError)
+    assert issubclass(UsageError, TypeError) and caught.value.node is None
+
+
+def test_a_misspelt_trace_option_lists_the_options():
+    with pytest.raises(UsageError, match=r"trace\(\) has no option 'tracr'; its options are: tracer, leaf_modules"):
+        fxviz.trace(Model(), tracr="symbolic")
+
+
+def test_a_built_in_pass_refusing_a_node_names_it():
+    session = fxviz.Session(Model(), torch.randn(2, 4), tracer="symbolic")
+    with pytest.raises(PassError, match="select the node of a module call") as caught:
+        session.apply("inline_module", nodes=["relu"])
+    assert caught.value.node == "relu"
