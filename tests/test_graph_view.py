@@ -36,7 +36,11 @@ def test_contract_traitlets_are_synced_with_their_defaults():
     state = w.get_state()
     assert {k: state[k] for k in CONTRACT} == {
         "svg": "", "elements": {}, "legend": [], "legend_mode": "", "nodes": {}, "selected": "", "collapsed": [],
-        "color_mode": "op", "color_modes": ["op", "time", "flops", "diff"], "status": ""}
+        "color_mode": "op", "color_modes": [
+            {"name": "op", "label": "op kind", "unit": ""},
+            {"name": "time", "label": "time share", "unit": "% of the step's node time"},
+            {"name": "flops", "label": "FLOPs", "unit": "floating-point operations per forward"},
+            {"name": "diff", "label": "diff vs previous", "unit": ""}], "status": ""}
 
 
 def test_front_end_files_are_sent_as_text_without_a_file_watcher():

@@ -16,7 +16,7 @@ import {
   applyClick, collapseAll, countText, expandOneLevel, indexElements, locate, moduleElementId, nextIndex,
   searchNodes, walkStep,
 } from "./gv_graph.js";
-import { legendText, legendTitle, modeLabel, safeColor, tooltipFor } from "./gv_labels.js";
+import { legendText, legendTitle, safeColor, tooltipFor } from "./gv_labels.js";
 import { importSvg } from "./gv_svg.js";
 import { buildDom, elementMaker } from "./gv_dom.js";
 import { createTooltip } from "./gv_tooltip.js";
@@ -35,6 +35,7 @@ export * from "./gv_tooltip.js";
 /** @typedef {import("./gv_graph.js").Nodes} Nodes */
 /** @typedef {import("./gv_graph.js").NodeRecord} NodeRecord */
 /** @typedef {import("./gv_graph.js").Walk} Walk */
+/** @typedef {import("./gv_labels.js").Mode} Mode */
 
 /** @typedef {{
  *   get(key: string): any, set(key: string, value: any): void, save_changes(): void,
@@ -269,10 +270,10 @@ function render({ model, el }) {
 
   // --- toolbar, legend, status -------------------------------------------
   function renderModes() {
-    const modes = /** @type {string[]} */ (model.get("color_modes") || []);
+    const modes = /** @type {Mode[]} */ (model.get("color_modes") || []);
     modeSelect.replaceChildren(...modes.map((m) => {
-      const o = h("option", "", modeLabel(m));
-      o.value = m;
+      const o = h("option", "", m.label || m.name);
+      o.value = m.name;
       return o;
     }));
     modeSelect.value = model.get("color_mode");
@@ -282,7 +283,7 @@ function render({ model, el }) {
   function renderLegend() {
     const items = /** @type {Array<{label: string, color: string}>} */ (model.get("legend") || []);
     const mode = model.get("legend_mode") || model.get("color_mode");
-    legend.replaceChildren(h("span", "fxviz-gv-legend-title", legendTitle(mode)),
+    legend.replaceChildren(h("span", "fxviz-gv-legend-title", legendTitle(model.get("color_modes") || [], mode)),
       ...items.map(({ label, color }) => {
         const item = h("span", "fxviz-gv-legend-item");
         const swatch = h("span", "fxviz-gv-swatch");

@@ -18,6 +18,7 @@ from typing import Any
 import anywidget
 import traitlets
 
+from fxviz import colour_modes
 from fxviz.report_static import static_html
 
 _HERE = pathlib.Path(__file__).parent
@@ -57,11 +58,15 @@ class GraphView(anywidget.AnyWidget):
     #: the mode ``legend`` was drawn in, when it differs from ``color_mode`` (e.g. the
     #: time colouring falls back to op kinds until timings arrive); "" = ``color_mode``
     legend_mode = traitlets.Unicode("").tag(sync=True)
-    color_modes = traitlets.List(
-        traitlets.Unicode(), default_value=["op", "time", "flops", "diff"]
-    ).tag(sync=True)
+    #: the modes the menu offers, [{"name", "label", "unit"}] (default: every mode of
+    #: ``fxviz.colour_modes.MODES``); the front-end shows their words as they are
+    color_modes = traitlets.List(traitlets.Dict()).tag(sync=True)
     #: one line for the toolbar, e.g. "71 nodes · step 2"
     status = traitlets.Unicode("").tag(sync=True)
+
+    @traitlets.default("color_modes")
+    def _every_mode(self) -> list[dict[str, str]]:
+        return colour_modes.views()  # read when a view is made: a mode added since is offered
 
     def __init__(self, **kwargs: Any):
         super().__init__(**kwargs)

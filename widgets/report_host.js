@@ -215,7 +215,7 @@ async function main(doc) {
   let coding = 0;
 
   const model = new HostModel({ svg: "", elements: {}, legend: [], nodes: {}, selected: "",
-    collapsed: [], color_mode: "op", color_modes: ["op"], status: "" }, onSave);
+    collapsed: [], color_mode: "op", color_modes: data.color_modes, status: "" }, onSave);
   graphView.render({ model, el: graphEl });
   // The Explorer's node table; a row click selects like a click in the graph.
   const table = new HostModel({ columns: data.columns, rows: [], selected: "", sort_by: "index",
