@@ -23,7 +23,8 @@ from fxviz.report_static import static_html
 
 _HERE = pathlib.Path(__file__).parent
 #: the front-end's ES modules, each after those it imports (graph_view.js last)
-MODULES = ("gv_view.js", "gv_graph.js", "gv_labels.js", "gv_svg.js", "gv_dom.js", "gv_tooltip.js", "graph_view.js")
+MODULES = ("gv_view.js", "gv_graph.js", "gv_labels.js", "gv_svg.js", "gv_dom.js", "gv_tooltip.js", "gv_stage.js",
+           "gv_select.js", "gv_search.js", "gv_pointer.js", "gv_toolbar.js", "gv_keys.js", "graph_view.js")
 _LOCAL_IMPORT = re.compile(r'^(?:import|export)\b[^;"]*?\bfrom\s+"\./[\w.]+";\n', re.MULTILINE)
 
 
