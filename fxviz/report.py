@@ -64,7 +64,9 @@ def report_html(session: Any, *, title: str | None = None, profile: bool = False
                   for a in steps for b in steps if a is not b},
         "blobs": blobs.items,
     }
-    host = (widgets_dir / "report_host.js").read_text(encoding="utf-8")
+    from fxviz.widgets.esm import REPORT_HOST, join
+
+    host = join(REPORT_HOST, widgets_dir)
     page_css = (widgets_dir / "report.css").read_text(encoding="utf-8")
     if "</script" in host.lower():
         raise ValueError("report_host.js must not contain '</script': it is inlined in the page.")

@@ -11,7 +11,6 @@ consistent state (e.g. an ``svg`` and its ``elements``).
 from __future__ import annotations
 
 import pathlib
-import re
 from collections.abc import Callable
 from typing import Any
 
@@ -21,18 +20,16 @@ import traitlets
 from fxviz import colour_modes
 from fxviz.report_static import static_html
 
+from . import esm
+
 _HERE = pathlib.Path(__file__).parent
-#: the front-end's ES modules, each after those it imports (graph_view.js last)
-MODULES = ("gv_view.js", "gv_graph.js", "gv_labels.js", "gv_svg.js", "gv_dom.js", "gv_tooltip.js", "gv_stage.js",
-           "gv_select.js", "gv_search.js", "gv_pointer.js", "gv_toolbar.js", "gv_keys.js", "graph_view.js")
-_LOCAL_IMPORT = re.compile(r'^(?:import|export)\b[^;"]*?\bfrom\s+"\./[\w.]+";\n', re.MULTILINE)
+MODULES = esm.GRAPH_VIEW
 
 
 def esm_source() -> str:
     """The graph view's front-end as one ES module (anywidget loads one string): the
-    modules joined, their imports of each other dropped. No bundler: the modules stay
-    plain files that a page can also import as they are."""
-    return "\n".join(_LOCAL_IMPORT.sub("", (_HERE / name).read_text(encoding="utf-8")) for name in MODULES)
+    modules joined, their imports of each other dropped (see :mod:`.esm`)."""
+    return esm.join(MODULES)
 
 
 class GraphView(anywidget.AnyWidget):
