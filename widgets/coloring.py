@@ -25,7 +25,7 @@ def coloring(mode: str, session: Any, step: Any, profiler: Profiler) -> tuple[di
     or why it falls back to op colours (nothing to compare with, not measured yet)."""
     chosen = colour_modes.mode(mode)
     if chosen.needs == "graph":
-        return {"color_by": chosen.name}, chosen.note
+        return {"color_by": chosen.name}, chosen.note.format(previous=step.index - 1)
     if chosen.needs == "pair":
         if step.index == 0:
             return {}, "step 0 has no previous step: coloured by op"

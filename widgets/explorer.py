@@ -285,16 +285,12 @@ class Explorer(w.VBox):
         """The Code tab; on a large graph only while it is open: highlighting the code of
         thousands of nodes takes seconds, which no other tab's user should wait for."""
         if self.tabs.selected_index == CODE_TAB or len(self.session.current.graph) <= EAGER_CODE_NODES:
-            name = self.graph.selected
-            self.code.show(self.session, name, self._op(name))
+            name, graph = self.graph.selected, self.session.current.graph
+            self.code.show(self.session, name, graph.nodes[name]["op"] if name in graph else "")
 
     def _on_collapsed(self, change: dict[str, Any]) -> None:
         with self._ui:
             self._drawing.follow_click(change["new"], lambda: self._draw(keep_on_error=True))
-
-    def _op(self, name: str) -> str:
-        graph = self.session.current.graph
-        return graph.nodes[name]["op"] if name in graph else ""
 
 
 def _named(widget: Any, css_class: str) -> Any:
