@@ -88,5 +88,7 @@ def test_a_mode_added_to_the_table_is_offered_drawn_and_measured_end_to_end(gm, 
     try:
         explorer.graph.color_mode = "p75"
         assert "p75: profiling is off" in explorer.graph.status and explorer.graph.legend_mode == "op"
+        explorer.graph.color_mode = "tmie"  # set from Python: said, not raised inside the observer
+        assert "'tmie' is not a colour mode (the modes: op, time" in explorer.graph.status
     finally:
         explorer.close()

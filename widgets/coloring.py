@@ -16,14 +16,17 @@ from .profiling import Profiler
 
 def pairs(mode: str, session: Any, step: Any) -> list[tuple[Any, Any]]:
     """The A/B pairs to measure for ``mode`` on ``step`` (its previous step and it)."""
-    needs_pair = colour_modes.mode(mode).needs == "pair"
+    chosen = colour_modes.MODES.get(mode)
+    needs_pair = chosen is not None and chosen.needs == "pair"
     return [(session.steps[step.index - 1], step)] if needs_pair and step.index else []
 
 
 def coloring(mode: str, session: Any, step: Any, profiler: Profiler) -> tuple[dict[str, Any], str]:
     """``render`` options for ``mode`` on ``step``, and the status note: the mode's own,
     or why it falls back to op colours (nothing to compare with, not measured yet)."""
-    chosen = colour_modes.mode(mode)
+    chosen = colour_modes.MODES.get(mode)
+    if chosen is None:  # e.g. set from Python, or a mode removed from the table since
+        return {}, f"{mode!r} is not a colour mode (the modes: {', '.join(colour_modes.MODES)}); coloured by op"
     if chosen.needs == "graph":
         return {"color_by": chosen.name}, chosen.note.format(previous=step.index - 1)
     if chosen.needs == "pair":
