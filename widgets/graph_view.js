@@ -79,7 +79,7 @@ function render({ model, el }) {
   const tooltip = createTooltip({ tip, canvas, h, width: stage.width, height: stage.height,
     describe: (/** @type {string} */ id) => tooltipFor(elements(), nodes(), id) });
   const selection = createSelection({ canvas, viewport, selectionButton: button.selection, selected, nodes, send,
-    elementFor: stage.elementFor, show: stage.reveal, on });
+    elementFor: stage.elementFor, show: stage.reveal, revealWhenDrawn: stage.revealWhenDrawn, on });
   const finder = createSearch({ search, count, root, canvas, nodes, elementFor: stage.elementFor,
     reveal: selection.reveal, on });
   const stopPointer = attachPointer({ doc, root, viewport, hint, stage, tooltip, elements, selected,

@@ -26,9 +26,11 @@ export function viewportKey(e, nodes, selected, walk) {
  * @param {{canvas: HTMLElement, viewport: HTMLElement, selectionButton: HTMLButtonElement,
  *   selected: () => string, nodes: () => Nodes, send: (changes: Record<string, unknown>) => void,
  *   elementFor: (name: string) => Element | null, show: (e: Element) => void,
+ *   revealWhenDrawn: (name: string) => void,
  *   on: (target: EventTarget, type: string, fn: (e: any) => void) => void}} parts
  */
-export function createSelection({ canvas, viewport, selectionButton, selected, nodes, send, elementFor, show, on }) {
+export function createSelection({ canvas, viewport, selectionButton, selected, nodes, send, elementFor, show,
+  revealWhenDrawn, on }) {
   /** The last Up/Down arrow move, for Left/Right. @type {Walk | null} */
   let walk = null;
 
@@ -48,9 +50,11 @@ export function createSelection({ canvas, viewport, selectionButton, selected, n
     if (e) show(e);
   }
 
-  /** Select `name` from the front-end and show it legibly. @param {string} name */
+  /** Select `name` from the front-end and show it legibly, now or (hidden in a
+   * collapsed box) once the kernel's new drawing shows it. @param {string} name */
   function reveal(name) {
     if (name !== selected()) send({ selected: name });
+    revealWhenDrawn(name);
     follow();
   }
 

@@ -59,6 +59,9 @@ export function createStage({ doc, viewport, canvas, message, nodes, elements, s
   /** Set by a collapse/expand click: keep that module still on the next re-render.
    * @type {{path: string, screen: Point} | null} */
   let pendingAnchor = null;
+  /** A node selected from the front-end (a search hit) that a collapsed box hides:
+   * once the kernel's new drawing shows it, it is zoomed to legibly too. */
+  let pendingReveal = "";
 
   const width = () => viewport.clientWidth;
   const height = () => viewport.clientHeight;
@@ -105,7 +108,13 @@ export function createStage({ doc, viewport, canvas, message, nodes, elements, s
 
   /** Bring `e` into view at a legible size. @param {Element} e */
   function reveal(e) {
+    if (pendingReveal === selected()) pendingReveal = "";
     if (width() > 0) setView(revealView(view, boxOf(e), width(), height(), readable));
+  }
+
+  /** Reveal node `name` legibly once a drawing shows it, unless it is drawn now. @param {string} name */
+  function revealWhenDrawn(name) {
+    pendingReveal = elementFor(name) ? "" : name;
   }
 
   /** Keep module `path` (element `e`, just clicked) still on the next drawing.
@@ -173,12 +182,13 @@ export function createStage({ doc, viewport, canvas, message, nodes, elements, s
       break;
     }
     const e = elementFor(selected());
-    if (e) setView(ensureVisible(view, boxOf(e), width(), height()));
+    if (e && pendingReveal && pendingReveal === selected()) reveal(e);
+    else if (e) setView(ensureVisible(view, boxOf(e), width(), height()));
     setView(keepInView(view, graphBox(), width(), height()));
   }
 
   return {
-    width, height, setView, fit, zoomBy, zoomToSelection, elementFor, reveal, anchorModule, draw,
+    width, height, setView, fit, zoomBy, zoomToSelection, elementFor, reveal, revealWhenDrawn, anchorModule, draw,
     view: () => view,
     byId: (/** @type {string} */ id) => byId.get(id),
     reindex: () => { index = indexElements(elements()); },
