@@ -18,29 +18,14 @@ import graphviz
 import networkx as nx
 import torch.fx
 
+from fxviz import colour_modes
+from fxviz.errors import RenderError
 from fxviz.markup import escape
-from fxviz.errors import InputError, RenderError
 from fxviz.graph import shape_text, to_networkx
 from fxviz.layout_plan import LayoutPlan, Unit, plan_layout
 
-OP_COLORS = {
-    "placeholder": "#c7f0d8",
-    "output": "#c7f0d8",
-    "get_attr": "#e5e7eb",
-    "call_module": "#cfe2ff",
-    "call_function": "#fde8b6",
-    "call_method": "#e4d9fb",
-}
 MAX_BOXES = 3000  # dot needs ~9 s for 4,000 boxes and grows ~n^2.5 beyond (bench/scale.py)
-MARK_COLORS = {
-    "added": "#86efac",
-    "faster": "#93c5fd",
-    "slower": "#fca5a5",
-    "unchanged": "#e5e7eb",
-}
-COLLAPSED_COLOR = "#f3f4f6"
 HIGHLIGHT_COLOR = "#e11d48"
-HEAT_STOPS = 5
 
 
 @dataclass(frozen=True)
@@ -106,9 +91,10 @@ def render(
 ) -> Rendering:
     """Draw ``source`` (a GraphModule or a :func:`fxviz.to_networkx` graph).
 
-    ``color_by``: ``None``/``"op"`` (by node kind), ``"flops"`` (node FLOPs), ``"time"``
-    or any name for ``values`` (node name -> number, e.g. time share: a heat scale), or
-    ``"diff"`` with ``marks`` (node name -> added/faster/slower/unchanged).
+    ``color_by``: a mode of :data:`fxviz.colour_modes.MODES` (``None``/``"op"``: by node
+    kind, ``"flops"``: node FLOPs, ``"time"`` with ``values``, ``"diff"`` with ``marks``:
+    node name -> added/faster/slower/unchanged), or any other name for a heat scale of
+    ``values`` (node name -> number).
     ``collapse``/``expand``: boxes (module paths, or the groups ``Rendering.collapsed``
     names) drawn as one summary node / forced open; an FX node name in ``expand`` opens
     every box around it. With ``auto_collapse``, boxes open level by level (modules
@@ -158,41 +144,7 @@ def _fills(graph: nx.DiGraph, plan: LayoutPlan, color_by: str | None, values: Ma
     boxes: dict[Unit, list[str]] = {}
     for name, unit in plan.unit_of.items():
         boxes.setdefault(unit, []).append(name)
-    if color_by in (None, "op"):
-        used = {graph.nodes[n]["op"] for n in graph}
-        fill = {u: OP_COLORS.get(graph.nodes[ms[0]]["op"], "#ffffff") if u[0] == "node" else COLLAPSED_COLOR
-                for u, ms in boxes.items()}
-        return fill, [{"label": op, "color": c} for op, c in OP_COLORS.items() if op in used]
-    if color_by == "diff":
-        if marks is None:
-            raise InputError("color_by='diff' needs marks={node name: 'added'|'faster'|'slower'|'unchanged'}")
-        fill = {}
-        for unit, members in boxes.items():
-            kinds = {marks.get(m, "unchanged") for m in members}
-            fill[unit] = MARK_COLORS.get(kinds.pop(), MARK_COLORS["unchanged"]) if len(kinds) == 1 else COLLAPSED_COLOR
-        return fill, [{"label": k, "color": c} for k, c in MARK_COLORS.items()]
-    if values is None and color_by == "flops":
-        values = {n: graph.nodes[n]["flops"] for n in graph if graph.nodes[n].get("flops")}
-    if values is None:
-        raise InputError(f"color_by={color_by!r} needs values={{node name: number}} (e.g. a profile's share)")
-    totals = {u: sum(float(values.get(m) or 0.0) for m in ms) for u, ms in boxes.items()}
-    return _heat(totals, color_by)
-
-
-def _heat(totals: Mapping[Unit, float], label: str) -> tuple[dict[Unit, str], list[dict[str, str]]]:
-    from matplotlib import colormaps
-
-    cmap = colormaps["YlOrRd"]
-    top = max((v for v in totals.values() if v == v), default=0.0) or 1.0
-
-    def hex_at(frac: float) -> str:
-        r, g, b, _ = cmap(0.05 + 0.85 * frac)
-        return f"#{int(r * 255):02x}{int(g * 255):02x}{int(b * 255):02x}"
-
-    fill = {u: hex_at(min(1.0, max(0.0, v / top))) if v == v else hex_at(0.0) for u, v in totals.items()}
-    legend = [{"label": f"{label} {top * i / (HEAT_STOPS - 1):.3g}", "color": hex_at(i / (HEAT_STOPS - 1))}
-              for i in range(HEAT_STOPS)]
-    return fill, legend
+    return colour_modes.fills(graph, boxes, color_by, marks if marks is not None else values)
 
 
 def _quote(text: str) -> str:

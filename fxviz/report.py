@@ -27,6 +27,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
+from fxviz import colour_modes
 from fxviz.errors import FxvizError, MissingDependency
 from fxviz.graph import shape_text
 from fxviz.report_views import draw_all, variant_record
@@ -57,13 +58,16 @@ def report_html(session: Any, *, title: str | None = None, profile: bool = False
         "title": name,
         "current": session.index,
         "columns": columns,
+        "color_modes": [colour_modes.mode(None).view()],  # its drawings are coloured by op
         "steps": [_step(s, session.index, views.per_step[s.index], variants, blobs, profile, node_rows)
                   for s in steps],
         "diffs": {f"{a.index},{b.index}": blobs.add(session.compare(a.index, b.index).code_diff)
                   for a in steps for b in steps if a is not b},
         "blobs": blobs.items,
     }
-    host = (widgets_dir / "report_host.js").read_text(encoding="utf-8")
+    from fxviz.widgets.esm import REPORT_HOST, join
+
+    host = join(REPORT_HOST, widgets_dir)
     page_css = (widgets_dir / "report.css").read_text(encoding="utf-8")
     if "</script" in host.lower():
         raise FxvizError("report_host.js must not contain '</script': it is inlined in the page.")
@@ -87,7 +91,7 @@ def _front_end() -> tuple[str, str, str, str, list, Any, pathlib.Path]:
     them, the Explorer's node-table columns, its row builder and the widgets' folder
     (``fxviz.widgets`` maps onto the top-level ``widgets/``, not ``fxviz/widgets``)."""
     try:
-        from fxviz.widgets.explorer import COLUMNS, _rows
+        from fxviz.widgets.node_records import COLUMNS, rows
         from fxviz.widgets.graph_view import GraphView
         from fxviz.widgets.table_view import TableView
     except ImportError as exc:
@@ -97,7 +101,7 @@ def _front_end() -> tuple[str, str, str, str, list, Any, pathlib.Path]:
         ) from exc
     widgets_dir = pathlib.Path(sys.modules[GraphView.__module__].__file__).parent
     return (str(GraphView._esm), str(GraphView._css), str(TableView._esm), str(TableView._css),
-            COLUMNS, _rows, widgets_dir)
+            COLUMNS, rows, widgets_dir)
 
 
 def _json(value: Any) -> str:

@@ -36,7 +36,11 @@ def test_contract_traitlets_are_synced_with_their_defaults():
     state = w.get_state()
     assert {k: state[k] for k in CONTRACT} == {
         "svg": "", "elements": {}, "legend": [], "legend_mode": "", "nodes": {}, "selected": "", "collapsed": [],
-        "color_mode": "op", "color_modes": ["op", "time", "flops", "diff"], "status": ""}
+        "color_mode": "op", "color_modes": [
+            {"name": "op", "label": "op kind", "unit": ""},
+            {"name": "time", "label": "time share", "unit": "% of the step's node time"},
+            {"name": "flops", "label": "FLOPs", "unit": "floating-point operations per forward"},
+            {"name": "diff", "label": "diff vs previous", "unit": ""}], "status": ""}
 
 
 def test_front_end_files_are_sent_as_text_without_a_file_watcher():
@@ -63,6 +67,22 @@ def test_the_joined_module_imports_nothing_and_exports_what_the_modules_do(tmp_p
                           capture_output=True, text=True, check=True).stdout
            for path in (bundle, WIDGETS / "graph_view.js")]
     assert out[0] == out[1] and '"function"' in out[0] and "zoomAt" in out[0]
+
+
+def test_the_report_host_is_one_script_that_parses(tmp_path):
+    """The report inlines its host as one module script: the modules joined, no import
+    of each other left (checked with node when it is installed)."""
+    from fxviz.widgets.esm import REPORT_HOST, join
+
+    joined = join(REPORT_HOST)
+    assert not re.search(r'^\s*(import|export)\b[^;]*\bfrom\s+"\./', joined, re.MULTILINE)
+    assert "class HostModel" in joined and "async function main" in joined
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("node is not installed")
+    script = tmp_path / "host.mjs"
+    script.write_text(joined, encoding="utf-8")
+    subprocess.run([node, "--check", str(script)], check=True)
 
 
 def test_select_sets_selected_and_rejects_unknown_names():

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from fxviz import colour_modes
+
 pytest.importorskip("playwright.sync_api")
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -93,7 +95,7 @@ def graph(collapsed: tuple[str, ...] = (), fills: dict[str, str] | None = None) 
     svg = subprocess.run(["dot", "-Tsvg"], input=dot, capture_output=True, text=True, check=True).stdout
     return {"svg": svg[svg.index("<svg"):], "elements": elements, "nodes": NODES,
             "legend": LEGEND, "collapsed": list(collapsed), "selected": "", "color_mode": "op",
-            "color_modes": ["op", "time", "flops", "diff"], "status": "7 nodes · step 0"}
+            "color_modes": colour_modes.views(), "status": "7 nodes · step 0"}
 
 
 class _QuietHandler(SimpleHTTPRequestHandler):
@@ -564,7 +566,7 @@ def _real_state(gm, **render_options) -> dict:
              for name, a in fxviz.to_networkx(gm).nodes(data=True)}
     return {"svg": drawn.svg, "elements": drawn.elements, "legend": drawn.legend, "nodes": nodes,
             "collapsed": list(drawn.collapsed), "selected": "", "color_mode": "op",
-            "color_modes": ["op"], "status": f"{len(nodes)} nodes"}
+            "color_modes": [colour_modes.mode("op").view()], "status": f"{len(nodes)} nodes"}
 
 
 def test_real_rendered_model_round_trip(page):

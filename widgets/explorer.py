@@ -39,20 +39,21 @@ from typing import Any
 
 import ipywidgets as w
 
-from fxviz.markup import escape
 from fxviz.errors import FxvizError, UsageError
-from fxviz.graph import shape_text
+from fxviz.markup import escape
 from fxviz.passes import NothingToDo
-from fxviz.render import render
 from fxviz.report_static import check_text, records_frame, static_html
 from fxviz.session import Session
 
+from . import coloring
+from .graph_drawing import GraphDrawing
 from .graph_view import GraphView
+from .node_records import COLUMNS, rows, view_record
 from .panel_code import CodePanel
 from .panel_details import DetailsPanel
 from .panel_passes import PassPanel, step_badge
 from .panel_timing import TimingPanel
-from .profiling import Profiler, Timings
+from .profiling import Profiler
 from ._tree import close_tree
 from .table_view import TableView
 
@@ -60,18 +61,6 @@ CSS = (pathlib.Path(__file__).parent / "explorer.css").read_text()
 DEFAULT_PROFILE_KWARGS = {"budget_s": 1.0}
 CODE_TAB = 1
 EAGER_CODE_NODES = 2000  # above this, the Code tab is drawn only while it is open
-COLUMNS = [
-    {"key": "index", "label": "#", "numeric": True},
-    {"key": "name", "label": "name"},
-    {"key": "op", "label": "op"},
-    {"key": "target", "label": "target"},
-    {"key": "module_path", "label": "module"},
-    {"key": "shape", "label": "shape"},
-    {"key": "flops", "label": "FLOPs", "numeric": True},
-    {"key": "bytes", "label": "bytes moved", "numeric": True},
-    {"key": "time_us", "label": "time (µs)", "numeric": True, "digits": 1},
-    {"key": "share", "label": "share (%)", "numeric": True, "digits": 1},
-]
 
 
 def explore(model_or_session: Any, *example_inputs: Any, profile: str = "background",
@@ -109,17 +98,14 @@ class Explorer(w.VBox):
     node everywhere; ``close()`` unsubscribes from the session and stops profiling."""
 
     _unsubscribe: Callable[[], None] | None = None
-    _revealing = False  # re-selecting a node just revealed: the panels show it once
 
     def __init__(self, session: Session, *, profile: str = "background",
                  profile_kwargs: Mapping[str, Any] | None = None, title: str | None = None):
         self.session = session
         self.profiler = Profiler(profile, DEFAULT_PROFILE_KWARGS if profile_kwargs is None else profile_kwargs)
         self._ui = threading.RLock()  # panels change from the kernel's thread and the profiler's
-        self._drawn_collapsed: list[str] | None = None  # the collapsed boxes on screen
-        self._open: set[str] = set()  # boxes the view keeps open (the first draw's, then the user's)
-        self._drawn_source = ""  # the DOT on screen: the same DOT is not laid out twice
         self.graph = _named(GraphView(layout=w.Layout(width="60%")), "fxviz-graph")
+        self._drawing = GraphDrawing(self.graph, self._say)
         self.table = _named(TableView(columns=COLUMNS, sort_by="index"), "fxviz-node-table")
         self.details = DetailsPanel(select=self.select, show_source=self._show_source)
         self.code = CodePanel()
@@ -259,9 +245,9 @@ class Explorer(w.VBox):
 
     def _request_profiles(self, force: bool = False) -> None:
         """Show what is known now; profile what the panels need (the current step, and
-        the previous one for the diff colouring), showing the result when it arrives."""
+        the A/B pair a colour mode may need), showing the result when it arrives."""
         step = self.session.current
-        pairs = [(self.session.steps[step.index - 1], step)] if self.graph.color_mode == "diff" and step.index else []
+        pairs = coloring.pairs(self.graph.color_mode, self.session, step)
         self._show_measured()  # draw what is known before any measuring competes for the CPU
         timings, checked = self.profiler.known(step), step.check_done
         self.profiler.request([step], lambda: self._measured(step), pairs=pairs, force=force)
@@ -280,101 +266,36 @@ class Explorer(w.VBox):
             self.badge.value = step_badge(step)
             self.passes.show_history(self.session)
             timings = self.profiler.known(step)
-            rows = _rows(step.graph, timings)
-            self.graph.nodes = {r["name"]: _tooltip(r, step.graph) for r in rows}
+            table = rows(step.graph, timings)
+            self.graph.nodes = {r["name"]: view_record(r, step.graph) for r in table}
             self._draw()
-            self.table.rows = rows
+            self.table.rows = table
             self.details.show(step.graph, self.graph.selected, timings)
             self.timing.show(self.session, timings)
 
     def _draw(self, reveal: str = "", *, keep_on_error: bool = False) -> bool:
-        """Draw the current step with the boxes the user opened and closed (the first
-        draw opens what fits); ``reveal``: a node hidden in a collapsed box to open up to.
-        ``keep_on_error``: a drawing the user asked for (a collapse or expand) that cannot
-        be laid out keeps the one on screen. Returns whether the asked-for drawing is shown."""
+        """Draw the current step in the chosen colour mode (see ``GraphDrawing.draw``)."""
         step = self.session.current
-        coloring, note = self._coloring(step)
-        status = " · ".join(filter(None, [f"{len(step.graph)} nodes", f"step {step.index}", note]))
-        try:
-            rendering = render(step.graph, collapse=self.graph.collapsed,
-                               expand=self._open | ({reveal} if reveal else set()), **coloring)
-            same = rendering.dot.source == self._drawn_source  # e.g. timings arrived in "op" colouring
-            svg = None if same else rendering.svg
-        except FxvizError as exc:  # e.g. a layout that would take too long: no stale picture
-            if keep_on_error and self._drawn_source:
-                self._say(f"{exc} The drawing on screen is kept.")
-                self.graph.collapsed = self._drawn_collapsed
-                return False
-            self._say(str(exc))
-            self._drawn_source = ""
-            with self.graph.hold_sync():
-                self.graph.svg, self.graph.elements, self.graph.legend = "", {}, []
-                self.graph.status = f"step {step.index} not drawn: see the error above"
-            return False
-        if same:
-            self.graph.status = status
-            return True
-        self._drawn_collapsed = list(rendering.collapsed)
-        self._open = set(rendering.expanded)
-        self._drawn_source = rendering.dot.source
-        with self.graph.hold_sync():
-            self.graph.svg, self.graph.elements, self.graph.legend = svg, rendering.elements, rendering.legend
-            self.graph.legend_mode = coloring.get("color_by") or "op"
-            self.graph.collapsed = self._drawn_collapsed
-            self.graph.status = status
-        return True
-
-    def _coloring(self, step: Any) -> tuple[dict[str, Any], str]:
-        """``render`` options for the colour mode, and a note when it falls back to op."""
-        mode = self.graph.color_mode
-        if mode == "flops":
-            return {"color_by": "flops"}, ""
-        if mode not in ("time", "diff"):
-            return {}, ""
-        if mode == "diff" and step.index == 0:
-            return {}, "step 0 has no previous step: coloured by op"
-        if mode == "diff":  # both steps timed in one interleaved run, never two cached profiles
-            compared = self.profiler.compared(self.session.steps[step.index - 1], step)
-            if compared is None or compared.error:
-                why = compared.error if compared else "waiting for the A/B timing of both steps"
-                return {}, f"diff: {why}; coloured by op"
-            marks = compared.comparison.node_marks()
-            return {"color_by": "diff", "marks": marks}, f"diff against step {step.index - 1} (A/B, beyond noise)"
-        timings = [self.profiler.known(step)]
-        if any(t is None or t.error for t in timings):
-            return {}, f"{mode}: {_why_untimed(self.profiler, timings)}; coloured by op"
-        table = timings[0].table
-        return {"color_by": "time", "values": dict(zip(table["node"], table["share"]))}, "time share (%)"
+        options, note = coloring.coloring(self.graph.color_mode, self.session, step, self.profiler)
+        return self._drawing.draw(step, options, note, reveal, keep_on_error=keep_on_error)
 
     def _on_selected(self, change: dict[str, Any]) -> None:
         with self._ui:
             name, step = change["new"], self.session.current
-            if self._revealing:
+            if self._drawing.revealing:
                 return
-            if name in step.graph and f"fx-{name}" not in self.graph.elements and self._drawn_source:
-                self._reveal(name)
+            if name in step.graph and self._drawing.hides(name):
+                self._drawing.reveal(name, lambda hidden: self._draw(reveal=hidden))
             self.details.show(step.graph, name, self.profiler.known(step))
             self._show_code()
             self.passes.select_node(name)
-
-    def _reveal(self, name: str) -> None:
-        """Open the boxes around a selected node that a collapsed box hides (e.g. a
-        search hit), then select it again so the view pans to it in the new drawing."""
-        self._draw(reveal=name)
-        # The browser pans only on a change of `selected`: clear it and set it again.
-        self._revealing = True
-        try:
-            self.graph.selected = ""
-            self.graph.selected = name
-        finally:
-            self._revealing = False
 
     def _show_code(self) -> None:
         """The Code tab; on a large graph only while it is open: highlighting the code of
         thousands of nodes takes seconds, which no other tab's user should wait for."""
         if self.tabs.selected_index == CODE_TAB or len(self.session.current.graph) <= EAGER_CODE_NODES:
-            name = self.graph.selected
-            self.code.show(self.session, name, self._op(name))
+            name, graph = self.graph.selected, self.session.current.graph
+            self.code.show(self.session, name, graph.nodes[name]["op"] if name in graph else "")
 
     def _show_source(self) -> None:
         """The Details tab's source link: the Code tab, on the model's code the node came from."""
@@ -383,52 +304,11 @@ class Explorer(w.VBox):
         self._show_code()
 
     def _on_collapsed(self, change: dict[str, Any]) -> None:
-        if change["new"] != self._drawn_collapsed:  # a click in the view, not our own draw
-            with self._ui:
-                new, before = set(change["new"]), self._open
-                self._open = (self._open | (set(self._drawn_collapsed or ()) - new)) - new
-                if not self._draw(keep_on_error=True):
-                    self._open = before
-
-    def _op(self, name: str) -> str:
-        graph = self.session.current.graph
-        return graph.nodes[name]["op"] if name in graph else ""
+        with self._ui:
+            self._drawing.follow_click(change["new"], lambda: self._draw(keep_on_error=True))
 
 
 def _named(widget: Any, css_class: str) -> Any:
     widget.add_class(css_class)
     return widget
 
-
-def _rows(graph: Any, timings: Timings | None) -> list[dict[str, Any]]:
-    """One node-table row per node, in graph order, with its time when profiled."""
-    table = timings.table.set_index("node") if timings is not None and timings.table is not None else None
-    rows = []
-    for name, a in graph.nodes(data=True):
-        timed = table is not None and name in table.index
-        rows.append({
-            "index": a["index"], "name": name, "op": a["op"], "target": a["target"],
-            "module_path": a["module_path"] or "", "shape": shape_text(a["shape"]),
-            "flops": None if a["flops"] is None else int(a["flops"]),
-            "bytes": a.get("bytes"),
-            "time_us": float(table.at[name, "median_us"]) if timed else None,
-            "share": float(table.at[name, "share"]) if timed else None,
-        })
-    return rows
-
-
-def _tooltip(row: dict[str, Any], graph: Any) -> dict[str, Any]:
-    """What the graph view knows of a node: tooltip strings, and its inputs and users
-    (in argument order) for walking the graph with the arrow keys."""
-    name = row["name"]
-    time = "" if row["time_us"] is None else f"{row['time_us']:.1f} µs ({row['share']:.1f} %)"
-    return {"op": row["op"], "target": row["target"], "module_path": row["module_path"],
-            "shape": row["shape"], "time": time,
-            "inputs": list(graph.predecessors(name)), "users": list(graph.successors(name))}
-
-
-def _why_untimed(profiler: Profiler, timings: list[Timings | None]) -> str:
-    errors = [t.error for t in timings if t is not None and t.error]
-    if errors:
-        return errors[0]
-    return "profiling is off (Timing tab: profile this step)" if profiler.mode == "off" else "waiting for the profile"

@@ -11,27 +11,26 @@ consistent state (e.g. an ``svg`` and its ``elements``).
 from __future__ import annotations
 
 import pathlib
-import re
 from collections.abc import Callable
 from typing import Any
 
 import anywidget
 import traitlets
 
+from fxviz import colour_modes
 from fxviz.errors import InputError
 from fxviz.report_static import static_html
 
+from . import esm
+
 _HERE = pathlib.Path(__file__).parent
-#: the front-end's ES modules, each after those it imports (graph_view.js last)
-MODULES = ("gv_view.js", "gv_graph.js", "gv_labels.js", "gv_svg.js", "gv_dom.js", "gv_tooltip.js", "graph_view.js")
-_LOCAL_IMPORT = re.compile(r'^(?:import|export)\b[^;"]*?\bfrom\s+"\./[\w.]+";\n', re.MULTILINE)
+MODULES = esm.GRAPH_VIEW
 
 
 def esm_source() -> str:
     """The graph view's front-end as one ES module (anywidget loads one string): the
-    modules joined, their imports of each other dropped. No bundler: the modules stay
-    plain files that a page can also import as they are."""
-    return "\n".join(_LOCAL_IMPORT.sub("", (_HERE / name).read_text(encoding="utf-8")) for name in MODULES)
+    modules joined, their imports of each other dropped (see :mod:`.esm`)."""
+    return esm.join(MODULES)
 
 
 class GraphView(anywidget.AnyWidget):
@@ -58,11 +57,15 @@ class GraphView(anywidget.AnyWidget):
     #: the mode ``legend`` was drawn in, when it differs from ``color_mode`` (e.g. the
     #: time colouring falls back to op kinds until timings arrive); "" = ``color_mode``
     legend_mode = traitlets.Unicode("").tag(sync=True)
-    color_modes = traitlets.List(
-        traitlets.Unicode(), default_value=["op", "time", "flops", "diff"]
-    ).tag(sync=True)
+    #: the modes the menu offers, [{"name", "label", "unit"}] (default: every mode of
+    #: ``fxviz.colour_modes.MODES``); the front-end shows their words as they are
+    color_modes = traitlets.List(traitlets.Dict()).tag(sync=True)
     #: one line for the toolbar, e.g. "71 nodes · step 2"
     status = traitlets.Unicode("").tag(sync=True)
+
+    @traitlets.default("color_modes")
+    def _every_mode(self) -> list[dict[str, str]]:
+        return colour_modes.views()  # read when a view is made: a mode added since is offered
 
     def __init__(self, **kwargs: Any):
         super().__init__(**kwargs)

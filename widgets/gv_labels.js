@@ -1,7 +1,8 @@
 // @ts-check
 /**
- * Graph view, words and colours: tooltips, colour-mode labels with units, legend
- * entries. Pure: the caller puts the strings in with textContent.
+ * Graph view, words and colours: tooltips, colour-mode labels with units (from the
+ * model: the core's table of modes), legend entries. Pure: the caller puts the
+ * strings in with textContent.
  */
 
 /** @typedef {import("./gv_graph.js").Elements} Elements */
@@ -46,20 +47,20 @@ export function tooltipFor(elements, nodes, id) {
   }
 }
 
-/** @type {Record<string, string>} */
-const MODE_LABELS = { op: "op kind", time: "time share", flops: "FLOPs", diff: "diff vs previous" };
-/** The unit of a heat scale's numbers (the core's legend labels carry none). @type {Record<string, string>} */
-const MODE_UNITS = { time: "% of the step's node time", flops: "floating-point operations per forward" };
+/** A colour mode as the core's table describes it (fxviz/colour_modes.py).
+ * @typedef {{name: string, label?: string, unit?: string}} Mode */
 
-/** @param {string} mode */
-export function modeLabel(mode) {
-  return MODE_LABELS[mode] ?? mode;
+/** The menu's words for mode `name`: its label from the model's `color_modes`, else the name.
+ * @param {Mode[]} modes @param {string} name */
+export function modeLabel(modes, name) {
+  return modes.find((m) => m.name === name)?.label || name;
 }
 
-/** The legend's heading: the mode and its unit, e.g. "time share (% of ...)". @param {string} mode */
-export function legendTitle(mode) {
-  const unit = MODE_UNITS[mode];
-  return unit ? `${modeLabel(mode)} (${unit})` : modeLabel(mode);
+/** The legend's heading: the mode and its unit, e.g. "time share (% of ...)".
+ * @param {Mode[]} modes @param {string} name */
+export function legendTitle(modes, name) {
+  const unit = modes.find((m) => m.name === name)?.unit;
+  return unit ? `${modeLabel(modes, name)} (${unit})` : modeLabel(modes, name);
 }
 
 /**

@@ -1,10 +1,10 @@
 // @ts-check
 /**
  * A stand-in for the model anywidget hands to `render`: the report's in-page model
- * (widgets/report_host.js, Backbone's semantics where the widget relies on them), which
+ * (widgets/report_model.js, Backbone's semantics where the widget relies on them), which
  * records what the front-end sent to "Python" and takes updates from the "kernel".
  */
-import { HostModel } from "../../widgets/report_host.js";
+import { HostModel } from "../../widgets/report_model.js";
 
 export class FakeModel extends HostModel {
   /** @param {Record<string, any>} state */

@@ -176,9 +176,18 @@ test("tooltipFor describes nodes, stubs and modules", () => {
   assert.equal(tooltipFor(ELEMENTS, NODES, "edge1"), null);
 });
 
-test("modeLabel names the known modes and passes others through", () => {
-  assert.equal(modeLabel("flops"), "FLOPs");
-  assert.equal(modeLabel("custom"), "custom");
+/** The modes as Python sends them (fxviz.colour_modes.views()). */
+const MODES = [
+  { name: "op", label: "op kind", unit: "" },
+  { name: "time", label: "time share", unit: "% of the step's node time" },
+  { name: "flops", label: "FLOPs", unit: "floating-point operations per forward" },
+];
+
+test("modeLabel takes the words the model sends and passes unknown modes through", () => {
+  assert.equal(modeLabel(MODES, "flops"), "FLOPs");
+  assert.equal(modeLabel(MODES, "custom"), "custom");
+  assert.equal(modeLabel([{ name: "bytes", label: "bytes moved" }], "bytes"), "bytes moved");
+  assert.equal(modeLabel([], "op"), "op");
 });
 
 test("safeColor accepts hex colours only", () => {
@@ -288,9 +297,10 @@ test("walkStep: Up to an input, Down to a user, Left/Right among the alternative
 });
 
 test("legend heading carries the unit; heat labels lose the repeated mode name", () => {
-  assert.equal(legendTitle("time"), "time share (% of the step's node time)");
-  assert.ok(legendTitle("flops").startsWith("FLOPs ("));
-  assert.equal(legendTitle("op"), "op kind");
+  assert.equal(legendTitle(MODES, "time"), "time share (% of the step's node time)");
+  assert.ok(legendTitle(MODES, "flops").startsWith("FLOPs ("));
+  assert.equal(legendTitle(MODES, "op"), "op kind");
+  assert.equal(legendTitle([{ name: "p75", label: "slow quartile", unit: "µs" }], "p75"), "slow quartile (µs)");
   assert.equal(legendText("time", "time 4.1"), "4.1");
   assert.equal(legendText("flops", "flops 5.9e+07"), "5.9e+07");
   assert.equal(legendText("op", "call_module"), "call_module");

@@ -41,3 +41,20 @@ test("the host model fires only on real changes and hands saves to the host", ()
   assert.deepEqual(seen, ["x", "y|b", "y"]);
   assert.deepEqual(saved, [{ selected: "x" }]);  // a kernel update is not sent back
 });
+
+test("a check's badge: its class and text, the error size only on a mismatch", async () => {
+  const { badgeParts } = await import("../../widgets/report_host.js");
+  assert.deepEqual(badgeParts({ status: "match", message: "", max_abs: 0 }), { slug: "match", text: "match" });
+  assert.deepEqual(badgeParts({ status: "expected to differ", message: "", max_abs: 0.5 }),
+    { slug: "expected", text: "expected to differ" });
+  assert.deepEqual(badgeParts({ status: "mismatch", message: "", max_abs: 0.012345 }),
+    { slug: "mismatch", text: "mismatch (max abs 0.0123)" });
+  assert.deepEqual(badgeParts({ status: "error", message: "", max_abs: null }), { slug: "mismatch", text: "error" });
+});
+
+test("the history names each step's pass, parameters and selection", async () => {
+  const { stepText } = await import("../../widgets/report_host.js");
+  assert.equal(stepText({ index: 0, pass_name: "trace", params: "", selection: [] }), "0 · trace");
+  assert.equal(stepText({ index: 2, pass_name: "replace", params: "op='relu'", selection: ["a", "b"] }),
+    "2 · replace(op='relu') on a, b");
+});

@@ -1,0 +1,158 @@
+"""The colour modes of a drawn graph, in one table that everything reads.
+
+One :class:`ColourMode` per entry of :data:`MODES`: its name, the words the view shows
+(``label``, and ``unit`` of a heat scale's numbers), what it needs to know about the
+step (``needs``: the graph alone, the step's profile, or the A/B comparison with the
+previous step), how that becomes a value per node (``data``) and how the values colour
+the drawn boxes (``fill``). :func:`fxviz.render.render` colours with it, the Explorer
+asks for the measurements it needs and the graph view's menu and legend show its
+words (sent from Python with ``GraphView.color_modes``). A new mode is one entry here.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import networkx as nx
+
+from fxviz.errors import InputError
+from fxviz.layout_plan import Unit
+
+#: node name -> value (an op kind, a number, a mark), for every node a mode knows about
+NodeData = Mapping[str, Any]
+#: every drawn box (a node or a collapsed module) -> the FX node names it stands for
+Boxes = Mapping[Unit, list[str]]
+#: fill colour per box, and the legend: [{"label", "color"}]
+Fills = tuple[dict[Unit, str], list[dict[str, str]]]
+#: what a mode needs: the step's graph (always known), its profile (a DataFrame of
+#: fxviz.profile) or the comparison with the previous step (fxviz.compare's Comparison)
+NEEDS = ("graph", "profile", "pair")
+
+OP_COLORS = {
+    "placeholder": "#c7f0d8",
+    "output": "#c7f0d8",
+    "get_attr": "#e5e7eb",
+    "call_module": "#cfe2ff",
+    "call_function": "#fde8b6",
+    "call_method": "#e4d9fb",
+}
+MARK_COLORS = {
+    "added": "#86efac",
+    "faster": "#93c5fd",
+    "slower": "#fca5a5",
+    "unchanged": "#e5e7eb",
+}
+COLLAPSED_COLOR = "#f3f4f6"
+HEAT_STOPS = 5
+
+
+@dataclass(frozen=True)
+class ColourMode:
+    """One way to colour a graph. ``data(source)`` turns what the mode ``needs`` (the
+    graph, the profile's table or the Comparison) into a value per node;
+    ``fill(boxes, data, name)`` colours the boxes and writes the legend. ``given_as``
+    says what ``render``'s caller passes instead (its error message when missing);
+    ``note`` is the status line while drawn (``{previous}``: the step compared with)."""
+
+    name: str
+    label: str
+    fill: Callable[[Boxes, NodeData, str], Fills]
+    data: Callable[[Any], NodeData] | None = None
+    needs: str = "graph"
+    unit: str = ""
+    given_as: str = "values={node name: number}"
+    note: str = ""
+
+    def __post_init__(self) -> None:
+        if self.needs not in NEEDS:
+            raise InputError(f"ColourMode {self.name!r}: needs must be one of {NEEDS}, not {self.needs!r}")
+
+    def view(self) -> dict[str, str]:
+        """What the graph view shows of the mode (``GraphView.color_modes`` items)."""
+        return {"name": self.name, "label": self.label, "unit": self.unit}
+
+
+def by_op(boxes: Boxes, data: NodeData, name: str) -> Fills:
+    """Node kinds in fixed colours; a collapsed module in its own grey."""
+    fill = {u: OP_COLORS.get(data.get(ms[0], ""), "#ffffff") if u[0] == "node" else COLLAPSED_COLOR
+            for u, ms in boxes.items()}
+    used = set(data.values())
+    return fill, [{"label": op, "color": c} for op, c in OP_COLORS.items() if op in used]
+
+
+def by_mark(boxes: Boxes, data: NodeData, name: str) -> Fills:
+    """A/B marks; a collapsed module takes its nodes' mark when they all agree."""
+    fill = {}
+    for unit, members in boxes.items():
+        kinds = {data.get(m, "unchanged") for m in members}
+        fill[unit] = MARK_COLORS.get(kinds.pop(), MARK_COLORS["unchanged"]) if len(kinds) == 1 else COLLAPSED_COLOR
+    return fill, [{"label": k, "color": c} for k, c in MARK_COLORS.items()]
+
+
+def heat(boxes: Boxes, data: NodeData, name: str) -> Fills:
+    """A heat scale of each box's total; legend labels ``"<name> <number>"`` (the view
+    shows the number under a heading with the mode's unit)."""
+    from matplotlib import colormaps
+
+    totals = {u: sum(float(data.get(m) or 0.0) for m in ms) for u, ms in boxes.items()}
+    cmap = colormaps["YlOrRd"]
+    top = max((v for v in totals.values() if v == v), default=0.0) or 1.0
+
+    def hex_at(frac: float) -> str:
+        r, g, b, _ = cmap(0.05 + 0.85 * frac)
+        return f"#{int(r * 255):02x}{int(g * 255):02x}{int(b * 255):02x}"
+
+    fill = {u: hex_at(min(1.0, max(0.0, v / top))) if v == v else hex_at(0.0) for u, v in totals.items()}
+    legend = [{"label": f"{name} {top * i / (HEAT_STOPS - 1):.3g}", "color": hex_at(i / (HEAT_STOPS - 1))}
+              for i in range(HEAT_STOPS)]
+    return fill, legend
+
+
+def graph_attr(key: str) -> Callable[[nx.DiGraph], NodeData]:
+    """Per-node data from an attribute of ``fxviz.to_networkx``'s graph (None left out)."""
+    return lambda graph: {n: a[key] for n, a in graph.nodes(data=True) if a.get(key) is not None}
+
+
+def profile_column(column: str) -> Callable[[Any], NodeData]:
+    """Per-node data from a column of the step's profile (``fxviz.profile``'s table)."""
+    return lambda table: dict(zip(table["node"], table[column]))
+
+
+MODES: dict[str, ColourMode] = {m.name: m for m in (
+    ColourMode("op", "op kind", by_op, graph_attr("op")),
+    ColourMode("time", "time share", heat, profile_column("share"), needs="profile",
+               unit="% of the step's node time", given_as="values={node name: number} (e.g. a profile's share)",
+               note="time share (%)"),
+    ColourMode("flops", "FLOPs", heat, graph_attr("flops"), unit="floating-point operations per forward"),
+    ColourMode("diff", "diff vs previous", by_mark, lambda comparison: comparison.node_marks(), needs="pair",
+               given_as="marks={node name: 'added'|'faster'|'slower'|'unchanged'}",
+               note="diff against step {previous} (A/B, beyond noise)"),
+)}
+
+
+def mode(name: str | None, *, ad_hoc: bool = False) -> ColourMode:
+    """The mode called ``name`` (None: "op"). ``ad_hoc``: an unknown name is a heat
+    scale of values the caller gives (``render(color_by="memory", values=...)``)."""
+    found = MODES.get(name or "op")
+    if found is not None:
+        return found
+    if ad_hoc:
+        return ColourMode(str(name), str(name), heat)
+    raise InputError(f"No colour mode {name!r}; the modes are: {', '.join(MODES)}.")
+
+
+def views() -> list[dict[str, str]]:
+    """Every mode as the graph view lists it, in table order."""
+    return [m.view() for m in MODES.values()]
+
+
+def fills(graph: nx.DiGraph, boxes: Boxes, color_by: str | None, given: NodeData | None) -> Fills:
+    """Colour ``boxes`` in mode ``color_by`` with the caller's per-node data ``given``, or
+    (for a mode that needs only the graph) the graph's own."""
+    chosen = mode(color_by, ad_hoc=given is not None)
+    if given is None and chosen.needs == "graph" and chosen.data is not None:
+        given = chosen.data(graph)
+    if given is None:
+        raise InputError(f"color_by={chosen.name!r} needs {chosen.given_as}")
+    return chosen.fill(boxes, given, chosen.name)

@@ -1,0 +1,94 @@
+"""The table of colour modes (fxviz/colour_modes.py): one entry is a whole mode, which the
+renderer colours with, the Explorer measures for and the graph view offers in its menu."""
+from __future__ import annotations
+
+import re
+
+import pytest
+import torch
+
+import fxviz
+from fxviz import colour_modes
+from fxviz.colour_modes import MODES, ColourMode, graph_attr, heat, profile_column
+from fxviz.render import render
+
+from test_explorer import FAST, ConvBN
+
+
+@pytest.fixture
+def gm():
+    torch.manual_seed(0)
+    x = torch.randn(1, 3, 8, 8)
+    return fxviz.annotate(fxviz.trace(ConvBN().eval(), x), (x,))  # FLOPs and bytes per node
+
+
+def fills(rendering) -> dict[str, str]:
+    return dict(re.findall(r'id="fx-(\w+)".*?fillcolor="(#\w+)"', rendering.dot.source))
+
+
+def test_every_mode_is_complete_and_listed_for_the_view():
+    assert list(MODES) == ["op", "time", "flops", "diff"]
+    for mode in MODES.values():
+        assert mode.needs in colour_modes.NEEDS and mode.label and callable(mode.fill)
+        assert mode.data is not None  # how the mode's node values come from what it needs
+    assert colour_modes.views()[1] == {"name": "time", "label": "time share", "unit": "% of the step's node time"}
+    with pytest.raises(ValueError, match="needs must be one of"):
+        ColourMode("x", "x", heat, needs="weather")
+
+
+def test_render_reads_the_table_and_names_the_modes_when_asked_for_an_unknown_one(gm):
+    assert fills(render(gm, color_by="op"))["conv1"] == colour_modes.OP_COLORS["call_module"]
+    assert render(gm, color_by="flops").legend[-1]["label"].startswith("flops ")
+    with pytest.raises(ValueError, match="needs values=.*profile's share"):
+        render(gm, color_by="time")
+    with pytest.raises(ValueError, match="No colour mode 'tmie'; the modes are: op, time, flops, diff"):
+        render(gm, color_by="tmie")
+    # any other name with values is a heat scale of them
+    assert render(gm, color_by="memory", values={"conv1": 3.0}).legend[-1]["label"] == "memory 3"
+
+
+def test_a_mode_added_to_the_table_is_offered_drawn_and_measured_end_to_end(gm, monkeypatch):
+    """Two new modes, one entry each: one from the graph alone, one from the profile."""
+    pytest.importorskip("anywidget")
+    from fxviz.widgets import explore
+    from fxviz.widgets.graph_view import GraphView
+
+    monkeypatch.setitem(MODES, "bytes", ColourMode("bytes", "bytes moved", heat, graph_attr("bytes"),
+                                                   unit="bytes read and written"))
+    monkeypatch.setitem(MODES, "p75", ColourMode("p75", "slow quartile", heat, profile_column("p75_us"),
+                                                 needs="profile", unit="µs", note="p75 time (µs)"))
+    # the renderer
+    graph = fxviz.to_networkx(gm)
+    heaviest = max(graph, key=lambda n: graph.nodes[n].get("bytes") or 0)
+    drawn = render(graph, color_by="bytes")
+    assert drawn.legend[-1]["label"] == f"bytes {graph.nodes[heaviest]['bytes']:.3g}"
+    assert fills(drawn)[heaviest] == drawn.legend[-1]["color"]
+    # the view offers both with their words
+    offered = {m["name"]: m for m in GraphView().color_modes}
+    assert offered["bytes"] == {"name": "bytes", "label": "bytes moved", "unit": "bytes read and written"}
+    assert offered["p75"]["label"] == "slow quartile"
+    # the Explorer draws them: the graph mode at once, the profile mode from the profile
+    torch.manual_seed(0)
+    explorer = explore(ConvBN().eval(), torch.randn(1, 3, 8, 8), profile="sync", profile_kwargs=FAST)
+    try:
+        explorer.graph.color_mode = "bytes"
+        assert explorer.graph.legend_mode == "bytes" and explorer.graph.legend[0]["label"] == "bytes 0"
+        explorer.graph.color_mode = "p75"
+        assert explorer.graph.legend_mode == "p75" and "p75 time (µs)" in explorer.graph.status
+        table = explorer.profiler.known(explorer.session.current).table
+        slowest = table.loc[table["p75_us"].idxmax(), "node"]
+        top = explorer.graph.legend[-1]
+        assert top["label"] == f"p75 {table['p75_us'].max():.3g}"
+        assert fills(render(explorer.session.current.graph, color_by="p75",
+                            values=dict(zip(table["node"], table["p75_us"]))))[slowest] == top["color"]
+    finally:
+        explorer.close()
+    # unprofiled, it says why and falls back to op colours
+    explorer = explore(ConvBN().eval(), torch.randn(1, 3, 8, 8), profile="off")
+    try:
+        explorer.graph.color_mode = "p75"
+        assert "p75: profiling is off" in explorer.graph.status and explorer.graph.legend_mode == "op"
+        explorer.graph.color_mode = "tmie"  # set from Python: said, not raised inside the observer
+        assert "'tmie' is not a colour mode (the modes: op, time" in explorer.graph.status
+    finally:
+        explorer.close()

@@ -1,0 +1,53 @@
+"""The Explorer's colouring: what the chosen colour mode needs measured, and the
+``render`` options once it is known (or op colours, with a note saying why not yet).
+
+Everything about a mode itself (its words, its data, its colours) is its entry in
+:data:`fxviz.colour_modes.MODES`; this module only maps its ``needs`` onto the
+Explorer's measurements (:class:`fxviz.measure.Scheduler`).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from fxviz import colour_modes
+
+from .profiling import Profiler
+
+
+def pairs(mode: str, session: Any, step: Any) -> list[tuple[Any, Any]]:
+    """The A/B pairs to measure for ``mode`` on ``step`` (its previous step and it)."""
+    chosen = colour_modes.MODES.get(mode)
+    needs_pair = chosen is not None and chosen.needs == "pair"
+    return [(session.steps[step.index - 1], step)] if needs_pair and step.index else []
+
+
+def coloring(mode: str, session: Any, step: Any, profiler: Profiler) -> tuple[dict[str, Any], str]:
+    """``render`` options for ``mode`` on ``step``, and the status note: the mode's own,
+    or why it falls back to op colours (nothing to compare with, not measured yet)."""
+    chosen = colour_modes.MODES.get(mode)
+    if chosen is None:  # e.g. set from Python, or a mode removed from the table since
+        return {}, f"{mode!r} is not a colour mode (the modes: {', '.join(colour_modes.MODES)}); coloured by op"
+    if chosen.needs == "graph":
+        return {"color_by": chosen.name}, chosen.note.format(previous=step.index - 1)
+    if chosen.needs == "pair":
+        if step.index == 0:
+            return {}, "step 0 has no previous step: coloured by op"
+        # both steps timed in one interleaved run, never two cached profiles
+        compared = profiler.compared(session.steps[step.index - 1], step)
+        if compared is None or compared.error:
+            why = compared.error if compared else "waiting for the A/B timing of both steps"
+            return {}, f"{chosen.name}: {why}; coloured by op"
+        source = compared.comparison
+    else:
+        timings = profiler.known(step)
+        if timings is None or timings.error:
+            return {}, f"{chosen.name}: {_why_untimed(profiler, timings)}; coloured by op"
+        source = timings.table
+    data = chosen.data(source) if chosen.data else None
+    return {"color_by": chosen.name, "values": data}, chosen.note.format(previous=step.index - 1)
+
+
+def _why_untimed(profiler: Profiler, timings: Any) -> str:
+    if timings is not None and timings.error:
+        return timings.error
+    return "profiling is off (Timing tab: profile this step)" if profiler.mode == "off" else "waiting for the profile"

@@ -1,0 +1,88 @@
+"""The Explorer's drawing of the current step: which boxes are open, laying out only a
+new DOT, keeping the picture on screen when a drawing the user asked for fails, and
+revealing a node hidden in a collapsed box."""
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from fxviz.errors import FxvizError
+from fxviz.render import render
+
+from .graph_view import GraphView
+
+
+class GraphDrawing:
+    """Draws steps into ``view``; ``say(message)`` shows an error line."""
+
+    revealing = False  # re-selecting a node just revealed: the panels show it once
+
+    def __init__(self, view: GraphView, say: Callable[[str], None]):
+        self.view, self._say = view, say
+        self.collapsed: list[str] | None = None  # the collapsed boxes on screen
+        self.open: set[str] = set()  # boxes the view keeps open (the first draw's, then the user's)
+        self.source = ""  # the DOT on screen: the same DOT is not laid out twice
+
+    def draw(self, step: Any, coloring: dict[str, Any], note: str, reveal: str = "", *,
+             keep_on_error: bool = False) -> bool:
+        """Draw ``step`` with ``render`` options ``coloring`` and the boxes the user opened
+        and closed (the first draw opens what fits); ``reveal``: a node hidden in a
+        collapsed box to open up to. ``keep_on_error``: a drawing the user asked for (a
+        collapse or expand) that cannot be laid out keeps the one on screen. Returns
+        whether the asked-for drawing is shown."""
+        view = self.view
+        status = " · ".join(filter(None, [f"{len(step.graph)} nodes", f"step {step.index}", note]))
+        try:
+            rendering = render(step.graph, collapse=view.collapsed,
+                               expand=self.open | ({reveal} if reveal else set()), **coloring)
+            same = rendering.dot.source == self.source  # e.g. timings arrived in "op" colouring
+            svg = None if same else rendering.svg
+        except FxvizError as exc:  # e.g. a layout that would take too long: no stale picture
+            if keep_on_error and self.source:
+                self._say(f"{exc} The drawing on screen is kept.")
+                view.collapsed = self.collapsed
+                return False
+            self._say(str(exc))
+            self.source = ""
+            with view.hold_sync():
+                view.svg, view.elements, view.legend = "", {}, []
+                view.status = f"step {step.index} not drawn: see the error above"
+            return False
+        if same:
+            view.status = status
+            return True
+        self.collapsed = list(rendering.collapsed)
+        self.open = set(rendering.expanded)
+        self.source = rendering.dot.source
+        with view.hold_sync():
+            view.svg, view.elements, view.legend = svg, rendering.elements, rendering.legend
+            view.legend_mode = coloring.get("color_by") or "op"
+            view.collapsed = self.collapsed
+            view.status = status
+        return True
+
+    def hides(self, name: str) -> bool:
+        """Whether node ``name`` is in a collapsed box of the drawing on screen."""
+        return f"fx-{name}" not in self.view.elements and bool(self.source)
+
+    def reveal(self, name: str, redraw: Callable[[str], Any]) -> None:
+        """Open the boxes around a selected node that a collapsed box hides (e.g. a
+        search hit) with ``redraw(name)``, then select it again so the view pans to it."""
+        redraw(name)
+        # The browser pans only on a change of `selected`: clear it and set it again.
+        self.revealing = True
+        try:
+            self.view.selected = ""
+            self.view.selected = name
+        finally:
+            self.revealing = False
+
+    def follow_click(self, collapsed: list[str], redraw: Callable[[], bool]) -> None:
+        """A collapse or expand clicked in the view: keep the user's boxes open and
+        redraw; a drawing that cannot be laid out leaves everything as it was."""
+        if collapsed == self.collapsed:  # our own draw, not a click
+            return
+        new, before = set(collapsed), self.open
+        self.open = (self.open | (set(self.collapsed or ()) - new)) - new
+        if not redraw():
+            self.open = before

@@ -1,0 +1,98 @@
+// @ts-check
+/**
+ * The report page's stand-in for anywidget's model (see report_host.js), and the pure
+ * rules of its expand/collapse focus. Touches no `document`: `node --test` imports it.
+ */
+
+/**
+ * anywidget's model as the graph view uses it, with Backbone's semantics: `set` fires
+ * `change:key` only when the value changes; `update` (the "kernel") assigns every key
+ * before firing any event; `save_changes` hands what the view set to `onSave`.
+ */
+export class HostModel {
+  /** @param {Record<string, any>} state @param {(changes: Record<string, any>) => void} onSave */
+  constructor(state, onSave) {
+    /** @type {Record<string, any>} */
+    this.state = { ...state };
+    this.onSave = onSave;
+    /** @type {Map<string, Set<Function>>} */
+    this.listeners = new Map();
+    /** @type {Record<string, any>} */
+    this.pending = {};
+  }
+
+  /** @param {string} key */
+  get(key) {
+    return this.state[key];
+  }
+
+  /** @param {string} key @param {any} value */
+  set(key, value) {
+    if (same(this.state[key], value)) return;
+    this.state[key] = value;
+    this.pending[key] = value;
+    this.emit(key);
+  }
+
+  save_changes() {
+    const changes = this.pending;
+    this.pending = {};
+    this.onSave(changes);
+  }
+
+  send() {}
+
+  /** @param {string} event @param {Function} cb */
+  on(event, cb) {
+    if (!this.listeners.has(event)) this.listeners.set(event, new Set());
+    this.listeners.get(event)?.add(cb);
+  }
+
+  /** @param {string} event @param {Function} cb */
+  off(event, cb) {
+    this.listeners.get(event)?.delete(cb);
+  }
+
+  /** A change from the "kernel". @param {Record<string, any>} changes */
+  update(changes) {
+    const changed = Object.keys(changes).filter((k) => !same(this.state[k], changes[k]));
+    Object.assign(this.state, changes);
+    for (const key of changed) this.emit(key);
+  }
+
+  /** @param {string} key */
+  emit(key) {
+    for (const cb of [...(this.listeners.get(`change:${key}`) || [])]) cb(this, this.state[key]);
+  }
+}
+
+/** @param {any} a @param {any} b */
+function same(a, b) {
+  return a === b || JSON.stringify(a) === JSON.stringify(b);
+}
+
+/** `a.b.c` -> `a.b`; `a` -> `` (the top level). @param {string} path */
+export function parentPath(path) {
+  const i = path.lastIndexOf(".");
+  return i < 0 ? "" : path.slice(0, i);
+}
+
+/**
+ * The focus a click in the graph view asks for (see fxviz/report_views.py): expanding
+ * a module focuses it, collapsing one focuses its parent; null when nothing changed.
+ * @param {string[]} before @param {string[]} after
+ * @returns {string | null}
+ */
+export function focusAfter(before, after) {
+  const opened = before.find((p) => !after.includes(p));
+  if (opened !== undefined) return opened;
+  const closed = after.find((p) => !before.includes(p));
+  return closed === undefined ? null : parentPath(closed);
+}
+
+/** What the status line says about a focus. @param {string} focus */
+export function focusText(focus) {
+  if (focus === "*") return "drawn as the Explorer first shows it";
+  if (focus === "") return "top level: click a module to open it";
+  return `open: ${focus} (other modules collapsed)`;
+}

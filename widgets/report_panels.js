@@ -1,0 +1,174 @@
+// @ts-check
+/**
+ * The report page's elements: its layout, the step history, the Details, Code and
+ * Timing panels. Builds elements with `h` (text always as textContent) and wires
+ * nothing: report_host.js does. The rules of what they say are pure and exported.
+ */
+
+/** Above this many nodes the node table starts folded. */
+export const TABLE_OPEN_MAX = 1000;
+
+/** @typedef {(tag: string, cls?: string, text?: string) => HTMLElement} Make */
+/** @typedef {{status: string, message: string, max_abs: number | null}} Check */
+
+/** The badge of a check: its class suffix and its text. @param {Check} check */
+export function badgeParts(check) {
+  const slug = { match: "match", "expected to differ": "expected" }[check.status] || "mismatch";
+  const extra = check.status === "mismatch" && check.max_abs !== null ? ` (max abs ${check.max_abs.toPrecision(3)})` : "";
+  return { slug, text: check.status + extra };
+}
+
+/** A step as the history lists it. @param {{index: number, pass_name: string, params: string, selection: string[]}} s */
+export function stepText(s) {
+  const what = s.params ? `${s.pass_name}(${s.params})` : s.pass_name;
+  const scope = s.selection.length ? ` on ${s.selection.join(", ")}` : "";
+  return `${s.index} · ${what}${scope}`;
+}
+
+/** CSS class of a unified diff line. @param {string} line */
+export function diffLineClass(line) {
+  if (line.startsWith("+++") || line.startsWith("---")) return "fxviz-diff-file";
+  if (line.startsWith("@@")) return "fxviz-diff-hunk";
+  if (line.startsWith("+")) return "fxviz-diff-insert";
+  if (line.startsWith("-")) return "fxviz-diff-delete";
+  return "";
+}
+
+/** @param {Make} h @param {Check} check */
+export function badge(h, check) {
+  const { slug, text } = badgeParts(check);
+  const b = h("span", `fxviz-badge-${slug}`, text);
+  b.title = check.message;
+  return b;
+}
+
+/**
+ * The page's parts, assembled under `root`.
+ * @param {Make} h @param {Document} doc @param {HTMLElement} root
+ * @param {{title: string}} data @param {boolean} tableOpen
+ */
+export function buildLayout(h, doc, root, data, tableOpen) {
+  const header = h("div", "fxviz-report-header");
+  const stepLabel = h("span", "fxviz-report-step");
+  const stepBadge = h("span", "fxviz-report-badge");
+  header.append(h("b", "fxviz-report-title", data.title), stepLabel, stepBadge);
+  const history = h("div", "fxviz-report-history");
+  const viewBar = h("div", "fxviz-report-viewbar");
+  const overview = h("button", "fxviz-report-overview", "top level");
+  const explorerView = h("button", "fxviz-report-explorer-view", "as in the Explorer");
+  const note = h("span", "fxviz-report-note");
+  viewBar.append(h("span", "", "View:"), overview, explorerView, note);
+  const graphEl = h("div", "fxviz-report-graph");
+  const tabs = h("div", "fxviz-report-tabs");
+  const panels = { details: h("div", "fxviz-report-details"), code: h("div", "fxviz-report-code-panel"),
+    timing: h("div", "fxviz-report-timing") };
+  const tabButtons = Object.keys(panels).map((name) => {
+    const b = h("button", "fxviz-report-tab", name[0].toUpperCase() + name.slice(1));
+    b.dataset.tab = name;
+    return b;
+  });
+  tabs.append(...tabButtons);
+  const side = h("div", "fxviz-report-side");
+  side.append(tabs, ...Object.values(panels));
+  const main = h("div", "fxviz-report-main");
+  const left = h("div", "fxviz-report-left");
+  left.append(viewBar, graphEl);
+  main.append(left, side);
+  const tableEl = h("div", "fxviz-report-table");
+  // Folded on large graphs: building thousands of rows would hold up the page.
+  const tableBox = /** @type {HTMLDetailsElement} */ (h("details", "fxviz-report-table-box"));
+  const tableTitle = h("summary", "fxviz-report-table-title");
+  tableBox.append(tableTitle, tableEl);
+  tableBox.open = tableOpen;
+  root.replaceChildren(header, history, main, tableBox);
+
+  // code panel: the step's code, or its diff against another step
+  const diffToggle = /** @type {HTMLInputElement} */ (h("input", "fxviz-report-diff-toggle"));
+  diffToggle.type = "checkbox";
+  const diffLabel = h("label", "fxviz-report-diff-label");
+  const base = /** @type {HTMLSelectElement} */ (h("select", "fxviz-report-diff-base"));
+  diffLabel.append(diffToggle, doc.createTextNode(" diff against "), base);
+  const codeView = h("pre", "fxviz-report-code");
+  panels.code.append(diffLabel, codeView);
+  return { stepLabel, stepBadge, history, overview, explorerView, note, graphEl, panels, tabButtons, tableEl,
+    tableBox, tableTitle, diffToggle, base, codeView };
+}
+
+/**
+ * The Details panel's content for one node's record, or a hint when none is selected;
+ * its input and user links call `select`.
+ * @param {Make} h @param {any} rec @param {(name: string) => void} select
+ */
+export function detailsContent(h, rec, select) {
+  if (!rec) return [h("p", "fxviz-hint", "Select a node in the graph.")];
+  const table = h("table", "fxviz-kv");
+  for (const [k, v] of rec.rows) {
+    const tr = h("tr");
+    tr.append(h("th", "", k), h("td", "", v));
+    table.append(tr);
+  }
+  /** @param {string} title @param {Array<[string, string]>} targets */
+  const links = (title, targets) => {
+    const row = h("div", `fxviz-report-${title}`, targets.length ? `${title}: ` : `${title}: none`);
+    for (const [text, node] of targets) {
+      const b = h("button", "fxviz-node-link", text);
+      b.addEventListener("click", () => select(node));
+      row.append(b);
+    }
+    return row;
+  };
+  return [table, links("inputs", rec.inputs), links("users", rec.users.map((/** @type {string} */ u) => [u, u]))];
+}
+
+/** A unified diff's lines, or a hint when there is no difference. @param {Make} h @param {string} text */
+export function diffContent(h, text) {
+  if (!text) return [h("div", "fxviz-hint", "No difference in the code.")];
+  return text.split("\n").map((line) => h("div", diffLineClass(line), line || " "));
+}
+
+/** The code's lines, line `mark` (1-based) marked. @param {Make} h @param {string} code @param {number} mark */
+export function codeContent(h, code, mark) {
+  return code.split("\n").map((line, i) =>
+    h("div", i + 1 === mark ? "fxviz-report-line fxviz-report-line-marked" : "fxviz-report-line", line || " "));
+}
+
+/**
+ * The Timing panel: the summary, the slowest nodes' table and the chart (an SVG
+ * string), or why the step has no timing.
+ * @param {Make} h @param {any} t @param {string} [chart]
+ */
+export function timingContent(h, t, chart) {
+  if (!t) {
+    return [h("p", "fxviz-hint", "This step was not profiled when the report "
+      + "was written (profile it in the Explorer, or write the report with profile=True).")];
+  }
+  const table = h("table", "fxviz-table fxviz-report-timing-table");
+  const head = h("tr");
+  head.append(...t.columns.map((/** @type {string} */ c) => h("th", "", c)));
+  table.append(head);
+  for (const row of t.rows) {
+    const tr = h("tr");
+    tr.append(...row.map((/** @type {any} */ v) => h("td", "", v === null ? "—" : String(v))));
+    table.append(tr);
+  }
+  const img = /** @type {HTMLImageElement} */ (h("img", "fxviz-report-chart"));
+  img.alt = "slowest nodes";
+  img.src = `data:image/svg+xml;charset=utf-8,${encodeURIComponent(chart || "")}`;
+  return [h("p", "fxviz-report-timing-summary", t.summary), table, img];
+}
+
+/**
+ * The history's buttons, the current step marked; a click calls `show(index)`.
+ * @param {Make} h @param {any[]} steps @param {number} current @param {(index: number) => void} show
+ */
+export function historyButtons(h, steps, current, show) {
+  return steps.map((s) => {
+    const b = h("button", "fxviz-report-history-step");
+    if (s.index === current) b.classList.add("fxviz-report-history-current");
+    if (s.undone) b.classList.add("fxviz-report-history-undone");
+    b.append(h("span", "", stepText(s)), badge(h, s.check));
+    b.title = s.undone ? "undone in the session (redo would restore it)" : s.check.message;
+    b.addEventListener("click", () => show(s.index));
+    return b;
+  });
+}
