@@ -170,6 +170,29 @@ def test_a_dynamo_graph_ending_at_a_data_dependent_branch_checks_on_cuda():
     assert session.current.check.status == "match", session.current.check.message
 
 
+def test_torch_compile_graphs_and_their_aot_parts_on_cuda():
+    """fxviz.compiled on a GPU model: the graphs split at the branch, and AOT's forward
+    and backward graphs run and check on the device."""
+    class Branchy(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin, self.out = nn.Linear(8, 8), nn.Linear(8, 2)
+
+        def forward(self, x):
+            h = self.lin(x)
+            if h.sum() > 0:
+                h = h * 2
+            return self.out(torch.relu(h))
+
+    compiled = fxviz.compiled(Branchy().to(DEVICE), torch.randn(4, 8, device=DEVICE), backward=True)
+    assert len(compiled.graphs) == 2 and compiled.graph_breaks[0]["reason"] == "Data-dependent branching"
+    for index in range(2):
+        for part in ("dynamo", "forward", "backward"):
+            session = compiled.session(index, part)
+            assert session.current.check.status == "match", (index, part, session.current.check.message)
+            assert all(t.device.type == DEVICE for t in session.example_inputs if isinstance(t, torch.Tensor))
+
+
 def test_profile_aten_attributes_kernels_to_nodes_on_cuda():
     x = torch.randn(2048, 2048, device=DEVICE)
     gm = _matmul_graph()
