@@ -28,7 +28,7 @@ def closed_over_modules(fn: Callable[..., Any]) -> list[nn.Module]:
     """The nn.Modules a plain function reads from its closure or globals (a training
     step's model, its loss module): running the function runs them."""
     try:
-        variables = inspect.getclosurevars(fn)
+        variables = inspect.getclosurevars(inspect.unwrap(fn))  # through functools.wraps
     except TypeError:  # builtins, functools.partial, callables without code
         return []
     return [v for v in (*variables.nonlocals.values(), *variables.globals.values()) if isinstance(v, nn.Module)]

@@ -8,7 +8,6 @@ and records why each earlier one failed. Every node gets ``node.meta["module_pat
 """
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -19,6 +18,7 @@ from torch import nn
 
 from fxviz.capture import dynamo, export, make_fx, symbolic
 from fxviz.capture._common import Capture, as_inputs, called_as, caller, first_line, torch_errors_quiet, where
+from fxviz.capture.gradients import with_gradients
 from fxviz.capture.outputs import with_plain_outputs
 from fxviz.errors import TraceError
 
@@ -142,7 +142,7 @@ def _one(method: Any, model: Any, inputs: tuple, module: nn.Module | None, optio
         plain = with_plain_outputs(model)
         return Capture([export.capture(plain, inputs, strict=method != "export")], method, reference=plain)
     if method == "make_fx":
-        plain = with_plain_outputs(model) if isinstance(model, nn.Module) else model
+        plain = with_plain_outputs(model) if isinstance(model, nn.Module) else with_gradients(model, module)
         return Capture([make_fx.capture(plain, inputs, module)], "make_fx", reference=plain)
     if not inputs:
         raise TraceError("dynamo captures by running the model: pass example_inputs.")
@@ -180,13 +180,13 @@ def _detail(exc: TraceError) -> str:
 def _own_failure(model: Any, inputs: tuple) -> TraceError | None:
     """When every method failed, the model itself may not run on these inputs: say that
     (with its line) rather than five capture errors."""
-    from fxviz._runtime import preserved_buffers
+    from fxviz._runtime import preserved_buffers, untouched
 
     if not inputs:
         return None
-    kept = preserved_buffers(model) if isinstance(model, nn.Module) else contextlib.nullcontext()
-    try:
-        with torch.no_grad(), kept:
+    kept = preserved_buffers(model) if isinstance(model, nn.Module) else untouched(model)
+    try:  # a plain function may be a training step: it needs autograd
+        with torch.set_grad_enabled(not isinstance(model, nn.Module)), kept:
             model(*inputs)
     except Exception as exc:
         name = getattr(model, "__name__", type(model).__name__)

@@ -8,9 +8,10 @@ from typing import Any
 import torch
 import torch.fx
 from torch import nn
+from torch.fx.graph_module import _assign_attr
 
 from fxviz.capture._common import finish, first_line, where
-from fxviz.capture.backward import attribute_backward
+from fxviz.capture.backward import attribute_backward, sequence_numbers
 from fxviz._runtime import untouched
 from fxviz.capture.closure import closed_over_module
 from fxviz.errors import TraceError
@@ -24,12 +25,11 @@ def capture(fn: Callable[..., Any], inputs: tuple, module: nn.Module | None = No
     if not inputs:
         raise TraceError("make_fx traces by running the function: pass example_inputs.")
     root = fn if isinstance(fn, nn.Module) else module or getattr(fn, "_orig_mod", None) or closed_over_module(fn)
-    target = fn
-    if root is not None and not hasattr(fn, "_orig_mod"):
-        # make_fx records nn.Module paths only for callables that expose `_orig_mod`.
-        def target(*args):
+    def target(*args):
+        with sequence_numbers():  # inside: above make_fx's own dispatch mode
             return fn(*args)
 
+    if root is not None:  # make_fx records nn.Module paths only for callables that expose `_orig_mod`
         target._orig_mod = root
     try:
         with untouched(fn):  # make_fx runs real ops: a training-mode BN would advance its statistics
@@ -51,14 +51,17 @@ def capture(fn: Callable[..., Any], inputs: tuple, module: nn.Module | None = No
 
 
 def _name_parameters(gm: torch.fx.GraphModule, root: nn.Module) -> None:
-    """make_fx stores the parameters it met as ``_param_constant57``: give each
-    get_attr node the qualified name of the tensor it holds (``layer3.0.conv1.weight``)
-    and the module path of its owner, so search and clusters find them."""
+    """make_fx stores the parameters it met as ``_param_constant57``: store each under
+    the qualified name of the tensor it holds (``layer3.0.conv1.weight``, the get_attr
+    target, as in an exported program) with the module path of its owner, so the
+    drawing, details, search and node table name it as the model does."""
+    moved: set[str] = set()
     names = {id(t): n for n, t in (*root.named_parameters(remove_duplicate=False),
                                    *root.named_buffers(remove_duplicate=False))}
     for node in gm.graph.find_nodes(op="get_attr"):
         tensor = getattr(gm, node.target, None)
         qualified = names.get(id(tensor))
+        movable = qualified is not None  # a view of a parameter keeps its own attribute
         if qualified is None and isinstance(tensor, torch.Tensor):
             base = getattr(tensor, "_base", None)
             qualified = names.get(id(base)) if base is not None else None
@@ -67,4 +70,19 @@ def _name_parameters(gm: torch.fx.GraphModule, root: nn.Module) -> None:
         node.meta["qualified_name"] = qualified
         node.meta["module_path"] = qualified.rpartition(".")[0]
         node._rename(qualified.replace(".", "_"))
+        if movable and node.target != qualified:
+            if _get_attr(gm, qualified) is None:
+                _assign_attr(tensor, gm, qualified)
+            if _get_attr(gm, qualified) is tensor:
+                moved.add(node.target)
+                node.target = qualified
+    for name in moved:
+        delattr(gm, name)
     gm.recompile()
+
+
+def _get_attr(gm: torch.fx.GraphModule, qualified: str) -> Any:
+    owner: Any = gm
+    for part in qualified.split("."):
+        owner = getattr(owner, part, None)
+    return owner
