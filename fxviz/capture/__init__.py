@@ -16,7 +16,7 @@ import torch
 import torch.fx
 from torch import nn
 
-from fxviz.capture import dynamo, export, make_fx, symbolic
+from fxviz.capture import dynamo, export, export_joint, make_fx, symbolic
 from fxviz.capture._common import Capture, as_inputs, called_as, caller, first_line, torch_errors_quiet, where
 from fxviz.capture.gradients import with_gradients
 from fxviz.capture.outputs import with_plain_outputs
@@ -24,7 +24,8 @@ from fxviz.errors import TraceError
 
 #: The order ``tracer="auto"`` tries: module-level graph first, dynamo's split graphs last.
 AUTO_ORDER = ("symbolic", "export", "export (strict)", "make_fx", "dynamo")
-METHODS = ("auto", *AUTO_ORDER)
+#: Chosen by name only: torch.export's joint forward+backward graph of a model whose output is a loss.
+METHODS = ("auto", *AUTO_ORDER, "export (joint)")
 
 __all__ = ["AUTO_ORDER", "Capture", "as_inputs", "called_as", "capture", "trace"]
 
@@ -48,7 +49,7 @@ def capture(
     symbolic_options = {"leaf_modules": leaf_modules, "lower": lower, "concrete_args": concrete_args,
                         "fallback": fallback}
     if tracer != "auto":
-        if tracer not in AUTO_ORDER and not _is_tracer(tracer):
+        if tracer not in METHODS and not _is_tracer(tracer):
             raise TraceError(f"Unknown tracer {tracer!r}: use one of {', '.join(map(repr, METHODS))} "
                              "or a torch.fx.Tracer subclass.")
         if tracer != "symbolic" and not _is_tracer(tracer) and (leaf_modules or lower or concrete_args):
@@ -136,9 +137,11 @@ def _is_tracer(tracer: Any) -> bool:
 def _one(method: Any, model: Any, inputs: tuple, module: nn.Module | None, options: dict) -> Capture:
     if method == "symbolic" or _is_tracer(method):
         return Capture([symbolic.capture(model, tracer=method, **options)], "symbolic")
-    if method in ("export", "export (strict)"):
+    if method in ("export", "export (strict)", "export (joint)"):
         if not isinstance(model, nn.Module):
             raise TraceError(f"torch.export needs an nn.Module, got {type(model).__name__}: use tracer='make_fx'.")
+        if method == "export (joint)":
+            return Capture([export_joint.capture(model, inputs)], method, reference=export_joint.reference(model))
         plain = with_plain_outputs(model)
         return Capture([export.capture(plain, inputs, strict=method != "export")], method, reference=plain)
     if method == "make_fx":

@@ -61,12 +61,16 @@ def sequence_numbers() -> Iterator[None]:
         yield
 
 
-def attribute_backward(gm: torch.fx.GraphModule) -> int:
+def attribute_backward(gm: torch.fx.GraphModule, backward: set[torch.fx.Node] | None = None) -> int:
     """Set ``module_path`` (forward path + ``MARK``) and ``meta["backward_of"]`` on the
-    backward nodes of ``gm``; returns how many were attributed. ``gm.meta["fxviz"]
-    ["backward_attribution"]`` says how: "seq_nr" or "heuristic"."""
+    backward nodes of ``gm`` (``backward``, when the caller knows them); returns how many
+    were attributed. ``gm.meta["fxviz"]["backward_attribution"]`` says how: "seq_nr" or
+    "heuristic"."""
     marked = {n for n in gm.graph.nodes if n.meta.get("autograd_backward")}
-    if marked:
+    guessed = backward is None and not marked
+    if backward is not None:
+        how = "heuristic"
+    elif marked:
         backward, how = marked, "seq_nr"
     elif any("stack_trace" in n.meta for n in gm.graph.nodes if n.op == "call_function"):
         backward = {n for n in gm.graph.nodes if n.op == "call_function" and "stack_trace" not in n.meta}
@@ -86,9 +90,9 @@ def attribute_backward(gm: torch.fx.GraphModule) -> int:
         path = forward_paths.get(node.meta.get("seq_nr", -1)) if how == "seq_nr" else None
         if path is None:
             path = _from_inputs(node, backward, order)
-        if path is None:
-            continue
-        _mark(gm, node, path)
+        if path is None and guessed:
+            continue  # told from the forward only by a missing stack trace: maybe the loss
+        _mark(gm, node, path or "")  # nothing to go by: the loss's backward, at top level
         count += 1
     gm.meta.setdefault("fxviz", {})["backward_attribution"] = how
     return count

@@ -9,6 +9,7 @@ from typing import Any
 from torch import nn
 
 from fxviz.capture.closure import closed_over_module
+from fxviz.check import Gradients
 
 
 def with_gradients(fn: Callable[..., Any], module: nn.Module | None = None) -> Callable[..., Any]:
@@ -34,6 +35,6 @@ def with_gradients(fn: Callable[..., Any], module: nn.Module | None = None) -> C
         finally:
             for (_, p), grad in zip(params, saved):
                 p.grad = grad
-        return (out, grads) if grads else out
+        return (out, Gradients(grads)) if grads else out
 
     return step
