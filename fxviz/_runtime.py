@@ -14,7 +14,7 @@ from torch import nn
 def preserved_buffers(module: nn.Module) -> Iterator[None]:
     """Restore every buffer afterwards: a training-mode BatchNorm updates its running
     statistics in place, and those buffers may be shared with the user's model."""
-    saved = [(buf, buf.detach().clone()) for buf in module.buffers() if not buf.is_meta]  # meta: no values
+    saved = [(buf, buf.detach().clone()) for buf in module.buffers() if has_values(buf)]
     try:
         yield
     finally:
@@ -22,6 +22,13 @@ def preserved_buffers(module: nn.Module) -> Iterator[None]:
             for buf, value in saved:
                 if not torch.equal(buf, value):
                     buf.copy_(value)
+
+
+def has_values(tensor: torch.Tensor) -> bool:
+    """False for meta and fake tensors: shapes and dtypes only, nothing to save or compare."""
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    return not (tensor.is_meta or isinstance(tensor, FakeTensor))
 
 
 def closed_over_modules(fn: Callable[..., Any]) -> list[nn.Module]:
