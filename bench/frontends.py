@@ -93,6 +93,22 @@ def _step(build: Callable[[], tuple], target: Callable[[Any], torch.Tensor]) -> 
     return make
 
 
+def _joint(build: Callable[[], tuple], target: Callable[[Any], torch.Tensor]) -> Callable[[], tuple]:
+    """The model and its loss as one module, opened as torch.export's joint graph."""
+    def make():
+        model, inputs = build()
+
+        class WithLoss(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.model = model.train()
+
+            def forward(self, *args):
+                return target(self.model(*args)).float().pow(2).mean()
+        return WithLoss(), inputs, "export (joint)"
+    return make
+
+
 def _hidden(out: Any) -> torch.Tensor:
     return out.last_hidden_state if hasattr(out, "last_hidden_state") else out["out"] if isinstance(out, dict) else out
 
@@ -105,7 +121,8 @@ FAMILIES: dict[str, dict[str, Callable[[], tuple]]] = {
         "mobilevit_xxs", "repvgg_a0")}
     | {n: _timm(n, 224) for n in ("vit_tiny_patch16_224", "deit_tiny_patch16_224", "mixer_s16_224",
                                   "swin_tiny_patch4_window7_224", "levit_128s", "coatnet_0_rw_224", "efficientformer_l1")}
-    | {"resnet18 (train step)": _step(_timm("resnet18"), lambda out: out)},
+    | {"resnet18 (train step)": _step(_timm("resnet18"), lambda out: out),
+       "resnet18 (export joint)": _joint(_timm("resnet18"), lambda out: out)},
     "hf": {
         "bert": _hf("BertConfig", vocab_size=128, **SMALL),
         **_decoder("GPT2Config", vocab_size=128, n_embd=32, n_layer=2, n_head=2),
@@ -125,6 +142,8 @@ FAMILIES: dict[str, dict[str, Callable[[], tuple]]] = {
                        encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=64, decoder_ffn_dim=64,
                        num_mel_bins=16, max_source_positions=16, max_target_positions=16),
         "bert (train step)": _step(_hf("BertConfig", vocab_size=128, **SMALL), _hidden),
+        "bert (export joint)": _joint(_hf("BertConfig", vocab_size=128, **SMALL),  # every parameter in the loss
+                                      lambda out: out.last_hidden_state.mean() + out.pooler_output.mean()),
     },
     "torchvision": {
         "lraspp (segmentation)": _tv("segmentation.lraspp_mobilenet_v3_large", (1, 3, 64, 64), num_classes=3,
@@ -145,7 +164,8 @@ FAMILIES: dict[str, dict[str, Callable[[], tuple]]] = {
     },
 }
 #: Run without --wide: a few per family.
-QUICK = {"timm": ("resnet18", "convnext_atto", "vit_tiny_patch16_224", "resnet18 (train step)"),
+QUICK = {"timm": ("resnet18", "convnext_atto", "vit_tiny_patch16_224", "resnet18 (train step)",
+                  "resnet18 (export joint)"),
          "hf": ("bert", "gpt2 (cache)", "llama (no cache)", "t5", "bert (train step)"),
          "torchvision": ("lraspp (segmentation)", "raft_small (flow)", "fasterrcnn_mobilenet (detection)")}
 
@@ -167,13 +187,13 @@ def measure(build: Callable[[], tuple]) -> dict[str, Any]:
 
     row: dict[str, Any] = {}
     try:
-        model, inputs = build()
+        model, inputs, *tracer = build()  # a third item: the tracer to use instead of "auto"
     except Exception as exc:  # the model cannot even be built here: a row, not a crash
         return {"opens": False, "fxviz_s": 0.0, "error": f"build: {type(exc).__name__}: {exc}"[:120]}
 
     def open_and_draw():
         try:
-            row["session"] = session = fxviz.Session(model, inputs)
+            row["session"] = session = fxviz.Session(model, inputs, tracer=tracer[0] if tracer else "auto")
             render(session.current.graph).svg
         except Exception as exc:
             row["raw"] = not isinstance(exc, fxviz.errors.FxvizError)  # not a clear fxviz error
@@ -188,7 +208,7 @@ def measure(build: Callable[[], tuple]) -> dict[str, Any]:
         row["backward"] = sum(" · backward" in (d["module_path"] or "") for _, d in graph.nodes(data=True))
         ok, _, why = _try(lambda: session.current.check.status)
         row["check"] = session.current.check.status if ok else f"error ({why[:40]})"
-    if isinstance(model, torch.nn.Module):
+    if isinstance(model, torch.nn.Module) and not tracer:  # a module, not a step or model+loss
         row["symbolic"] = _try(lambda: torch.fx.symbolic_trace(model))[0]
         row["export"], row["export_s"], _ = _try(lambda: torch.export.export(model, inputs, strict=False))
         row["torchview"], _, why = _try(lambda: _torchview(model, inputs))

@@ -41,7 +41,9 @@ def capture(model: nn.Module, inputs: tuple, loss_index: int = 0) -> torch.fx.Gr
         forward = ep.run_decompositions(core_aten_decompositions())  # the joint's table, with module stacks
     except Exception as exc:
         raise TraceError(f"torch.export's joint graph failed{where(exc)}\n  {first_line(exc)}\n"
-                         f"  What to do: make output {loss_index} of the model a scalar loss.") from exc
+                         f"  What to do: make output {loss_index} of the model a scalar loss that every parameter "
+                         "contributes to (export's joint graph refuses unused parameters), or trace a training "
+                         "step function with tracer='make_fx'.") from exc
     gm = _runnable(joint)
     backward = _backward_nodes(gm.graph.output_node().meta.pop("fxviz_loss"), gm.graph)
     _align_modules(forward.graph, gm.graph, backward)
