@@ -101,8 +101,9 @@ def trace(
     ``model``: an ``nn.Module``, a plain function (make_fx), an ``ExportedProgram`` or
     a ``.pt2`` path. ``tracer``: ``"auto"`` (default: symbolic, then torch.export
     non-strict and strict, make_fx, dynamo; ``gm.meta["fxviz"]["attempts"]`` says why
-    earlier ones failed), one of those by name, or a ``torch.fx.Tracer`` subclass or
-    instance. With dynamo the first graph is returned; ``gm.meta["fxviz"]`` lists the
+    earlier ones failed), one of those by name, ``"export (joint)"`` (a model whose
+    output is a scalar loss, as torch.export's forward+backward graph), or a
+    ``torch.fx.Tracer`` subclass or instance. With dynamo the first graph is returned; ``gm.meta["fxviz"]`` lists the
     graph breaks (use :func:`capture` for all graphs).
 
     Symbolic only: ``leaf_modules`` (paths or types kept as one node), ``lower`` (types
