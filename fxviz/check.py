@@ -103,16 +103,16 @@ def run_outputs(module: Callable[..., Any], inputs_list: Sequence[tuple]) -> lis
     """``module(*inputs)`` for each input tuple, with the same random seed each time,
     so dropout in a training-mode model draws the same masks at every step. Modules
     run without autograd; a plain function runs with it, since a training step
-    (``torch.autograd.grad`` inside) needs it; outputs come back detached. Buffers
-    of an ``nn.Module`` are restored afterwards."""
+    (``torch.autograd.grad`` inside) needs it; outputs come back detached. What a run
+    changes (buffers; weights and optimizer state a step updates) is restored after each."""
     # A GraphModule's __call__ prints its code to stderr and imports torch._dynamo
     # (seconds) when the forward raises; callers report failures better themselves.
     call = module.forward if isinstance(module, torch.fx.GraphModule) else module
     grad = not isinstance(module, torch.nn.Module)
     outputs = []
-    with torch.set_grad_enabled(grad), untouched(module):
-        for inputs in inputs_list:
-            with seeded(inputs):
+    with torch.set_grad_enabled(grad):
+        for inputs in inputs_list:  # each from the same state: a step may update weights
+            with untouched(module), seeded(inputs):
                 outputs.append(tree_map_only(torch.Tensor, torch.Tensor.detach, call(*inputs)))
     return outputs
 

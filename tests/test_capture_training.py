@@ -144,3 +144,27 @@ def test_the_check_fails_when_one_gradient_is_wrong():
     result = check_outputs(reference, gm, inputs)
     assert result.status == "mismatch" and "'3.bias'" in result.message and "'3.weight'" not in result.message
     assert 0.005 < result.max_rel < 0.02  # 1 % of the gradient's scale
+
+
+def test_a_step_with_an_optimizer_leaves_weights_and_optimizer_state_alone():
+    net = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2))
+    opt = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
+
+    def step(x):
+        opt.zero_grad()
+        loss = net(x).pow(2).mean()
+        loss.backward()
+        opt.step()
+        return loss
+
+    step(torch.randn(5, 3))  # the user has trained a step: momentum buffers exist
+    weights = {k: v.clone() for k, v in net.state_dict().items()}
+    momentum = {k: v["momentum_buffer"].clone() for k, v in opt.state_dict()["state"].items()}
+    session = fxviz.Session(step, (torch.randn(5, 3),))
+    written = {n.args[0].target for n in session.current.gm.graph.nodes
+               if str(n.target).startswith("aten.add_") and n.args[0].op == "get_attr"}
+    assert {"0.weight", "2.bias"} <= written  # the update is in the graph, on named weights
+    assert session.current.check.status == "match"  # every input from the same weights, both sides
+    assert all(torch.equal(weights[k], v) for k, v in net.state_dict().items())
+    state = opt.state_dict()["state"]
+    assert all(torch.equal(momentum[k], state[k]["momentum_buffer"]) for k in momentum)
