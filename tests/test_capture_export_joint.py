@@ -39,7 +39,12 @@ def test_a_model_and_its_loss_open_as_exports_joint_graph_with_backward_clusters
     conv_bwd = next(n for n in gm.graph.nodes if "convolution_backward" in str(n.target))
     assert conv_bwd.meta["backward_of"] == "model.0"
     assert {n.target for n in gm.graph.find_nodes(op="get_attr")} >= {"model.0.weight", "model.1.running_mean"}
-    assert gm.meta["fxviz"]["backward_attribution"] == "heuristic"
+    assert gm.meta["fxviz"]["backward_attribution"] == "seq_nr (aligned)"
+    # BatchNorm's backward (decomposed into muls and sums) is BatchNorm's, ReLU's is ReLU's
+    grads = gm.graph.output_node().args[0][1]
+    assert grads["model.1.bias"].meta["backward_of"] == "model.1" and grads["model.1.weight"].meta["backward_of"] == "model.1"
+    relu_bwd = next(n for n in gm.graph.nodes if n.meta.get("backward_of") and str(n.target) == "aten.le.Scalar")
+    assert relu_bwd.meta["backward_of"] == "model.2"
     assert not any(str(n.target).startswith("aten.native_batch_norm_backward") for n in gm.graph.nodes)  # core ATen
 
 
@@ -56,3 +61,16 @@ def test_gradients_are_judged_against_the_steps_largest_gradient():
     wrong = torch.tensor([0.02, 0.0])  # 4 % of the largest gradient: a real error
     result = compare_outputs([Gradients(w=big, b=zero)], [{"w": big, "b": wrong}])
     assert result.status == "mismatch" and "'b'" in result.message
+
+
+def test_without_a_make_fx_trace_the_joint_graphs_backward_falls_back_to_the_heuristic(monkeypatch):
+    from fxviz.capture import make_fx
+
+    def refuse(*args, **kwargs):
+        raise fxviz.TraceError("make_fx could not trace it")
+
+    monkeypatch.setattr(make_fx, "capture", refuse)
+    gm = fxviz.trace(Loss().train(), (torch.randn(2, 3, 8, 8), torch.tensor([0, 1])), tracer="export (joint)")
+    assert gm.meta["fxviz"]["backward_attribution"] == "heuristic"
+    conv_bwd = next(n for n in gm.graph.nodes if "convolution_backward" in str(n.target))
+    assert conv_bwd.meta["module_path"] == "model.0 · backward"

@@ -61,15 +61,17 @@ def sequence_numbers() -> Iterator[None]:
         yield
 
 
-def attribute_backward(gm: torch.fx.GraphModule, backward: set[torch.fx.Node] | None = None) -> int:
+def attribute_backward(gm: torch.fx.GraphModule, backward: set[torch.fx.Node] | None = None,
+                       known: dict[torch.fx.Node, str] | None = None) -> int:
     """Set ``module_path`` (forward path + ``MARK``) and ``meta["backward_of"]`` on the
-    backward nodes of ``gm`` (``backward``, when the caller knows them); returns how many
-    were attributed. ``gm.meta["fxviz"]["backward_attribution"]`` says how: "seq_nr" or
-    "heuristic"."""
+    backward nodes of ``gm`` (``backward``, when the caller knows them, with the module
+    ``known`` for some); returns how many were attributed. ``gm.meta["fxviz"]
+    ["backward_attribution"]`` says how: "seq_nr", "seq_nr (aligned)" or "heuristic"."""
     marked = {n for n in gm.graph.nodes if n.meta.get("autograd_backward")}
     guessed = backward is None and not marked
+    known = known or {}
     if backward is not None:
-        how = "heuristic"
+        how = "seq_nr (aligned)" if known else "heuristic"
     elif marked:
         backward, how = marked, "seq_nr"
     elif any("stack_trace" in n.meta for n in gm.graph.nodes if n.op == "call_function"):
@@ -87,7 +89,7 @@ def attribute_backward(gm: torch.fx.GraphModule, backward: set[torch.fx.Node] | 
     for node in gm.graph.nodes:
         if node not in backward:
             continue
-        path = forward_paths.get(node.meta.get("seq_nr", -1)) if how == "seq_nr" else None
+        path = forward_paths.get(node.meta.get("seq_nr", -1)) if how == "seq_nr" else known.get(node)
         if path is None:
             path = _from_inputs(node, backward, order)
         if path is None and guessed:

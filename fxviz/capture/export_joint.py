@@ -4,9 +4,10 @@ runnable graph returning ``(outputs, {parameter name: gradient})``.
 
 The joint graph keeps neither ``nn_module_stack`` nor a forward/backward link, so: the
 forward part is aligned op by op (difflib) with the forward program decomposed by the
-same table, which does keep them; backward nodes (those the loss does not depend on)
-are attributed by :func:`fxviz.capture.backward.attribute_backward`'s reads-what-it-saved
-rule. Running-statistics updates (BatchNorm buffers) are outputs of the joint graph; the
+same table, which does keep them; the backward part (what depends on the loss) likewise
+with the same step traced by make_fx, whose backward ops carry autograd's sequence
+numbers; a node left unpaired falls back to :func:`fxviz.capture.backward.attribute_backward`'s
+reads-what-it-saved rule. Running-statistics updates (BatchNorm buffers) are outputs of the joint graph; the
 graph here returns only the outputs and gradients, so running it changes no buffer.
 """
 from __future__ import annotations
@@ -21,7 +22,6 @@ from torch import nn
 from torch.export.graph_signature import InputKind, OutputKind
 from torch.fx.graph_module import _assign_attr
 
-from fxviz._runtime import preserved_buffers
 from fxviz.capture._common import finish, first_line, where
 from fxviz.capture.backward import attribute_backward
 from fxviz.check import Gradients
@@ -51,19 +51,40 @@ def capture(model: nn.Module, inputs: tuple, loss_index: int = 0) -> torch.fx.Gr
     for node in gm.graph.find_nodes(op="get_attr"):
         node.meta["module_path"] = str(node.target).rpartition(".")[0]
         node.meta["qualified_name"] = str(node.target)
-    attribute_backward(gm, backward=backward)
+    attribute_backward(gm, backward=backward, known=_backward_modules(model, inputs, gm, backward))
     return gm
+
+
+def _backward_modules(model: nn.Module, inputs: tuple, gm: torch.fx.GraphModule,
+                      backward: set[torch.fx.Node]) -> dict[torch.fx.Node, str]:
+    """The forward module of each backward node, from the same step traced with make_fx
+    (whose backward ops carry autograd's sequence numbers) under the joint's decomposition
+    table: both run autograd's backward in the same order, so a diff of their op
+    sequences pairs them. Empty when make_fx cannot trace the step."""
+    from torch._decomp import core_aten_decompositions
+
+    from fxviz.capture import make_fx
+
+    try:
+        traced = make_fx.capture(reference(model), inputs, model, core_aten_decompositions())
+    except TraceError:
+        return {}
+    source = [n for n in traced.graph.nodes if n.op == "call_function" and "backward_of" in n.meta]
+    nodes = [n for n in gm.graph.nodes if n in backward]
+    matcher = difflib.SequenceMatcher(None, [str(n.target) for n in source], [str(n.target) for n in nodes],
+                                      autojunk=False)
+    return {nodes[block.b + k]: source[block.a + k].meta["backward_of"]
+            for block in matcher.get_matching_blocks() for k in range(block.size)}
 
 
 def reference(model: nn.Module, loss_index: int = 0) -> Any:
     """The eager step the joint graph reproduces: ``(outputs, {name: gradient})``."""
     params = [(name, p) for name, p in model.named_parameters() if p.requires_grad]
 
-    def step(*args: Any) -> Any:
-        with preserved_buffers(model):  # the graph updates no running statistics either
-            outputs = model(*args)
-            loss = outputs[loss_index] if isinstance(outputs, (tuple, list)) else outputs
-            grads = torch.autograd.grad(loss, [p for _, p in params], allow_unused=True)
+    def step(*args: Any) -> Any:  # closes over `model`: the check restores its buffers after each run
+        outputs = model(*args)
+        loss = outputs[loss_index] if isinstance(outputs, (tuple, list)) else outputs
+        grads = torch.autograd.grad(loss, [p for _, p in params], allow_unused=True)
         return outputs, Gradients({name: g for (name, _), g in zip(params, grads) if g is not None})
 
     step.__name__ = type(model).__name__

@@ -17,9 +17,11 @@ from fxviz.capture.closure import closed_over_module
 from fxviz.errors import TraceError
 
 
-def capture(fn: Callable[..., Any], inputs: tuple, module: nn.Module | None = None) -> torch.fx.GraphModule:
+def capture(fn: Callable[..., Any], inputs: tuple, module: nn.Module | None = None,
+            decompositions: dict | None = None) -> torch.fx.GraphModule:
     """Trace ``fn(*inputs)`` with make_fx; ``module``: the model a plain function calls
-    (found among the function's closure and globals when not given)."""
+    (found among the function's closure and globals when not given); ``decompositions``:
+    a decomposition table (default none: the ATen ops as called)."""
     from torch.fx.experimental.proxy_tensor import make_fx
 
     if not inputs:
@@ -33,7 +35,7 @@ def capture(fn: Callable[..., Any], inputs: tuple, module: nn.Module | None = No
         target._orig_mod = root
     try:
         with untouched(fn):  # make_fx runs real ops: a training-mode BN would advance its statistics
-            gm = make_fx(target, record_module_stack=root is not None)(*inputs)
+            gm = make_fx(target, decompositions, record_module_stack=root is not None)(*inputs)
     except Exception as exc:
         raise TraceError(
             f"make_fx could not trace {getattr(fn, '__name__', type(fn).__name__)}{where(exc)}\n"
