@@ -140,7 +140,8 @@ FAMILIES: dict[str, dict[str, Callable[[], tuple]]] = {
                         num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=2, **SMALL),
         "whisper": _hf("WhisperConfig", "features", vocab_size=128, d_model=32, encoder_layers=1, decoder_layers=1,
                        encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=64, decoder_ffn_dim=64,
-                       num_mel_bins=16, max_source_positions=16, max_target_positions=16),
+                       num_mel_bins=16, max_source_positions=16, max_target_positions=16, pad_token_id=0,
+                       bos_token_id=1, eos_token_id=2, decoder_start_token_id=1),
         "bert (train step)": _step(_hf("BertConfig", vocab_size=128, **SMALL), _hidden),
         "bert (export joint)": _joint(_hf("BertConfig", vocab_size=128, **SMALL),  # every parameter in the loss
                                       lambda out: out.last_hidden_state.mean() + out.pooler_output.mean()),

@@ -55,10 +55,12 @@ def _written_by(module: nn.Module) -> list[torch.Tensor]:
 
 
 def has_values(tensor: torch.Tensor) -> bool:
-    """False for meta and fake tensors: shapes and dtypes only, nothing to save or compare."""
+    """False for meta and fake tensors, and the wrappers tracing makes of them (export's
+    functional tensors): shapes and dtypes only, no storage to save, compare or guard."""
     from torch._subclasses.fake_tensor import FakeTensor
+    from torch._subclasses.functional_tensor import FunctionalTensor
 
-    return not (tensor.is_meta or isinstance(tensor, FakeTensor))
+    return not (tensor.is_meta or isinstance(tensor, (FakeTensor, FunctionalTensor)))
 
 
 def closed_over_modules(fn: Callable[..., Any]) -> list[nn.Module]:

@@ -57,8 +57,30 @@ class Gradients(dict):
     ``dict``, so graph capture traces through it (a graph returns a plain dict)."""
 
 
+class GradientTuple(tuple):
+    """The gradients a step returns as a tuple (``torch.autograd.grad``), judged as
+    :class:`Gradients`; made from a reference's outputs only, never traced."""
+
+
 register_pytree_node(Gradients, lambda g: (list(g.values()), list(g)),
                      lambda values, keys: Gradients(zip(keys, values)), serialized_type_name="fxviz.Gradients")
+
+
+def _marked(output: Any, paths: Sequence[tuple[int, ...]]) -> Any:
+    """``output`` with the tuples or lists at ``paths`` (index paths) as GradientTuples."""
+    for path in paths:
+        output = _replace(output, path)
+    return output
+
+
+def _replace(value: Any, path: tuple[int, ...]) -> Any:
+    if not path:
+        return GradientTuple(value) if isinstance(value, (tuple, list)) else value
+    if not isinstance(value, (tuple, list)) or path[0] >= len(value):
+        return value
+    items = list(value)
+    items[path[0]] = _replace(items[path[0]], path[1:])
+    return tuple(items) if isinstance(value, tuple) else items
 
 
 @dataclass(frozen=True)
@@ -109,11 +131,12 @@ def run_outputs(module: Callable[..., Any], inputs_list: Sequence[tuple]) -> lis
     # (seconds) when the forward raises; callers report failures better themselves.
     call = module.forward if isinstance(module, torch.fx.GraphModule) else module
     grad = not isinstance(module, torch.nn.Module)
+    gradients = getattr(module, "fxviz_gradient_outputs", ())  # set by capture on a step's reference
     outputs = []
     with torch.set_grad_enabled(grad):
         for inputs in inputs_list:  # each from the same state: a step may update weights
             with untouched(module), seeded(inputs):
-                outputs.append(tree_map_only(torch.Tensor, torch.Tensor.detach, call(*inputs)))
+                outputs.append(_marked(tree_map_only(torch.Tensor, torch.Tensor.detach, call(*inputs)), gradients))
     return outputs
 
 
@@ -207,8 +230,9 @@ def _pairs(expected: Any, actual: Any, path: str, floor: float = 0.0) -> Iterato
     """``(path, expected, actual, problem, floor)`` for each tensor leaf (``floor``: the
     smallest scale to judge it by), and one entry with a ``problem`` message for each
     place where the structures or plain values differ."""
-    if isinstance(expected, Gradients):
-        floor = GRADIENT_FLOOR * max((float(g.detach().abs().max()) for g in expected.values()
+    if isinstance(expected, (Gradients, GradientTuple)):
+        values = expected.values() if isinstance(expected, Gradients) else expected
+        floor = GRADIENT_FLOOR * max((float(g.detach().abs().max()) for g in values
                                       if isinstance(g, torch.Tensor) and g.is_floating_point() and g.numel()),
                                      default=0.0)
     if isinstance(expected, (tuple, list)):

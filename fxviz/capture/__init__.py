@@ -147,7 +147,10 @@ def _one(method: Any, model: Any, inputs: tuple, module: nn.Module | None, optio
         return Capture([export.capture(plain, inputs, strict=method != "export")], method, reference=plain)
     if method == "make_fx":
         plain = with_plain_outputs(model) if isinstance(model, nn.Module) else with_gradients(model, module)
-        return Capture([make_fx.capture(plain, inputs, module)], "make_fx", reference=plain)
+        gm = make_fx.capture(plain, inputs, module)
+        if gm.meta["fxviz"].get("gradient_outputs") and plain is not model:
+            plain.fxviz_gradient_outputs = gm.meta["fxviz"]["gradient_outputs"]  # for the check (run_outputs)
+        return Capture([gm], "make_fx", reference=plain)
     if not inputs:
         raise TraceError("dynamo captures by running the model: pass example_inputs.")
     return dynamo.capture(model, inputs)
