@@ -152,7 +152,7 @@ FAMILIES: dict[str, dict[str, Callable[[], tuple]]] = {
         "deeplabv3_mobilenet (segmentation)": _tv("segmentation.deeplabv3_mobilenet_v3_large", (1, 3, 64, 64),
                                                   num_classes=3, weights_backbone=None),
         "r3d_18 (video)": _tv("video.r3d_18", (1, 3, 4, 32, 32), num_classes=3),
-        "s3d (video)": _tv("video.s3d", (1, 3, 8, 64, 64), num_classes=3),
+        "s3d (video)": _tv("video.s3d", (1, 3, 16, 224, 224), num_classes=3),  # its last pool needs 7×7 maps
         "raft_small (flow)": _tv("optical_flow.raft_small", (1, 3, 128, 128), n=2),
         "fasterrcnn_mobilenet (detection)": _tv("detection.fasterrcnn_mobilenet_v3_large_320_fpn",
                                                 (3, 64, 64), num_classes=3, weights_backbone=None),

@@ -42,7 +42,7 @@ def test_timm_training_step_gets_backward_clusters_and_a_gradient_check():
         loss = torch.nn.functional.cross_entropy(net(x), y)
         return loss, torch.autograd.grad(loss, list(net.parameters()))
 
-    session = fxviz.Session(train_step, (torch.randn(2, 3, 32, 32), torch.tensor([0, 3])), n_random_inputs=0)
+    session = fxviz.Session(train_step, (torch.randn(2, 3, 16, 16), torch.tensor([0, 3])), n_random_inputs=0)
     gm = session.current.gm
     assert session.capture.method == "make_fx" and gm.meta["fxviz"]["backward_attribution"] == "seq_nr"
     graph = session.current.graph
