@@ -46,8 +46,8 @@ def _hf(config: str, inputs: str = "ids", **kw: Any) -> Callable[[], tuple]:
             return model, (torch.randn(1, 3, 32, 32),)
         if inputs == "audio":
             return model, (torch.randn(1, 1600),)
-        if inputs == "features":  # whisper: log-mel frames and decoder ids
-            return model, (torch.randn(1, kw["num_mel_bins"], 2 * kw["max_source_positions"]), ids[:, :4])
+        if inputs == "features":  # whisper: log-mel frames, no attention mask, decoder ids
+            return model, (torch.randn(1, kw["num_mel_bins"], 2 * kw["max_source_positions"]), None, ids[:, :4])
         return model, ((ids, torch.ones_like(ids), ids) if inputs == "seq2seq" else (ids,))
     return build
 
