@@ -6,9 +6,10 @@ The joint graph keeps neither ``nn_module_stack`` nor a forward/backward link, s
 forward part is aligned op by op (difflib) with the forward program decomposed by the
 same table, which does keep them; the backward part (what depends on the loss) likewise
 with the same step traced by make_fx, whose backward ops carry autograd's sequence
-numbers; a node left unpaired falls back to :func:`fxviz.capture.backward.attribute_backward`'s
-reads-what-it-saved rule. Running-statistics updates (BatchNorm buffers) are outputs of the joint graph; the
-graph here returns only the outputs and gradients, so running it changes no buffer.
+numbers; a node left unpaired falls back to the reads-what-it-saved rule of
+:func:`fxviz.capture.backward.attribute_backward`. Running-statistics updates (BatchNorm
+buffers) are outputs of the joint graph; the graph here returns only the outputs and
+gradients, so running it changes no buffer.
 """
 from __future__ import annotations
 
