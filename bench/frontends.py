@@ -1,21 +1,26 @@
-"""Which models open, per family, next to what torch's own front-ends do on the same models.
+"""Which models open, per family, next to what torch's own front-ends and torchview do on them.
 
-For each model (random weights, small inputs): does ``fxviz.Session`` open it (and with
-which capture), is it drawn with module clusters, does the check match, and the time
-from the call to the first drawing (Session + SVG). Beside it, on the same model in the
-same run: does ``torch.fx.symbolic_trace`` and ``torch.export.export`` (non-strict)
-succeed, and export's time. Times are medians per family; the machine is shared, so
-read them as ratios (fxviz / export) rather than absolute numbers.
+For each model nobody here wrote (random weights, small inputs): does ``fxviz.Session``
+open it (and with which capture), is it drawn with module clusters, what the check says,
+and the time from the call to the first drawing (Session + SVG). Beside it, on the same
+model: does ``torch.fx.symbolic_trace``, ``torch.export.export`` (non-strict) and
+torchview's ``draw_graph`` succeed, and export's time. Each family also has a training
+step (a function closing over the model: loss, then ``torch.autograd.grad``), which
+fxviz opens as a joint forward+backward graph and checks gradients against eager.
 
-Run: ``PYTHONPATH=. .venv/bin/python bench/frontends.py [--wide]``. torchview is not
-installed here, so its column is absent.
+Each model runs in its own subprocess under a time limit, so a model that hangs or
+crashes the interpreter costs one row, not the sweep. The machine is shared: read times
+as ratios (fxviz / export) from the same run; the load is printed with the table.
+
+Run: ``PYTHONPATH=. .venv/bin/python bench/frontends.py [--wide] [--family timm]``.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
-import signal
 import statistics
+import subprocess
 import sys
 import time
 import warnings
@@ -27,28 +32,37 @@ sys.path = [p for p in sys.path if os.path.abspath(p or ".") != os.path.dirname(
 
 import torch  # noqa: E402
 
-import fxviz  # noqa: E402
-from fxviz.render import render  # noqa: E402
-
-LIMIT_S = 120
+LIMIT_S = 240
+SMALL = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 64}
 
 
-def _hf(config: str, **kw: Any) -> Callable[[], tuple]:
+def _hf(config: str, inputs: str = "ids", **kw: Any) -> Callable[[], tuple]:
     def build():
         import transformers
 
-        model = transformers.AutoModel.from_config(getattr(transformers, config)(vocab_size=128, **kw)).eval()
+        model = transformers.AutoModel.from_config(getattr(transformers, config)(**kw)).eval()
         ids = torch.randint(0, 128, (1, 8))
-        return model, (ids, torch.ones_like(ids), ids) if config == "T5Config" else (ids,)
+        if inputs == "pixels":
+            return model, (torch.randn(1, 3, 32, 32),)
+        if inputs == "audio":
+            return model, (torch.randn(1, 1600),)
+        if inputs == "features":  # whisper: log-mel frames, no attention mask, decoder ids
+            return model, (torch.randn(1, kw["num_mel_bins"], 2 * kw["max_source_positions"]), None, ids[:, :4])
+        return model, ((ids, torch.ones_like(ids), ids) if inputs == "seq2seq" else (ids,))
     return build
+
+
+def _decoder(config: str, **kw: Any) -> dict[str, Callable[[], tuple]]:
+    name = config.removesuffix("Config").lower()
+    return {f"{name} (cache)": _hf(config, use_cache=True, **kw),
+            f"{name} (no cache)": _hf(config, use_cache=False, **kw)}
 
 
 def _timm(name: str, size: int = 64) -> Callable[[], tuple]:
     def build():
         import timm
 
-        extra = {"img_size": size} if any(k in name for k in ("vit", "deit", "swin")) else {}
-        return timm.create_model(name, pretrained=False, num_classes=8, **extra).eval(), (torch.randn(1, 3, size, size),)
+        return timm.create_model(name, pretrained=False, num_classes=8).eval(), (torch.randn(1, 3, size, size),)
     return build
 
 
@@ -65,112 +79,213 @@ def _tv(factory: str, shape: tuple, n: int = 1, **kw: Any) -> Callable[[], tuple
     return build
 
 
-SMALL = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 64}
+def _step(build: Callable[[], tuple], target: Callable[[Any], torch.Tensor]) -> Callable[[], tuple]:
+    """A training step over ``build()``'s model, as people write it: it closes over the model."""
+    def make():
+        model, inputs = build()
+        model.train()
+
+        def train_step(*args):
+            loss = target(model(*args)).float().pow(2).mean()
+            params = [p for p in model.parameters() if p.requires_grad]
+            return loss, torch.autograd.grad(loss, params, allow_unused=True, materialize_grads=True)
+        return train_step, inputs
+    return make
+
+
+def _joint(build: Callable[[], tuple], target: Callable[[Any], torch.Tensor]) -> Callable[[], tuple]:
+    """The model and its loss as one module, opened as torch.export's joint graph."""
+    def make():
+        model, inputs = build()
+
+        class WithLoss(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.model = model.train()
+
+            def forward(self, *args):
+                return target(self.model(*args)).float().pow(2).mean()
+        return WithLoss(), inputs, "export (joint)"
+    return make
+
+
+def _hidden(out: Any) -> torch.Tensor:
+    return out.last_hidden_state if hasattr(out, "last_hidden_state") else out["out"] if isinstance(out, dict) else out
+
+
+TINY_LM = {"vocab_size": 128, "num_key_value_heads": 1, **SMALL}
 FAMILIES: dict[str, dict[str, Callable[[], tuple]]] = {
-    "timm": {n: _timm(n) for n in ("resnet18", "convnext_atto", "efficientnet_b0", "mobilenetv3_small_100",
-                                   "vit_tiny_patch16_224", "regnetx_002")},
+    "timm": {n: _timm(n) for n in (
+        "resnet18", "convnext_atto", "efficientnet_b0", "mobilenetv3_small_100", "regnetx_002", "ghostnet_100",
+        "rexnet_100", "dla34", "cspresnet50", "densenet121", "hrnet_w18_small", "poolformer_s12",
+        "mobilevit_xxs", "repvgg_a0")}
+    | {n: _timm(n, 224) for n in ("vit_tiny_patch16_224", "deit_tiny_patch16_224", "mixer_s16_224",
+                                  "swin_tiny_patch4_window7_224", "levit_128s", "coatnet_0_rw_224", "efficientformer_l1")}
+    | {"resnet18 (train step)": _step(_timm("resnet18"), lambda out: out),
+       "resnet18 (export joint)": _joint(_timm("resnet18"), lambda out: out)},
     "hf": {
-        "bert": _hf("BertConfig", **SMALL),
-        "gpt2 (cache)": _hf("GPT2Config", n_embd=32, n_layer=2, n_head=2, use_cache=True),
-        "gpt2 (no cache)": _hf("GPT2Config", n_embd=32, n_layer=2, n_head=2, use_cache=False),
-        "llama (cache)": _hf("LlamaConfig", num_key_value_heads=1, **SMALL),
-        "qwen2 (no cache)": _hf("Qwen2Config", num_key_value_heads=1, use_cache=False, **SMALL),
-        "t5": _hf("T5Config", d_model=32, d_ff=64, num_layers=1, num_heads=2, d_kv=16),
+        "bert": _hf("BertConfig", vocab_size=128, **SMALL),
+        **_decoder("GPT2Config", vocab_size=128, n_embd=32, n_layer=2, n_head=2),
+        **_decoder("LlamaConfig", **TINY_LM),
+        **_decoder("MistralConfig", **TINY_LM),
+        **_decoder("Qwen2Config", **TINY_LM),
+        **_decoder("GemmaConfig", head_dim=16, **TINY_LM),
+        **_decoder("PhiConfig", **SMALL, vocab_size=128),
+        "t5": _hf("T5Config", "seq2seq", vocab_size=128, d_model=32, d_ff=64, num_layers=1, num_heads=2, d_kv=16),
+        "bart": _hf("BartConfig", vocab_size=128, d_model=32, encoder_layers=1, decoder_layers=1,
+                    encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=64, decoder_ffn_dim=64,
+                    max_position_embeddings=64),
+        "vit": _hf("ViTConfig", "pixels", image_size=32, patch_size=8, **SMALL),
+        "wav2vec2": _hf("Wav2Vec2Config", "audio", conv_dim=(32, 32), conv_stride=(5, 2), conv_kernel=(10, 3),
+                        num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=2, **SMALL),
+        "whisper": _hf("WhisperConfig", "features", vocab_size=128, d_model=32, encoder_layers=1, decoder_layers=1,
+                       encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=64, decoder_ffn_dim=64,
+                       num_mel_bins=16, max_source_positions=16, max_target_positions=16, pad_token_id=0,
+                       bos_token_id=1, eos_token_id=2, decoder_start_token_id=1),
+        "bert (train step)": _step(_hf("BertConfig", vocab_size=128, **SMALL), _hidden),
+        "bert (export joint)": _joint(_hf("BertConfig", vocab_size=128, **SMALL),  # every parameter in the loss
+                                      lambda out: out.last_hidden_state.mean() + out.pooler_output.mean()),
     },
     "torchvision": {
-        "lraspp (segmentation)": _tv("segmentation.lraspp_mobilenet_v3_large", (1, 3, 64, 64), num_classes=3, weights_backbone=None),
+        "lraspp (segmentation)": _tv("segmentation.lraspp_mobilenet_v3_large", (1, 3, 64, 64), num_classes=3,
+                                     weights_backbone=None),
+        "deeplabv3_mobilenet (segmentation)": _tv("segmentation.deeplabv3_mobilenet_v3_large", (1, 3, 64, 64),
+                                                  num_classes=3, weights_backbone=None),
         "r3d_18 (video)": _tv("video.r3d_18", (1, 3, 4, 32, 32), num_classes=3),
+        "s3d (video)": _tv("video.s3d", (1, 3, 16, 224, 224), num_classes=3),  # its last pool needs 7×7 maps
         "raft_small (flow)": _tv("optical_flow.raft_small", (1, 3, 128, 128), n=2),
         "fasterrcnn_mobilenet (detection)": _tv("detection.fasterrcnn_mobilenet_v3_large_320_fpn",
                                                 (3, 64, 64), num_classes=3, weights_backbone=None),
+        "ssdlite320 (detection)": _tv("detection.ssdlite320_mobilenet_v3_large", (3, 64, 64), num_classes=3,
+                                      weights_backbone=None),
+        "retinanet_resnet50 (detection)": _tv("detection.retinanet_resnet50_fpn", (3, 64, 64), num_classes=3,
+                                              weights_backbone=None),
+        "lraspp (train step)": _step(_tv("segmentation.lraspp_mobilenet_v3_large", (2, 3, 64, 64), num_classes=3,
+                                         weights_backbone=None), _hidden),
     },
 }
-WIDE_EXTRA = {
-    "timm": ("densenet121", "deit_tiny_patch16_224", "mixer_b16_224", "swin_tiny_patch4_window7_224", "coatnet_0_rw_224"),
-}
-
-
-class _Timeout(Exception):
-    pass
-
-
-def _limited(fn: Callable[[], Any]) -> Any:
-    def alarm(*_):
-        raise _Timeout(f"over {LIMIT_S} s")
-
-    signal.signal(signal.SIGALRM, alarm)
-    signal.alarm(LIMIT_S)
-    try:
-        return fn()
-    finally:
-        signal.alarm(0)
+#: Run without --wide: a few per family.
+QUICK = {"timm": ("resnet18", "convnext_atto", "vit_tiny_patch16_224", "resnet18 (train step)",
+                  "resnet18 (export joint)"),
+         "hf": ("bert", "gpt2 (cache)", "llama (no cache)", "t5", "bert (train step)"),
+         "torchvision": ("lraspp (segmentation)", "raft_small (flow)", "fasterrcnn_mobilenet (detection)")}
 
 
 def _try(fn: Callable[[], Any]) -> tuple[bool, float, str]:
     start = time.perf_counter()
     try:
-        _limited(fn)
+        fn()
         return True, time.perf_counter() - start, ""
     except Exception as exc:  # a benchmark row, not a crash: the reason is printed
-        return False, time.perf_counter() - start, f"{type(exc).__name__}: {str(exc).splitlines()[0][:90] if str(exc) else ''}"
+        text = str(exc).splitlines()[0][:90] if str(exc) else ""
+        return False, time.perf_counter() - start, f"{type(exc).__name__}: {text}"
 
 
 def measure(build: Callable[[], tuple]) -> dict[str, Any]:
+    """One row: fxviz, then symbolic_trace, torch.export and torchview on the same model."""
+    import fxviz
+    from fxviz.render import render
+
     row: dict[str, Any] = {}
     try:
-        model, inputs = build()
+        model, inputs, *tracer = build()  # a third item: the tracer to use instead of "auto"
     except Exception as exc:  # the model cannot even be built here: a row, not a crash
-        return {"opens": False, "fxviz_s": 0.0, "error": f"build: {type(exc).__name__}", "symbolic": False,
-                "export": False, "export_s": 0.0}
+        return {"opens": False, "fxviz_s": 0.0, "error": f"build: {type(exc).__name__}: {exc}"[:120]}
 
     def open_and_draw():
-        row["session"] = session = fxviz.Session(model, inputs)
-        render(session.current.graph).svg
+        try:
+            row["session"] = session = fxviz.Session(model, inputs, tracer=tracer[0] if tracer else "auto")
+            render(session.current.graph).svg
+        except Exception as exc:
+            row["raw"] = not isinstance(exc, fxviz.errors.FxvizError)  # not a clear fxviz error
+            raise
 
     row["opens"], row["fxviz_s"], row["error"] = _try(open_and_draw)
     if row["opens"]:  # the check runs after the first drawing (the Explorer runs it in the background)
         session = row.pop("session")
         row["method"] = session.capture.method
-        paths = {d["module_path"] for _, d in session.current.graph.nodes(data=True)} - {None, ""}
-        row["clusters"] = bool(paths)
+        graph = session.current.graph
+        row["clusters"] = bool({d["module_path"] for _, d in graph.nodes(data=True)} - {None, ""})
+        row["backward"] = sum(" · backward" in (d["module_path"] or "") for _, d in graph.nodes(data=True))
         ok, _, why = _try(lambda: session.current.check.status)
         row["check"] = session.current.check.status if ok else f"error ({why[:40]})"
-    row["symbolic"], _, _ = _try(lambda: torch.fx.symbolic_trace(model))
-    row["export"], row["export_s"], _ = _try(lambda: torch.export.export(model, inputs, strict=False))
+    if isinstance(model, torch.nn.Module) and not tracer:  # a module, not a step or model+loss
+        row["symbolic"] = _try(lambda: torch.fx.symbolic_trace(model))[0]
+        row["export"], row["export_s"], _ = _try(lambda: torch.export.export(model, inputs, strict=False))
+        row["torchview"], _, why = _try(lambda: _torchview(model, inputs))
+        if not row["torchview"]:
+            row["torchview_error"] = why
     return row
+
+
+def _torchview(model: torch.nn.Module, inputs: tuple) -> None:
+    import torchview
+
+    torchview.draw_graph(model, input_data=list(inputs), expand_nested=True, depth=10).visual_graph.source
+
+
+def _one(family: str, name: str) -> None:
+    warnings.filterwarnings("ignore")
+    print("ROW " + json.dumps(measure(FAMILIES[family][name]), default=str), flush=True)
+
+
+def _run(family: str, name: str) -> dict[str, Any]:
+    """``measure`` in a subprocess, so a hang or a crash of the interpreter is one row."""
+    start = time.perf_counter()
+    try:
+        done = subprocess.run([sys.executable, os.path.abspath(__file__), "--one", family, name],
+                              capture_output=True, text=True, timeout=LIMIT_S)
+    except subprocess.TimeoutExpired:
+        return {"opens": False, "fxviz_s": time.perf_counter() - start, "error": f"timeout: over {LIMIT_S} s"}
+    rows = [line[4:] for line in done.stdout.splitlines() if line.startswith("ROW ")]
+    if not rows:
+        tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        return {"opens": False, "fxviz_s": 0.0, "error": f"crashed (exit {done.returncode}): {tail[:90]}"}
+    return json.loads(rows[-1])
+
+
+def _yes(value: Any) -> str:
+    return "-" if value is None else ("yes" if value else "no")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--wide", action="store_true", help="more timm models")
+    parser.add_argument("--wide", action="store_true", help="every model (default: a few per family)")
     parser.add_argument("--family", choices=tuple(FAMILIES), action="append", help="only these families")
+    parser.add_argument("--one", nargs=2, metavar=("FAMILY", "MODEL"), help=argparse.SUPPRESS)
     args = parser.parse_args()
-    warnings.filterwarnings("ignore")
-    families = {k: dict(v) for k, v in FAMILIES.items() if not args.family or k in args.family}
-    if args.wide:
-        for family, names in WIDE_EXTRA.items():
-            families.setdefault(family, {})
-            families[family].update({n: _timm(n) for n in names})
-    print(f"{'family':<12} {'model':<34} {'fxviz':<18} {'clusters':<8} {'check':<10} {'t_fxviz':>8} "
-          f"{'symbolic':>8} {'export':>6} {'t_export':>8}")
-    for family, models in families.items():
+    if args.one:
+        return _one(*args.one)
+    print(f"load average before: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores; limit {LIMIT_S} s per model")
+    print(f"{'family':<12} {'model':<34} {'fxviz':<16} {'clusters':<8} {'check':<12} {'t_draw':>7} "
+          f"{'symbolic':>8} {'export':>6} {'t_export':>8} {'torchview':>9}")
+    for family, models in FAMILIES.items():
+        if args.family and family not in args.family:
+            continue
         rows = []
-        for name, build in models.items():
-            row = measure(build)
+        for name in models if args.wide else QUICK[family]:
+            row = _run(family, name)
             rows.append(row)
             opened = row.get("method", "FAILED") if row["opens"] else "FAILED"
-            print(f"{family:<12} {name:<34} {opened:<18} {str(row.get('clusters', '-')):<8} "
-                  f"{row.get('check', '-'):<10} {row['fxviz_s']:8.2f} {str(row['symbolic']):>8} "
-                  f"{str(row['export']):>6} {row['export_s']:8.2f}" + (f"  {row['error']}" if row["error"] else ""),
-                  flush=True)
+            clusters = _yes(row.get("clusters")) + (f" +{row['backward']}bw" if row.get("backward") else "")
+            notes = "; ".join(filter(None, [row.get("error"), row.get("torchview_error")]))
+            print(f"{family:<12} {name:<34} {opened:<16} {clusters:<8} {row.get('check', '-'):<12} "
+                  f"{row['fxviz_s']:7.2f} {_yes(row.get('symbolic')):>8} {_yes(row.get('export')):>6} "
+                  f"{row.get('export_s', float('nan')):8.2f} {_yes(row.get('torchview')):>9}"
+                  + (f"  {notes}" if notes else ""), flush=True)
         n = len(rows)
         opened = [r for r in rows if r["opens"]]
-        exported = [r for r in rows if r["export"]]
+        exported = [r for r in rows if r.get("export")]
+        modules = [r for r in rows if "symbolic" in r]  # training steps are functions: no torch front-end column
         print(f"== {family}: fxviz opens {len(opened)}/{n}, clusters {sum(bool(r.get('clusters')) for r in opened)}/{n}, "
-              f"check match {sum(r.get('check') == 'match' for r in opened)}/{n}; symbolic_trace "
-              f"{sum(r['symbolic'] for r in rows)}/{n}, torch.export {len(exported)}/{n}; median time to first drawing "
-              f"{statistics.median(r['fxviz_s'] for r in opened) if opened else float('nan'):.2f} s vs export alone "
-              f"{statistics.median(r['export_s'] for r in exported) if exported else float('nan'):.2f} s", flush=True)
+              f"check match {sum(r.get('check') == 'match' for r in opened)}/{n}, raw exceptions "
+              f"{sum(bool(r.get('raw')) for r in rows)}, crashes/timeouts "
+              f"{sum(r.get('error', '').startswith(('crashed', 'timeout')) for r in rows)}; on the {len(modules)} modules: symbolic_trace {sum(bool(r['symbolic']) for r in modules)}, "
+              f"torch.export {len(exported)}, torchview {sum(bool(r.get('torchview')) for r in modules)}; median "
+              f"time to first drawing {statistics.median(r['fxviz_s'] for r in opened) if opened else float('nan'):.2f} s "
+              f"vs export alone {statistics.median(r['export_s'] for r in exported) if exported else float('nan'):.2f} s",
+              flush=True)
+    print(f"load average after: {os.getloadavg()[0]:.2f}")
 
 
 if __name__ == "__main__":

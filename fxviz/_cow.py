@@ -17,6 +17,8 @@ from torch import nn
 from fxviz._torch_internals import TorchDispatchMode, get_attr, op_schema
 from fxviz.errors import FxvizError
 
+from fxviz._runtime import has_values
+
 
 def module_copy(module: nn.Module) -> nn.Module:
     """A shallow copy whose ``_parameters``, ``_buffers`` and ``_modules`` dicts are its
@@ -103,7 +105,8 @@ class guard_writes(TorchDispatchMode):
     def __init__(self, module: nn.Module):
         super().__init__()
         tensors = {**dict(module.named_parameters()), **dict(module.named_buffers())}
-        self.shared = {t.untyped_storage().data_ptr(): name for name, t in tensors.items() if t.numel()}
+        self.shared = {t.untyped_storage().data_ptr(): name for name, t in tensors.items()
+                       if t.numel() and has_values(t)}  # fake tensors have no storage to share
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -112,7 +115,7 @@ class guard_writes(TorchDispatchMode):
                 continue
             value = args[index] if index < len(args) else kwargs.get(argument.name)
             for tensor in value if isinstance(value, (list, tuple)) else (value,):
-                if isinstance(tensor, torch.Tensor) and not tensor.is_meta:
+                if isinstance(tensor, torch.Tensor) and has_values(tensor):
                     name = self.shared.get(tensor.untyped_storage().data_ptr())
                     if name is not None:
                         raise SharedTensorWrite(

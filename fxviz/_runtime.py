@@ -2,45 +2,91 @@
 from __future__ import annotations
 
 import contextlib
+import copy
 import inspect
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
+import torch.fx
 from torch import nn
+
+from fxviz._torch_internals import OpOverload, get_attr, has_values, op_schema
 
 
 @contextlib.contextmanager
 def preserved_buffers(module: nn.Module) -> Iterator[None]:
-    """Restore every buffer afterwards: a training-mode BatchNorm updates its running
-    statistics in place, and those buffers may be shared with the user's model."""
-    saved = [(buf, buf.detach().clone()) for buf in module.buffers() if not buf.is_meta]  # meta: no values
+    """Restore every buffer afterwards (a training-mode BatchNorm updates its running
+    statistics in place, and those buffers may be shared with the user's model), and
+    every parameter a GraphModule writes in place (an optimizer step it traced)."""
+    with _restored([*module.buffers(), *_written_by(module)]):
+        yield
+
+
+@contextlib.contextmanager
+def _restored(tensors: list[torch.Tensor]) -> Iterator[None]:
+    saved = [(t, t.detach().clone()) for t in {id(t): t for t in tensors}.values() if has_values(t)]
     try:
         yield
     finally:
         with torch.no_grad():
-            for buf, value in saved:
-                if not torch.equal(buf, value):
-                    buf.copy_(value)
+            for tensor, value in saved:
+                if not torch.equal(tensor, value):
+                    tensor.copy_(value)
+
+
+def _written_by(module: nn.Module) -> list[torch.Tensor]:
+    """The attributes of a GraphModule that its ATen ops write in place (``add_``,
+    ``_foreach_add_`` on parameters: an optimizer step traced with make_fx)."""
+    if not isinstance(module, torch.fx.GraphModule):
+        return []
+    written = []
+    for node in module.graph.nodes:
+        if node.op != "call_function" or not isinstance(node.target, OpOverload):
+            continue
+        for argument, value in zip(op_schema(node.target).arguments, node.args):
+            if argument.alias_info is None or not argument.alias_info.is_write:
+                continue
+            for arg in value if isinstance(value, (list, tuple)) else (value,):
+                if isinstance(arg, torch.fx.Node) and arg.op == "get_attr":
+                    tensor = get_attr(module, arg.target)
+                    if isinstance(tensor, torch.Tensor):
+                        written.append(tensor)
+    return written
+
+
 
 
 def closed_over_modules(fn: Callable[..., Any]) -> list[nn.Module]:
     """The nn.Modules a plain function reads from its closure or globals (a training
     step's model, its loss module): running the function runs them."""
+    return [v for v in _closed_over(fn) if isinstance(v, nn.Module)]
+
+
+def _closed_over(fn: Callable[..., Any]) -> list[Any]:
     try:
-        variables = inspect.getclosurevars(fn)
+        variables = inspect.getclosurevars(inspect.unwrap(fn))  # through functools.wraps
     except TypeError:  # builtins, functools.partial, callables without code
         return []
-    return [v for v in (*variables.nonlocals.values(), *variables.globals.values()) if isinstance(v, nn.Module)]
+    return [*variables.nonlocals.values(), *variables.globals.values()]
 
 
 @contextlib.contextmanager
 def untouched(model: Any) -> Iterator[None]:
-    """Run ``model`` (a module, or a plain function over the modules it closes over)
-    and leave their buffers as they were: capturing or checking a training step must
-    not advance the user's BatchNorm statistics."""
-    modules = [model] if isinstance(model, nn.Module) else closed_over_modules(model)
-    with contextlib.ExitStack() as stack:
-        for module in modules:
-            stack.enter_context(preserved_buffers(module))
-        yield
+    """Run ``model`` (a module, or a plain function over the modules and optimizers it
+    closes over) and leave them as they were: capturing or checking a training step must
+    not advance the user's BatchNorm statistics, and an optimizer step in it must not
+    change the user's weights or the optimizer's state."""
+    if isinstance(model, nn.Module):
+        with preserved_buffers(model):
+            yield
+        return
+    modules = closed_over_modules(model)
+    optimizers = [o for o in _closed_over(model) if isinstance(o, torch.optim.Optimizer)]
+    states = [copy.deepcopy(o.state_dict()) for o in optimizers]
+    try:
+        with _restored([t for m in modules for t in (*m.parameters(), *m.buffers())]):
+            yield
+    finally:
+        for optimizer, state in zip(optimizers, states):
+            optimizer.load_state_dict(state)

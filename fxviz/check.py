@@ -23,7 +23,7 @@ import torch
 import torch.fx
 
 from fxviz._runtime import untouched
-from fxviz._torch_internals import tree_map_only
+from fxviz._torch_internals import register_pytree_node, tree_map_only
 
 # rtol per dtype, relative to the output's largest magnitude. float32: fusing conv+BN
 # in a ResNet50 moves outputs by about 1e-6 of their scale; 1e-4 leaves two decades
@@ -38,10 +38,49 @@ TOLERANCES: dict[torch.dtype, float] = {
     torch.complex64: 1e-4,
     torch.complex128: 1e-7,
 }
+#: Gradients are judged against at least this fraction of the step's largest gradient.
+#: A gradient that is zero in exact arithmetic (a conv bias before a training-mode
+#: BatchNorm) comes out as rounding noise whose size follows the gradients flowing
+#: through the step, not its own: against its own scale any reordering "fails". With
+#: rtol 1e-4 this allows 1e-6 of the largest gradient, about ten float32 roundings,
+#: and still catches a 1 % error in any gradient above 1 % of the largest.
+GRADIENT_FLOOR = 1e-2
 #: "nothing compared": every floating-point output was zero in both (no scale to
 #: measure an error against); "error": the check itself could not run; "not checked":
 #: the model has no real tensors to run (meta or fake), so there is nothing to run.
 STATUSES = ("match", "expected to differ", "mismatch", "nothing compared", "error", "not checked")
+
+
+class Gradients(dict):
+    """``{parameter name: gradient}`` of a training step: compared leaf by leaf, each
+    against at least :data:`GRADIENT_FLOOR` of the largest of them. A pytree node like
+    ``dict``, so graph capture traces through it (a graph returns a plain dict)."""
+
+
+class GradientTuple(tuple):
+    """The gradients a step returns as a tuple (``torch.autograd.grad``), judged as
+    :class:`Gradients`; made from a reference's outputs only, never traced."""
+
+
+register_pytree_node(Gradients, lambda g: (list(g.values()), list(g)),
+                     lambda values, keys: Gradients(zip(keys, values)), serialized_type_name="fxviz.Gradients")
+
+
+def _marked(output: Any, paths: Sequence[tuple[int, ...]]) -> Any:
+    """``output`` with the tuples or lists at ``paths`` (index paths) as GradientTuples."""
+    for path in paths:
+        output = _replace(output, path)
+    return output
+
+
+def _replace(value: Any, path: tuple[int, ...]) -> Any:
+    if not path:
+        return GradientTuple(value) if isinstance(value, (tuple, list)) else value
+    if not isinstance(value, (tuple, list)) or path[0] >= len(value):
+        return value
+    items = list(value)
+    items[path[0]] = _replace(items[path[0]], path[1:])
+    return tuple(items) if isinstance(value, tuple) else items
 
 
 @dataclass(frozen=True)
@@ -102,17 +141,18 @@ def run_outputs(module: Callable[..., Any], inputs_list: Sequence[tuple]) -> lis
     """``module(*inputs)`` for each input tuple, with the same random seed each time,
     so dropout in a training-mode model draws the same masks at every step. Modules
     run without autograd; a plain function runs with it, since a training step
-    (``torch.autograd.grad`` inside) needs it; outputs come back detached. Buffers
-    of an ``nn.Module`` are restored afterwards."""
+    (``torch.autograd.grad`` inside) needs it; outputs come back detached. What a run
+    changes (buffers; weights and optimizer state a step updates) is restored after each."""
     # A GraphModule's __call__ prints its code to stderr and imports torch._dynamo
     # (seconds) when the forward raises; callers report failures better themselves.
     call = module.forward if isinstance(module, torch.fx.GraphModule) else module
     grad = not isinstance(module, torch.nn.Module)
+    gradients = getattr(module, "fxviz_gradient_outputs", ())  # set by capture on a step's reference
     outputs = []
-    with torch.set_grad_enabled(grad), untouched(module):
-        for inputs in inputs_list:
-            with seeded(inputs):
-                outputs.append(tree_map_only(torch.Tensor, torch.Tensor.detach, call(*inputs)))
+    with torch.set_grad_enabled(grad):
+        for inputs in inputs_list:  # each from the same state: a step may update weights
+            with untouched(module), seeded(inputs):
+                outputs.append(_marked(tree_map_only(torch.Tensor, torch.Tensor.detach, call(*inputs)), gradients))
     return outputs
 
 
@@ -148,12 +188,13 @@ def compare_outputs(
     problems: list[str] = []
     compared = unscaled = 0
     for i, (exp, act) in enumerate(zip(expected, actual, strict=True)):
-        for path, e, a, problem in _pairs(exp, act, f"input {i}: output"):
+        for path, e, a, problem, floor in _pairs(exp, act, f"input {i}: output"):
             if problem:
                 problems.append(problem)
                 worst_abs = worst_rel = math.inf
                 continue
             abs_err, scale, leaf_rtol = _leaf_error(e, a)
+            scale = max(scale, floor)
             if scale == 0 and abs_err == 0 and (e.is_floating_point() or e.is_complex()):
                 unscaled += 1  # all zero (or empty) in both: no scale to judge an error by
                 continue
@@ -201,29 +242,35 @@ def _random_tensor(x: Any, gen: torch.Generator) -> Any:
     return torch.empty_like(x).copy_(values)
 
 
-def _pairs(expected: Any, actual: Any, path: str) -> Iterator[tuple[str, Any, Any, str | None]]:
-    """``(path, expected, actual, problem)`` for each tensor leaf, and one entry with
-    a ``problem`` message for each place where the structures or plain values differ."""
+def _pairs(expected: Any, actual: Any, path: str, floor: float = 0.0) -> Iterator[tuple[str, Any, Any, str | None, float]]:
+    """``(path, expected, actual, problem, floor)`` for each tensor leaf (``floor``: the
+    smallest scale to judge it by), and one entry with a ``problem`` message for each
+    place where the structures or plain values differ."""
+    if isinstance(expected, (Gradients, GradientTuple)):
+        values = expected.values() if isinstance(expected, Gradients) else expected
+        floor = GRADIENT_FLOOR * max((float(g.detach().abs().max()) for g in values
+                                      if isinstance(g, torch.Tensor) and g.is_floating_point() and g.numel()),
+                                     default=0.0)
     if isinstance(expected, (tuple, list)):
         if not isinstance(actual, (tuple, list)) or len(actual) != len(expected):
-            yield path, None, None, f"{path}: expected a sequence of {len(expected)}, got {_describe(actual)}"
+            yield path, None, None, f"{path}: expected a sequence of {len(expected)}, got {_describe(actual)}", 0.0
             return
         for i, (e, a) in enumerate(zip(expected, actual)):
-            yield from _pairs(e, a, f"{path}[{i}]")
+            yield from _pairs(e, a, f"{path}[{i}]", floor)
     elif isinstance(expected, dict):
         if not isinstance(actual, dict) or set(actual) != set(expected):
-            yield path, None, None, f"{path}: expected keys {sorted(map(str, expected))}, got {_describe(actual)}"
+            yield path, None, None, f"{path}: expected keys {sorted(map(str, expected))}, got {_describe(actual)}", 0.0
             return
         for key in expected:
-            yield from _pairs(expected[key], actual[key], f"{path}[{key!r}]")
+            yield from _pairs(expected[key], actual[key], f"{path}[{key!r}]", floor)
     elif isinstance(expected, torch.Tensor):
         if not isinstance(actual, torch.Tensor) or actual.shape != expected.shape:
             problem = f"{path}: expected a tensor of shape {tuple(expected.shape)}, got {_describe(actual)}"
-            yield path, None, None, problem
+            yield path, None, None, problem, 0.0
         else:
-            yield path, expected, actual, None
+            yield path, expected, actual, None, floor
     elif expected != actual:
-        yield path, None, None, f"{path}: expected {expected!r}, got {actual!r}"
+        yield path, None, None, f"{path}: expected {expected!r}, got {actual!r}", 0.0
 
 
 def _leaf_error(expected: torch.Tensor, actual: torch.Tensor) -> tuple[float, float, float]:

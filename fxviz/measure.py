@@ -24,6 +24,7 @@ from typing import Any
 import pandas as pd
 
 from fxviz.comparison import Comparison, compare
+from fxviz.errors import FxvizError
 from fxviz.aten_breakdown import profile_aten
 from fxviz.errors import InputError
 
@@ -253,6 +254,8 @@ def _attempt(compute: Callable[[], Any], what: str) -> tuple[Any, str]:
         return compute(), ""
     except KeyboardInterrupt:
         return None, f"{what} was interrupted (Ctrl-C); the session is unchanged. Click “profile this step” to retry."
+    except FxvizError as exc:  # says what is wrong and what to do (e.g. "needs real tensors"): no traceback
+        return None, str(exc)
     except Exception as exc:
         return None, (f"{what} failed: {type(exc).__name__}: {exc}. Run it in a cell to see the traceback "
                       "(fxviz.profile(step.gm, step.example_inputs)); the session is unchanged.")

@@ -153,13 +153,15 @@ def _quote(text: str) -> str:
 
 
 def _node_label(attrs: dict[str, Any]) -> str:
-    rows = [f"<B>{escape(_shorten(attrs['name']))}</B>"]
     target = attrs["target"]
+    # A parameter or buffer is named as the model names it (`layer1.0.conv1.weight`), not
+    # by its identifier-safe node name.
+    rows = [f"<B>{escape(_shorten(target if attrs['op'] == 'get_attr' else attrs['name']))}</B>"]
     if attrs["op"] == "call_module":
         path, _, kind = target.partition(" (")
         # `layer1.0.conv1 (Conv2d)` on node `layer1_0_conv1` says no more than `Conv2d`.
         target = kind.rstrip(")") if path.replace(".", "_") == attrs["name"] else target
-    if attrs["op"] not in ("placeholder", "output") and target != attrs["name"]:
+    if attrs["op"] not in ("placeholder", "output", "get_attr") and target != attrs["name"]:
         rows.append(f'<FONT POINT-SIZE="9">{escape(_shorten(target))}</FONT>')
     shape = shape_text(attrs.get("shape"))
     if shape:

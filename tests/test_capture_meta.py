@@ -23,3 +23,50 @@ def test_meta_model_opens_with_shapes_and_flops_and_says_it_needs_real_tensors()
     assert check.status == "not checked" and "needs real tensors" in check.message and math.isnan(check.max_abs)
     with pytest.raises(FxvizError, match="Cannot time this step: needs real tensors"):
         session.current.profile()
+
+
+def _fake_convnet():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():  # no memory behind any tensor: shapes and dtypes only
+        model = nn.Sequential(nn.Conv2d(3, 8, 3), nn.BatchNorm2d(8), nn.ReLU()).eval()
+        x = torch.randn(2, 3, 16, 16, dtype=torch.float32)
+    return model, x
+
+
+@pytest.mark.parametrize("tracer", ["auto", "export", "make_fx"])
+def test_a_fake_tensor_model_opens_with_shapes_dtypes_and_flops(tracer):
+    model, x = _fake_convnet()
+    session = fxviz.Session(model, x, tracer=tracer)
+    assert session.real_tensors is False
+    conv = next(d for _, d in session.current.graph.nodes(data=True) if d["flops"])
+    assert conv["shape"] == (2, 8, 14, 14) and conv["dtype"] == "float32"
+    assert conv["flops"] == 2 * 2 * 8 * 14 * 14 * 3 * 3 * 3
+    check = session.current.check
+    assert check.status == "not checked" and "needs real tensors" in check.message
+    with pytest.raises(FxvizError, match="needs real tensors"):
+        session.current.profile()
+
+
+def test_the_explorers_panels_work_on_a_fake_tensor_session():
+    from fxviz.widgets import Explorer
+
+    model, x = _fake_convnet()
+    explorer = Explorer(fxviz.Session(model, x), profile="sync")
+    try:
+        assert "<svg" in explorer.graph.svg and not explorer.error.value
+        assert ">not checked<" in explorer.badge.value and "needs real tensors" in explorer.badge.value
+        rows = {r["name"]: r for r in explorer.table.rows}
+        assert rows["_0"]["shape"] == "2×8×14×14" and rows["_0"]["flops"] > 0 and rows["_0"]["time_us"] is None
+        explorer.select("_0")
+        assert "2×8×14×14" in explorer.details.body.value and "float32" in explorer.details.body.value
+        timing = explorer.timing.summary.value
+        assert "needs real tensors" in timing and "failed" not in timing and "Traceback" not in timing
+        explorer.tabs.selected_index = 2  # Passes
+        explorer.passes.select.value = "fuse_conv_bn"
+        explorer.passes.apply.click()
+        assert explorer.session.index == 1 and not explorer.error.value
+        assert {r["name"] for r in explorer.table.rows} == {"input_1", "_0", "_2", "output"}
+        assert ">not checked<" in explorer.badge.value
+    finally:
+        explorer.close()

@@ -33,3 +33,21 @@ def test_hf_encoder_and_timm_model_open_with_clusters():
     net = timm.create_model("resnet10t", pretrained=False, num_classes=4).eval()
     session = fxviz.Session(net, torch.randn(1, 3, 32, 32))
     assert session.capture.method == "symbolic" and session.current.check.status == "match"
+
+
+def test_timm_training_step_gets_backward_clusters_and_a_gradient_check():
+    net = timm.create_model("resnet10t", pretrained=False, num_classes=4).train()
+
+    def train_step(x, y):  # closes over the model, as people write it
+        loss = torch.nn.functional.cross_entropy(net(x), y)
+        return loss, torch.autograd.grad(loss, list(net.parameters()))
+
+    session = fxviz.Session(train_step, (torch.randn(2, 3, 16, 16), torch.tensor([0, 3])), n_random_inputs=0)
+    gm = session.current.gm
+    assert session.capture.method == "make_fx" and gm.meta["fxviz"]["backward_attribution"] == "seq_nr"
+    graph = session.current.graph
+    paths = {d["module_path"] for _, d in graph.nodes(data=True)}
+    assert {"layer2.0.downsample.0 · backward", "layer3.0.conv2 · backward", "fc · backward"} <= paths
+    targets = {d["target"] for _, d in graph.nodes(data=True) if d["op"] == "get_attr"}
+    assert {"layer1.0.conv1.weight", "fc.bias"} <= targets
+    assert session.current.check.status == "match"  # the loss and every parameter's gradient

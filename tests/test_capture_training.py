@@ -15,8 +15,11 @@ def train_step(x, y):  # reads `model` from its globals; no module= given
 def test_step_closing_over_model_gets_qualified_params_and_backward_clusters():
     x, y = torch.randn(2, 3, 8, 8), torch.tensor([0, 1])
     gm = fxviz.trace(train_step, (x, y), tracer="make_fx")
-    params = {n.name: n.meta["module_path"] for n in gm.graph.find_nodes(op="get_attr")}
-    assert params["_0_weight"] == "0" and params["_4_bias"] == "4" and params["_1_running_mean"] == "1"
+    params = {}  # the forward's reads (backward reads them again, in the backward cluster)
+    for node in gm.graph.find_nodes(op="get_attr"):
+        params.setdefault(node.target, node.meta["module_path"])
+    assert params["0.weight"] == "0" and params["4.bias"] == "4" and params["1.running_mean"] == "1"
+    assert not any(name.startswith("_param_constant") for name, _ in gm.named_parameters())
     paths = {n.meta.get("module_path") for n in gm.graph.nodes}
     assert {"0", "1", "4", "0 · backward", "1 · backward", "4 · backward"} <= paths
     conv_bwd = next(n for n in gm.graph.nodes if "convolution_backward" in str(n.target))
@@ -52,3 +55,126 @@ def test_a_training_step_leaves_the_users_batchnorm_statistics_alone():
     assert session.current.check.status == "match"  # capture and check both ran the step
     after = model.state_dict()
     assert all(torch.equal(before[k], after[k]) for k in before)  # running stats, num_batches_tracked
+
+
+def test_parameters_are_drawn_searched_and_listed_under_their_qualified_names():
+    x, y = torch.randn(2, 3, 8, 8), torch.tensor([0, 1])
+    gm = fxviz.trace(train_step, (x, y), tracer="make_fx")
+    graph = fxviz.to_networkx(gm)
+    weight = next(n for n, d in graph.nodes(data=True) if d["op"] == "get_attr" and d["target"] == "0.weight")
+    assert graph.nodes[weight]["module_path"] == "0"  # the node table's and search's target column
+    svg = fxviz.to_svg(gm, auto_collapse=False)
+    assert ">0.weight<" in svg and ">_0_weight<" not in svg and "_param_constant" not in svg
+
+
+def test_backward_nodes_are_attributed_by_autograd_sequence_numbers():
+    x, y = torch.randn(2, 3, 8, 8), torch.tensor([0, 1])
+    gm = fxviz.trace(train_step, (x, y), tracer="make_fx")
+    assert gm.meta["fxviz"]["backward_attribution"] == "seq_nr"
+    backward = [n for n in gm.graph.nodes if n.meta.get("autograd_backward")]
+    assert len(backward) > 20
+    # every op the autograd engine ran is in a backward cluster, the loss's at top level
+    assert all(n.meta["module_path"].endswith(" · backward") or n.meta["module_path"] == "backward" for n in backward)
+    forward_of = {}  # the first forward op with a number made the autograd node (later ones reuse it)
+    for n in gm.graph.nodes:
+        if n.op == "call_function" and not n.meta.get("autograd_backward"):
+            forward_of.setdefault(n.meta["seq_nr"], n.meta["module_path"])
+    for node in backward:  # the forward op with the same sequence number is in the module named
+        if node.op == "call_function" and forward_of.get(node.meta["seq_nr"]):
+            assert node.meta["backward_of"] == forward_of[node.meta["seq_nr"]]
+    # the weight gradient of the Linear (a transpose of mm) is Linear's, not the Flatten's before it
+    linear_grads = [n for n in backward if n.meta["backward_of"] == "4"]
+    assert {"aten.mm.default", "aten.t.default"} <= {str(n.target) for n in linear_grads}
+    assert not any(n.meta.get("autograd_backward") for n in gm.graph.nodes if str(n.target) == "aten.convolution.default")
+
+
+def test_without_autograd_marks_the_heuristic_still_attributes_backward_nodes():
+    from fxviz.capture.backward import attribute_backward
+
+    x, y = torch.randn(2, 3, 8, 8), torch.tensor([0, 1])
+    gm = fxviz.trace(train_step, (x, y), tracer="make_fx")
+    for node in gm.graph.nodes:  # as a graph traced without the marks (older torch, torch.func)
+        node.meta.pop("autograd_backward", None)
+        node.meta.pop("backward_of", None)
+        node.meta["module_path"] = (node.meta["module_path"] or "").removesuffix(" · backward") or (
+            None if node.op == "output" else "")
+    assert attribute_backward(gm) > 20
+    assert gm.meta["fxviz"]["backward_attribution"] == "heuristic"
+    conv_bwd = next(n for n in gm.graph.nodes if "convolution_backward" in str(n.target))
+    bn_bwd = next(n for n in gm.graph.nodes if "batch_norm_backward" in str(n.target))
+    assert conv_bwd.meta["backward_of"] == "0" and bn_bwd.meta["module_path"] == "1 · backward"
+
+
+def _backward_step():
+    net = nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4), nn.ReLU(), nn.Linear(4, 2))
+
+    def step(x):  # gradients land in .grad, as with an optimizer
+        loss = net(x).pow(2).mean()
+        loss.backward()
+        return loss
+    return net, step
+
+
+def test_a_step_calling_backward_is_checked_on_its_gradients_and_leaves_grad_alone():
+    net, step = _backward_step()
+    net[0].weight.grad = torch.ones_like(net[0].weight)  # what the user had accumulated
+    session = fxviz.Session(step, (torch.randn(5, 3),))
+    assert session.capture.method == "make_fx"
+    loss, grads = session.current.gm(torch.randn(5, 3))
+    assert set(grads) == {"0.weight", "0.bias", "1.weight", "1.bias", "3.weight", "3.bias"}
+    assert session.current.check.status == "match"
+    assert torch.equal(net[0].weight.grad, torch.ones_like(net[0].weight)) and net[3].weight.grad is None
+
+
+def test_the_check_fails_when_one_gradient_is_wrong():
+    from fxviz.capture.gradients import with_gradients
+    from fxviz.check import check_outputs
+
+    net, step = _backward_step()
+    reference = with_gradients(step)
+    gm = fxviz.trace(step, (torch.randn(5, 3),), tracer="make_fx")
+    output = gm.graph.output_node()
+    grads = output.args[0][1]
+    with gm.graph.inserting_before(output):
+        wrong = gm.graph.call_function(torch.ops.aten.mul.Tensor, (grads["3.bias"], 1.01))
+    output.args = ((output.args[0][0], {**grads, "3.bias": wrong}),)
+    gm.recompile()
+    inputs = [(torch.randn(5, 3),), (torch.randn(5, 3),)]
+    assert check_outputs(reference, gm, [inputs[0]]).status == "mismatch"
+    result = check_outputs(reference, gm, inputs)
+    assert result.status == "mismatch" and "'3.bias'" in result.message and "'3.weight'" not in result.message
+    assert 0.005 < result.max_rel < 0.02  # 1 % of the gradient's scale
+
+
+def test_a_step_with_an_optimizer_leaves_weights_and_optimizer_state_alone():
+    net = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2))
+    opt = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
+
+    def step(x):
+        opt.zero_grad()
+        loss = net(x).pow(2).mean()
+        loss.backward()
+        opt.step()
+        return loss
+
+    step(torch.randn(5, 3))  # the user has trained a step: momentum buffers exist
+    weights = {k: v.clone() for k, v in net.state_dict().items()}
+    momentum = {k: v["momentum_buffer"].clone() for k, v in opt.state_dict()["state"].items()}
+    session = fxviz.Session(step, (torch.randn(5, 3),))
+    written = {n.args[0].target for n in session.current.gm.graph.nodes
+               if str(n.target).startswith("aten.add_") and n.args[0].op == "get_attr"}
+    assert {"0.weight", "2.bias"} <= written  # the update is in the graph, on named weights
+    assert session.current.check.status == "match"  # every input from the same weights, both sides
+    assert all(torch.equal(weights[k], v) for k, v in net.state_dict().items())
+    state = opt.state_dict()["state"]
+    assert all(torch.equal(momentum[k], state[k]["momentum_buffer"]) for k in momentum)
+
+
+def test_gradients_a_step_returns_are_judged_as_gradients_after_a_pass():
+    # conv bias before a training-mode BatchNorm: zero gradient in exact maths, rounding
+    # noise once run_decompositions reorders the arithmetic
+    x, y = torch.randn(2, 3, 8, 8), torch.tensor([0, 1])
+    session = fxviz.Session(train_step, (x, y))
+    assert session.current.gm.meta["fxviz"]["gradient_outputs"] == [()]  # the whole tuple of gradients
+    step = session.apply("run_decompositions")
+    assert step.check.status == "match", step.check.message

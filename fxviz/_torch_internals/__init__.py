@@ -23,17 +23,18 @@ from typing import Any
 import torch
 import torch.fx
 from torch._ops import OpOverload, OpOverloadPacket  # the types of ATen operator targets
-from torch.fx.graph_module import _get_attr
+from torch.fx.graph_module import _assign_attr, _get_attr
 from torch.fx.node import _get_qualified_name
 from torch.fx.passes.shape_prop import _extract_tensor_metadata
-from torch.utils._pytree import tree_leaves, tree_map, tree_map_only  # torch's own pytree (no public one)
+from torch.utils._pytree import register_pytree_node, tree_leaves, tree_map, tree_map_only  # torch's own pytree (no public one)
 from torch.utils._python_dispatch import TorchDispatchMode  # the only way to see every ATen call
 from torch.utils.flop_counter import FlopCounterMode
 
 __all__ = [
-    "OpOverload", "OpOverloadPacket", "TorchDispatchMode", "tree_leaves", "tree_map", "tree_map_only",
-    "FlopCounter", "extract_tensor_metadata", "get_attr", "is_fake", "op_schema",
-    "qualified_name", "share_codegen",
+    "OpOverload", "OpOverloadPacket", "TorchDispatchMode", "register_pytree_node", "tree_leaves", "tree_map",
+    "tree_map_only",
+    "FlopCounter", "assign_attr", "core_aten_decompositions", "current_autograd_node", "export_forward_backward",
+    "extract_tensor_metadata", "get_attr", "has_values", "is_fake", "op_schema", "qualified_name", "share_codegen",
 ]
 
 
@@ -55,6 +56,33 @@ def get_attr(module: torch.nn.Module, target: str) -> Any:
     return _get_attr(module, target)
 
 
+def assign_attr(value: Any, module: torch.nn.Module, target: str) -> None:
+    """Set a dotted ``target`` on ``module``, making the submodules on the way (how
+    GraphModule installs the tensors its get_attr nodes name)."""
+    _assign_attr(value, module, target)
+
+
+def current_autograd_node() -> Any:
+    """The autograd node the engine is running now (None outside backward): its
+    ``_sequence_nr()`` is that of the forward op it differentiates."""
+    return torch._C._current_autograd_node()
+
+
+def core_aten_decompositions() -> dict:
+    """torch.export's core ATen decomposition table."""
+    from torch._decomp import core_aten_decompositions as table
+
+    return table()
+
+
+def export_forward_backward(program: Any, *, joint_loss_index: int) -> Any:
+    """torch.export's joint forward+backward program of a model whose output
+    ``joint_loss_index`` is a loss (experimental in torch: no public equivalent)."""
+    from torch.export.experimental import _export_forward_backward
+
+    return _export_forward_backward(program, joint_loss_index=joint_loss_index)
+
+
 def share_codegen(graph: torch.fx.Graph, source: torch.fx.Graph) -> None:
     """Give ``graph`` the code generator of ``source`` (export's graphs have their own,
     with pytree in/out specs); ``set_codegen`` is public, reading it is not."""
@@ -71,6 +99,15 @@ def is_fake(tensor: torch.Tensor) -> bool:
     from torch._subclasses.fake_tensor import FakeTensor
 
     return tensor.is_meta or isinstance(tensor, FakeTensor)
+
+
+def has_values(tensor: torch.Tensor) -> bool:
+    """False for meta and fake tensors, and the wrappers tracing makes of them (export's
+    functional tensors): shapes and dtypes only, no storage to save, compare or guard."""
+    from torch._subclasses.fake_tensor import FakeTensor
+    from torch._subclasses.functional_tensor import FunctionalTensor
+
+    return not (tensor.is_meta or isinstance(tensor, (FakeTensor, FunctionalTensor)))
 
 
 class FlopCounter(FlopCounterMode):

@@ -8,7 +8,6 @@ and records why each earlier one failed. Every node gets ``node.meta["module_pat
 """
 from __future__ import annotations
 
-import contextlib
 import inspect
 import time
 from collections.abc import Callable, Iterable
@@ -18,14 +17,16 @@ import torch
 import torch.fx
 from torch import nn
 
-from fxviz.capture import dynamo, export, make_fx, symbolic
+from fxviz.capture import dynamo, export, export_joint, make_fx, symbolic
 from fxviz.capture._common import Capture, as_inputs, called_as, caller, cell_name, first_line, torch_errors_quiet, where
+from fxviz.capture.gradients import with_gradients
 from fxviz.capture.outputs import with_plain_outputs
 from fxviz.errors import TraceError, UsageError
 
 #: The order ``tracer="auto"`` tries: module-level graph first, dynamo's split graphs last.
 AUTO_ORDER = ("symbolic", "export", "export (strict)", "make_fx", "dynamo")
-METHODS = ("auto", *AUTO_ORDER)
+#: Chosen by name only: torch.export's joint forward+backward graph of a model whose output is a loss.
+METHODS = ("auto", *AUTO_ORDER, "export (joint)")
 
 __all__ = ["AUTO_ORDER", "Capture", "as_inputs", "called_as", "capture", "cell_name", "trace"]
 
@@ -49,7 +50,7 @@ def capture(
     symbolic_options = {"leaf_modules": leaf_modules, "lower": lower, "concrete_args": concrete_args,
                         "fallback": fallback}
     if tracer != "auto":
-        if tracer not in AUTO_ORDER and not _is_tracer(tracer):
+        if tracer not in METHODS and not _is_tracer(tracer):
             raise TraceError(f"Unknown tracer {tracer!r}: use one of {', '.join(map(repr, METHODS))} "
                              "or a torch.fx.Tracer subclass.")
         if tracer != "symbolic" and not _is_tracer(tracer) and (leaf_modules or lower or concrete_args):
@@ -95,8 +96,9 @@ def trace(
     ``model``: an ``nn.Module``, a plain function (make_fx), an ``ExportedProgram`` or
     a ``.pt2`` path. ``tracer``: ``"auto"`` (default: symbolic, then torch.export
     non-strict and strict, make_fx, dynamo; ``gm.meta["fxviz"]["attempts"]`` says why
-    earlier ones failed), one of those by name, or a ``torch.fx.Tracer`` subclass or
-    instance. With dynamo the first graph is returned; ``gm.meta["fxviz"]`` lists the
+    earlier ones failed), one of those by name, ``"export (joint)"`` (a model whose
+    output is a scalar loss, as torch.export's forward+backward graph), or a
+    ``torch.fx.Tracer`` subclass or instance. With dynamo the first graph is returned; ``gm.meta["fxviz"]`` lists the
     graph breaks (use :func:`capture` for all graphs).
 
     Symbolic only: ``leaf_modules`` (paths or types kept as one node), ``lower`` (types
@@ -139,14 +141,19 @@ def _is_tracer(tracer: Any) -> bool:
 def _one(method: Any, model: Any, inputs: tuple, module: nn.Module | None, options: dict) -> Capture:
     if method == "symbolic" or _is_tracer(method):
         return Capture([symbolic.capture(model, tracer=method, **options)], "symbolic")
-    if method in ("export", "export (strict)"):
+    if method in ("export", "export (strict)", "export (joint)"):
         if not isinstance(model, nn.Module):
             raise TraceError(f"torch.export needs an nn.Module, got {type(model).__name__}: use tracer='make_fx'.")
+        if method == "export (joint)":
+            return Capture([export_joint.capture(model, inputs)], method, reference=export_joint.reference(model))
         plain = with_plain_outputs(model)
         return Capture([export.capture(plain, inputs, strict=method != "export")], method, reference=plain)
     if method == "make_fx":
-        plain = with_plain_outputs(model) if isinstance(model, nn.Module) else model
-        return Capture([make_fx.capture(plain, inputs, module)], "make_fx", reference=plain)
+        plain = with_plain_outputs(model) if isinstance(model, nn.Module) else with_gradients(model, module)
+        gm = make_fx.capture(plain, inputs, module)
+        if gm.meta["fxviz"].get("gradient_outputs") and plain is not model:
+            plain.fxviz_gradient_outputs = gm.meta["fxviz"]["gradient_outputs"]  # for the check (run_outputs)
+        return Capture([gm], "make_fx", reference=plain)
     if not inputs:
         raise TraceError("dynamo captures by running the model: pass example_inputs.")
     return dynamo.capture(model, inputs)
@@ -183,13 +190,13 @@ def _detail(exc: TraceError) -> str:
 def _own_failure(model: Any, inputs: tuple) -> TraceError | None:
     """When every method failed, the model itself may not run on these inputs: say that
     (with its line) rather than five capture errors."""
-    from fxviz._runtime import preserved_buffers
+    from fxviz._runtime import preserved_buffers, untouched
 
     if not inputs:
         return None
-    kept = preserved_buffers(model) if isinstance(model, nn.Module) else contextlib.nullcontext()
-    try:
-        with torch.no_grad(), kept:
+    kept = preserved_buffers(model) if isinstance(model, nn.Module) else untouched(model)
+    try:  # a plain function may be a training step: it needs autograd
+        with torch.set_grad_enabled(not isinstance(model, nn.Module)), kept:
             model(*inputs)
     except Exception as exc:
         name = getattr(model, "__name__", type(model).__name__)

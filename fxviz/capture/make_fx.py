@@ -2,38 +2,40 @@
 (training steps, torch.func transforms)."""
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
 import torch.fx
 from torch import nn
 
+from fxviz._torch_internals import assign_attr
 from fxviz.capture._common import finish, first_line, where
-from fxviz.capture.backward import attribute_backward
+from fxviz.capture.backward import attribute_backward, sequence_numbers
 from fxviz._runtime import untouched
 from fxviz.capture.closure import closed_over_module
 from fxviz.errors import TraceError
 
 
-def capture(fn: Callable[..., Any], inputs: tuple, module: nn.Module | None = None) -> torch.fx.GraphModule:
+def capture(fn: Callable[..., Any], inputs: tuple, module: nn.Module | None = None,
+            decompositions: dict | None = None) -> torch.fx.GraphModule:
     """Trace ``fn(*inputs)`` with make_fx; ``module``: the model a plain function calls
-    (found among the function's closure and globals when not given)."""
+    (found among the function's closure and globals when not given); ``decompositions``:
+    a decomposition table (default none: the ATen ops as called)."""
     from torch.fx.experimental.proxy_tensor import make_fx
 
     if not inputs:
         raise TraceError("make_fx traces by running the function: pass example_inputs.")
     root = fn if isinstance(fn, nn.Module) else module or getattr(fn, "_orig_mod", None) or closed_over_module(fn)
-    target = fn
-    if root is not None and not hasattr(fn, "_orig_mod"):
-        # make_fx records nn.Module paths only for callables that expose `_orig_mod`.
-        def target(*args):
+    def target(*args):
+        with sequence_numbers():  # inside: above make_fx's own dispatch mode
             return fn(*args)
 
+    if root is not None:  # make_fx records nn.Module paths only for callables that expose `_orig_mod`
         target._orig_mod = root
     try:
         with untouched(fn):  # make_fx runs real ops: a training-mode BN would advance its statistics
-            gm = make_fx(target, record_module_stack=root is not None)(*inputs)
+            gm = make_fx(target, decompositions, record_module_stack=root is not None)(*inputs)
     except Exception as exc:
         raise TraceError(
             f"make_fx could not trace {getattr(fn, '__name__', type(fn).__name__)}{where(exc)}\n"
@@ -47,18 +49,34 @@ def capture(fn: Callable[..., Any], inputs: tuple, module: nn.Module | None = No
     if root is not None:
         _name_parameters(gm, root)
         attribute_backward(gm)
+        gm.meta["fxviz"]["gradient_outputs"] = list(_gradient_outputs(gm.graph.output_node().args[0]))
     return gm
 
 
+def _gradient_outputs(value: Any, path: tuple[int, ...] = ()) -> Iterator[tuple[int, ...]]:
+    """Index paths of the output tuples and lists made only of backward nodes (the
+    gradients a step returns), which the check judges as gradients."""
+    if not isinstance(value, (tuple, list)):
+        return
+    if value and all(isinstance(v, torch.fx.Node) and "backward_of" in v.meta for v in value):
+        yield path
+        return
+    for i, item in enumerate(value):
+        yield from _gradient_outputs(item, (*path, i))
+
+
 def _name_parameters(gm: torch.fx.GraphModule, root: nn.Module) -> None:
-    """make_fx stores the parameters it met as ``_param_constant57``: give each
-    get_attr node the qualified name of the tensor it holds (``layer3.0.conv1.weight``)
-    and the module path of its owner, so search and clusters find them."""
+    """make_fx stores the parameters it met as ``_param_constant57``: store each under
+    the qualified name of the tensor it holds (``layer3.0.conv1.weight``, the get_attr
+    target, as in an exported program) with the module path of its owner, so the
+    drawing, details, search and node table name it as the model does."""
+    moved: set[str] = set()
     names = {id(t): n for n, t in (*root.named_parameters(remove_duplicate=False),
                                    *root.named_buffers(remove_duplicate=False))}
     for node in gm.graph.find_nodes(op="get_attr"):
         tensor = getattr(gm, node.target, None)
         qualified = names.get(id(tensor))
+        movable = qualified is not None  # a view of a parameter keeps its own attribute
         if qualified is None and isinstance(tensor, torch.Tensor):
             base = getattr(tensor, "_base", None)
             qualified = names.get(id(base)) if base is not None else None
@@ -67,4 +85,19 @@ def _name_parameters(gm: torch.fx.GraphModule, root: nn.Module) -> None:
         node.meta["qualified_name"] = qualified
         node.meta["module_path"] = qualified.rpartition(".")[0]
         node._rename(qualified.replace(".", "_"))
+        if movable and node.target != qualified:
+            if _get_attr(gm, qualified) is None:
+                assign_attr(tensor, gm, qualified)
+            if _get_attr(gm, qualified) is tensor:
+                moved.add(node.target)
+                node.target = qualified
+    for name in moved:
+        delattr(gm, name)
     gm.recompile()
+
+
+def _get_attr(gm: torch.fx.GraphModule, qualified: str) -> Any:
+    owner: Any = gm
+    for part in qualified.split("."):
+        owner = getattr(owner, part, None)
+    return owner

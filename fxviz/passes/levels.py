@@ -16,3 +16,9 @@ def ir_level(gm: torch.fx.GraphModule) -> str:
                for n in calls)
     recorded = all("val" in n.meta for n in gm.graph.find_nodes(op="placeholder"))
     return "aten" if aten and recorded else "torch"
+
+
+def computes_gradients(gm: torch.fx.GraphModule) -> bool:
+    """A training graph: forward and backward in one (make_fx of a training step, export's
+    joint graph), whose backward nodes capture attributed to forward modules."""
+    return any("backward_of" in n.meta for n in gm.graph.nodes)

@@ -15,7 +15,7 @@ import torch.fx
 from torch.fx.passes.infra.pass_base import PassResult
 
 from fxviz.errors import PassError
-from fxviz.passes.levels import ir_level
+from fxviz.passes.levels import computes_gradients, ir_level
 from fxviz.passes.provenance import recording
 
 REQUIRED = inspect.Parameter.empty
@@ -64,12 +64,16 @@ class PassSpec:
     level: str = "any"
 
     def why_not(self, gm: torch.fx.GraphModule) -> str | None:
-        """Why this pass does not apply to ``gm``'s IR level, or None when it does."""
+        """Why this pass does not apply to ``gm`` (its IR level; a training graph for a pass
+        that needs eval mode), or None when it does."""
         level = ir_level(gm)
+        if self.needs_eval and computes_gradients(gm):
+            return (f"'{self.name}' rewrites an inference graph; this graph computes gradients (a training "
+                    "step), whose backward reads what the pass would remove")
         if self.level in ("any", level):
             return None
         wanted = {"torch": "torch-IR graphs (modules and torch functions, tracer='symbolic')",
-                  "aten": "ATen graphs with recorded input shapes (tracer='export' or an ExportedProgram)"}
+                  "aten": "ATen graphs with recorded input shapes (tracer='export' or 'make_fx', or an ExportedProgram)"}
         return f"'{self.name}' works on {wanted[self.level]}; this graph is {level}-level"
 
     def __call__(self, gm: torch.fx.GraphModule, *, nodes: Any = None, **params: Any) -> PassResult:

@@ -1,0 +1,160 @@
+"""torch.export's joint graph of a model whose output is a loss: its forward and its
+backward (``torch.export.experimental._export_forward_backward``, core ATen), as one
+runnable graph returning ``(outputs, {parameter name: gradient})``.
+
+The joint graph keeps neither ``nn_module_stack`` nor a forward/backward link, so: the
+forward part is aligned op by op (difflib) with the forward program decomposed by the
+same table, which does keep them; the backward part (what depends on the loss) likewise
+with the same step traced by make_fx, whose backward ops carry autograd's sequence
+numbers; a node left unpaired falls back to the reads-what-it-saved rule of
+:func:`fxviz.capture.backward.attribute_backward`. Running-statistics updates (BatchNorm
+buffers) are outputs of the joint graph; the graph here returns only the outputs and
+gradients, so running it changes no buffer.
+"""
+from __future__ import annotations
+
+import difflib
+import operator
+from typing import Any
+
+import torch
+import torch.fx
+from torch import nn
+from torch.export.graph_signature import InputKind, OutputKind
+
+from fxviz._torch_internals import assign_attr, core_aten_decompositions, export_forward_backward
+from fxviz.capture._common import finish, first_line, where
+from fxviz.capture.backward import attribute_backward
+from fxviz.check import Gradients
+from fxviz.errors import TraceError
+
+_LIFTED = (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR)
+
+
+def capture(model: nn.Module, inputs: tuple, loss_index: int = 0) -> torch.fx.GraphModule:
+    """Export ``model`` (non-strict) and its backward from output ``loss_index`` (a scalar)."""
+
+    try:
+        ep = torch.export.export(model, inputs, strict=False)
+        joint = export_forward_backward(ep, joint_loss_index=loss_index)
+        forward = ep.run_decompositions(core_aten_decompositions())  # the joint's table, with module stacks
+    except Exception as exc:
+        raise TraceError(f"torch.export's joint graph failed{where(exc)}\n  {first_line(exc)}\n"
+                         f"  What to do: make output {loss_index} of the model a scalar loss that every parameter "
+                         "contributes to (export's joint graph refuses unused parameters), or trace a training "
+                         "step function with tracer='make_fx'.") from exc
+    gm = _runnable(joint)
+    backward = _backward_nodes(gm.graph.output_node().meta.pop("fxviz_loss"), gm.graph)
+    _align_modules(forward.graph, gm.graph, backward)
+    finish(gm, "export (joint)", model)
+    for node in gm.graph.find_nodes(op="get_attr"):
+        node.meta["module_path"] = str(node.target).rpartition(".")[0]
+        node.meta["qualified_name"] = str(node.target)
+    attribute_backward(gm, backward=backward, known=_backward_modules(model, inputs, gm, backward))
+    return gm
+
+
+def _backward_modules(model: nn.Module, inputs: tuple, gm: torch.fx.GraphModule,
+                      backward: set[torch.fx.Node]) -> dict[torch.fx.Node, str]:
+    """The forward module of each backward node, from the same step traced with make_fx
+    (whose backward ops carry autograd's sequence numbers) under the joint's decomposition
+    table: both run autograd's backward in the same order, so a diff of their op
+    sequences pairs them. Empty when make_fx cannot trace the step."""
+
+    from fxviz.capture import make_fx
+
+    try:
+        traced = make_fx.capture(reference(model), inputs, model, core_aten_decompositions())
+    except TraceError:
+        return {}
+    source = [n for n in traced.graph.nodes if n.op == "call_function" and "backward_of" in n.meta]
+    nodes = [n for n in gm.graph.nodes if n in backward]
+    matcher = difflib.SequenceMatcher(None, [str(n.target) for n in source], [str(n.target) for n in nodes],
+                                      autojunk=False)
+    return {nodes[block.b + k]: source[block.a + k].meta["backward_of"]
+            for block in matcher.get_matching_blocks() for k in range(block.size)}
+
+
+def reference(model: nn.Module, loss_index: int = 0) -> Any:
+    """The eager step the joint graph reproduces: ``(outputs, {name: gradient})``."""
+    params = [(name, p) for name, p in model.named_parameters() if p.requires_grad]
+
+    def step(*args: Any) -> Any:  # closes over `model`: the check restores its buffers after each run
+        outputs = model(*args)
+        loss = outputs[loss_index] if isinstance(outputs, (tuple, list)) else outputs
+        grads = torch.autograd.grad(loss, [p for _, p in params], allow_unused=True)
+        return outputs, Gradients({name: g for (name, _), g in zip(params, grads) if g is not None})
+
+    step.__name__ = type(model).__name__
+    return step
+
+
+def _runnable(joint: torch.export.ExportedProgram) -> torch.fx.GraphModule:
+    """Lifted parameters, buffers and constants as get_attr nodes under their qualified
+    names; outputs ``(user outputs, {parameter: gradient})``."""
+    gm = torch.fx.GraphModule(nn.Module(), joint.graph_module.graph, "joint")  # the joint is ours to change
+    graph = gm.graph
+    sig = joint.graph_signature
+    placeholders = {n.name: n for n in graph.find_nodes(op="placeholder")}
+    for spec in sig.input_specs:
+        if spec.kind not in _LIFTED:
+            continue
+        value = joint.state_dict.get(spec.target, joint.constants.get(spec.target))
+        assign_attr(value, gm, spec.target)
+        node = placeholders[spec.arg.name]
+        with graph.inserting_before(node):
+            attr = graph.get_attr(spec.target)
+        attr.meta = dict(node.meta)
+        node.replace_all_uses_with(attr)
+        graph.erase_node(node)
+    output = graph.output_node()
+    values = dict(zip([s.arg.name for s in sig.output_specs], output.args[0]))
+    user = [values[s.arg.name] for s in sig.output_specs if s.kind in (OutputKind.USER_OUTPUT, OutputKind.LOSS_OUTPUT)]
+    grads = {s.target: values[s.arg.name] for s in sig.output_specs if s.kind == OutputKind.GRADIENT_TO_PARAMETER}
+    loss = next(values[s.arg.name] for s in sig.output_specs if s.kind == OutputKind.LOSS_OUTPUT)
+    output.args = ((user[0] if len(user) == 1 else tuple(user), grads),)
+    output.meta["fxviz_loss"] = loss
+    graph.eliminate_dead_code()
+    gm.recompile()
+    return gm
+
+
+def _align_modules(forward: torch.fx.Graph, joint: torch.fx.Graph, backward: set[torch.fx.Node]) -> None:
+    """``nn_module_stack`` from the decomposed forward onto the joint's forward ops: the
+    same ops in the same order, so a diff of the op sequences pairs them; an op with no
+    partner takes the stack of the op before it."""
+    ops = [n for n in forward.nodes if n.op == "call_function"]
+    nodes = [n for n in joint.nodes if n.op == "call_function" and n not in backward]
+    matcher = difflib.SequenceMatcher(None, [str(n.target) for n in ops], [str(n.target) for n in nodes],
+                                      autojunk=False)
+    for block in matcher.get_matching_blocks():
+        for k in range(block.size):
+            source, node = ops[block.a + k], nodes[block.b + k]
+            for key in ("nn_module_stack", "stack_trace"):
+                if key in source.meta:
+                    node.meta[key] = source.meta[key]
+    for before, node in zip(nodes, nodes[1:]):
+        if "nn_module_stack" not in node.meta and "nn_module_stack" in before.meta:
+            node.meta["nn_module_stack"] = before.meta["nn_module_stack"]
+
+
+def _backward_nodes(loss: torch.fx.Node, graph: torch.fx.Graph) -> set[torch.fx.Node]:
+    """The backward: what depends on the loss (its gradient's seed and all after it),
+    and what only feeds that (constants, transposed weights, the labels' masks), except
+    the other outputs of a forward op (BatchNorm's saved statistics)."""
+    before, todo = set(), [loss]
+    while todo:
+        node = todo.pop()
+        if node not in before:
+            before.add(node)
+            todo.extend(node.all_input_nodes)
+    backward: set[torch.fx.Node] = set()
+    for node in graph.nodes:
+        if node.op == "call_function" and node is not loss and any(a in backward or a is loss for a in node.all_input_nodes):
+            backward.add(node)
+    for node in reversed(graph.nodes):
+        if (node.op == "call_function" and node not in before and node not in backward and node.users
+                and all(u in backward for u in node.users)
+                and not (node.target is operator.getitem and node.args[0] in before)):
+            backward.add(node)
+    return backward

@@ -1,0 +1,76 @@
+"""torch.export's joint forward+backward graph as a front-end (tracer="export (joint)")."""
+import pytest
+import torch
+from torch import nn
+
+import fxviz
+from fxviz.check import Gradients, compare_outputs
+
+
+class Loss(nn.Module):
+    """A model and its loss as one module: what export's joint graph needs."""
+
+    def __init__(self):
+        super().__init__()
+        self.model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.ReLU(), nn.Flatten(), nn.Linear(144, 2))
+
+    def forward(self, x, y):
+        return nn.functional.cross_entropy(self.model(x), y)
+
+
+def test_a_model_and_its_loss_open_as_exports_joint_graph_with_backward_clusters():
+    step = Loss().train()
+    before = {k: v.clone() for k, v in step.state_dict().items()}
+    x, y = torch.randn(2, 3, 8, 8), torch.tensor([0, 1])
+    session = fxviz.Session(step, (x, y), tracer="export (joint)")
+    assert session.capture.method == "export (joint)"
+    gm = session.current.gm
+    assert session.current.check.status == "match"
+    assert all(torch.equal(before[k], v) for k, v in step.state_dict().items())  # running stats untouched
+    loss, grads = gm(x, y)
+    assert set(grads) == {name for name, _ in step.named_parameters()}
+    expected = torch.autograd.grad(step(x, y), list(step.parameters()))
+    for got, want in zip(grads.values(), expected):
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-6)
+    # (the check matched though conv bias before a training BatchNorm has a zero gradient in
+    # exact maths, rounding noise in both)
+    paths = {n.meta.get("module_path") for n in gm.graph.nodes}
+    assert {"model.0", "model.1", "model.4", "model.0 · backward", "model.1 · backward", "model.4 · backward"} <= paths
+    conv_bwd = next(n for n in gm.graph.nodes if "convolution_backward" in str(n.target))
+    assert conv_bwd.meta["backward_of"] == "model.0"
+    assert {n.target for n in gm.graph.find_nodes(op="get_attr")} >= {"model.0.weight", "model.1.running_mean"}
+    assert gm.meta["fxviz"]["backward_attribution"] == "seq_nr (aligned)"
+    # BatchNorm's backward (decomposed into muls and sums) is BatchNorm's, ReLU's is ReLU's
+    grads = gm.graph.output_node().args[0][1]
+    assert grads["model.1.bias"].meta["backward_of"] == "model.1" and grads["model.1.weight"].meta["backward_of"] == "model.1"
+    relu_bwd = next(n for n in gm.graph.nodes if n.meta.get("backward_of") and str(n.target) == "aten.le.Scalar")
+    assert relu_bwd.meta["backward_of"] == "model.2"
+    assert not any(str(n.target).startswith("aten.native_batch_norm_backward") for n in gm.graph.nodes)  # core ATen
+
+
+def test_a_model_without_a_scalar_loss_gets_a_clear_error():
+    with pytest.raises(fxviz.TraceError, match="(?s)joint graph failed.*to be a scalar.*What to do: make output 0 of the model a scalar loss"):
+        fxviz.Session(nn.Linear(3, 2), (torch.randn(4, 3),), tracer="export (joint)")
+
+
+def test_gradients_are_judged_against_the_steps_largest_gradient():
+    big, zero = torch.full((3,), 0.5), torch.tensor([1e-9, -2e-9])
+    noisy = torch.tensor([3e-9, 1e-9])  # rounding noise on an analytically zero gradient
+    assert compare_outputs([Gradients(w=big, b=zero)], [{"w": big, "b": noisy}]).status == "match"
+    assert compare_outputs([{"w": big, "b": zero}], [{"w": big, "b": noisy}]).status == "mismatch"
+    wrong = torch.tensor([0.02, 0.0])  # 4 % of the largest gradient: a real error
+    result = compare_outputs([Gradients(w=big, b=zero)], [{"w": big, "b": wrong}])
+    assert result.status == "mismatch" and "'b'" in result.message
+
+
+def test_without_a_make_fx_trace_the_joint_graphs_backward_falls_back_to_the_heuristic(monkeypatch):
+    from fxviz.capture import make_fx
+
+    def refuse(*args, **kwargs):
+        raise fxviz.TraceError("make_fx could not trace it")
+
+    monkeypatch.setattr(make_fx, "capture", refuse)
+    gm = fxviz.trace(Loss().train(), (torch.randn(2, 3, 8, 8), torch.tensor([0, 1])), tracer="export (joint)")
+    assert gm.meta["fxviz"]["backward_attribution"] == "heuristic"
+    conv_bwd = next(n for n in gm.graph.nodes if "convolution_backward" in str(n.target))
+    assert conv_bwd.meta["module_path"] == "model.0 · backward"

@@ -1,0 +1,81 @@
+"""The Passes tab offers what applies to the graph at hand and says why the rest do not:
+every built-in pass on a torch-IR graph, ATen graphs (export, make_fx) and training graphs."""
+import pytest
+import torch
+from torch import nn
+
+import fxviz
+from fxviz.passes import registry
+from fxviz.widgets.panel_passes import PassPanel
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv, self.bn, self.fc = nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.Linear(4, 2)
+
+    def forward(self, x):
+        return self.fc(torch.relu(self.bn(self.conv(x))).mean((2, 3)))
+
+
+NET = Net().eval()
+
+
+def train_step(x):
+    return torch.autograd.grad(NET(x).sum(), list(NET.parameters()))
+
+
+class Loss(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.net = Net()
+
+    def forward(self, x):
+        return self.net(x).pow(2).mean()
+
+
+TORCH_ONLY, ATEN_ONLY, INFERENCE_ONLY = {"lower_modules", "inline_module"}, {"run_decompositions"}, {"fuse_conv_bn"}
+CASES = {  # graph -> the built-in passes that must say why they do not apply
+    "symbolic": (lambda: (NET, "symbolic"), ATEN_ONLY),
+    "export": (lambda: (NET, "export"), TORCH_ONLY),
+    "make_fx": (lambda: (NET, "make_fx"), TORCH_ONLY),
+    "make_fx training step": (lambda: (train_step, "make_fx"), TORCH_ONLY | INFERENCE_ONLY),
+    "export (joint)": (lambda: (Loss(), "export (joint)"), TORCH_ONLY | INFERENCE_ONLY),
+}
+BUILT_IN = ("fuse_conv_bn", "lower_modules", "replace_op", "inline_module", "eliminate_dead_code", "channels_last",
+            "fake_quantize", "run_decompositions")
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_each_pass_is_offered_or_says_why_not(case):
+    build, refused = CASES[case]
+    model, tracer = build()
+    session = fxviz.Session(model, (torch.randn(2, 3, 8, 8),), tracer=tracer, n_random_inputs=0)
+    panel = PassPanel(goto=lambda index: None)
+    panel.show(session, "")
+    for name in BUILT_IN:
+        panel.select.value = name
+        why = registry.get(name).why_not(session.current.gm)
+        assert (why is not None) == (name in refused), (name, why)
+        assert panel.apply.disabled == (name in refused)
+        if why:
+            assert f"does not apply: {why}" in panel.doc.value
+            with pytest.raises(fxviz.PassError, match="this graph"):  # the same reason when applied from code
+                session.apply(name)
+            assert session.index == 0
+    if INFERENCE_ONLY <= refused:
+        assert "computes gradients" in registry.get("fuse_conv_bn").why_not(session.current.gm)
+    if ATEN_ONLY <= refused:
+        assert "tracer='export' or 'make_fx'" in registry.get("run_decompositions").why_not(session.current.gm)
+
+
+@pytest.mark.parametrize("case", ["make_fx training step", "export (joint)"])
+def test_passes_that_apply_to_a_training_graph_keep_its_gradients(case):
+    model, tracer = CASES[case][0]()
+    session = fxviz.Session(model, (torch.randn(2, 3, 8, 8),), tracer=tracer)
+    for name in ("channels_last", "run_decompositions", "eliminate_dead_code"):
+        try:
+            step = session.apply(name)
+        except registry.NothingToDo:
+            continue
+        assert step.check.status == "match", (name, step.check.message)
