@@ -79,6 +79,9 @@ function render({ model, el }) {
   /** Set by a collapse/expand click: keep that module still on the next re-render.
    * @type {{path: string, screen: Point} | null} */
   let pendingAnchor = null;
+  /** A node selected from the front-end (a search hit) that a collapsed box hides:
+   * once the kernel's new drawing shows it, it is zoomed to legibly too. */
+  let pendingReveal = "";
   /** @type {{x: number, y: number, view: View, id: number} | null} */
   let press = null;
   let dragging = false;
@@ -215,7 +218,7 @@ function render({ model, el }) {
     }
     // The same zoom always; the selection on screen if there is one; never a blank pane.
     const selected = selectedElement();
-    if (selected) setView(ensureVisible(view, boxOf(selected), width(), height()));
+    if (selected) showSelected(selected, false);
     setView(keepInView(view, graphBox(), width(), height()));
   }
 
@@ -256,7 +259,17 @@ function render({ model, el }) {
   function onSelected(legible = false) {
     const e = applySelection();
     if (!e || width() <= 0) return;
+    showSelected(e, legible);
+  }
+
+  /** Pan to the selected element `e`; zoom in to legible when asked or when it is the
+   * hidden node a search asked for. @param {Element} e @param {boolean} legible */
+  function showSelected(e, legible) {
     const box = boxOf(e);
+    if (pendingReveal && pendingReveal === model.get("selected")) {
+      legible = true;
+      pendingReveal = "";
+    }
     setView(legible ? revealView(view, box, width(), height(), readable)
       : ensureVisible(view, box, width(), height()));
   }
@@ -264,6 +277,7 @@ function render({ model, el }) {
   /** Select `name` from the front-end and show it legibly. @param {string} name */
   function selectAndReveal(name) {
     if (name !== model.get("selected")) send({ selected: name });
+    pendingReveal = selectedElement() ? "" : name;
     onSelected(true);
   }
 
