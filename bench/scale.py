@@ -36,6 +36,7 @@ import torch.fx
 from torch import nn
 
 import fxviz
+from fxviz.errors import RenderError
 from fxviz.layout_plan import plan_layout
 from fxviz.render import render
 
@@ -197,7 +198,11 @@ def measure(name: str, save_dot: pathlib.Path | None = None) -> dict[str, float]
     _, nx_s = timed(fxviz.to_networkx, session.current.gm)
     _, plan_s = timed(plan_layout, graph, collapse=set(), expand=set(), auto=True, max_nodes=250, long_edge=40)
     rendering, render_s = timed(render, graph)  # the plan again (the box tree is cached), then the DOT
-    _, layout_s = timed(lambda: rendering.svg)
+    try:
+        _, layout_s = timed(lambda: rendering.svg)
+    except RenderError as exc:  # a failure to report in the row, not a crash that loses the others
+        print(f"{name}: {exc}", file=sys.stderr)
+        layout_s = float("nan")
     if save_dot is not None:  # to look at: dot -Tpng DIR/10k.dot -o 10k.png
         (save_dot / f"{name}.dot").write_text(rendering.dot.source)
     _, check_s = timed(lambda: session.current.check)  # else the Explorer runs it inline (profile="off")
@@ -222,9 +227,9 @@ def measure(name: str, save_dot: pathlib.Path | None = None) -> dict[str, float]
 
 
 def memory(name: str) -> dict[str, float]:
-    """Python memory (tracemalloc) a Session retains and its peak while made, and what
-    the GraphModule of the same capture retains, each with the model and inputs built
-    inside the measurement (so they count on both sides)."""
+    """Python memory (tracemalloc) a Session retains and its peak while made, over what
+    the capture alone (``fxviz.trace``) retains and peaks at, each with the model and
+    inputs built inside the measurement (so they count on both sides)."""
     def traced(make) -> tuple[int, int]:
         gc.collect()
         tracemalloc.start()
@@ -238,9 +243,9 @@ def memory(name: str) -> dict[str, float]:
         del kept
         return current, peak
 
-    gm, _ = traced(lambda fn, inputs, options: fxviz.trace(fn, inputs, **options))
+    gm, gm_peak = traced(lambda fn, inputs, options: fxviz.trace(fn, inputs, **options))
     session, peak = traced(lambda fn, inputs, options: fxviz.Session(fn, inputs, **options))
-    return {"memory": session / gm, "peak": peak / gm, "gm MB": gm / 1e6}
+    return {"memory": session / gm, "peak": peak / gm_peak, "gm MB": gm / 1e6}
 
 
 def main() -> None:
@@ -255,19 +260,20 @@ def main() -> None:
     cols = ["nodes", "boxes", "capture", "session", "to_networkx", "plan", "render", "layout", "check", "explore", "expand",
             "reveal", "search", "MB sent", "gm MB", "memory", "peak"]
     print(f"{'graph':6} " + " ".join(f"{c:>11}" for c in cols) + f" {'session/capture':>16} {'first view':>11} {'load':>5}")
-    fxviz.trace(*training_step(1)[:2], tracer="make_fx")  # torch's one-off warm-up, outside any stage
+    for case in (training_step(1), synthetic(200)):  # one-off imports and warm-up, outside any stage
+        fxviz.Session(*case[:2], **case[2])
     for name in sizes:
         r = measure(name, args.save_dot) | memory(name)
         first_view = r["to_networkx"] + r["plan"] + r["render"] + r["layout"]
         cells = [f"{r[c]:11d}" if isinstance(r[c], int) else f"{r[c]:11.3f}" for c in cols]
         print(f"{name:6} " + " ".join(cells) + f" {r['session'] / r['capture']:16.2f} {first_view:11.3f}"
-              + f" {os.getloadavg()[0]:5.1f}" + ("" if r["revealed"] else "  (reveal FAILED)"))
+              + f" {os.getloadavg()[0]:5.1f}" + ("" if r["revealed"] else "  (reveal FAILED)") + ("  (layout TIMED OUT)" if r["layout"] != r["layout"] else ""))
         sys.stdout.flush()
     print("seconds per stage; session includes its own capture; capture = the Session's own; plan = the first "
           "plan (builds the box tree); render = plan again (tree cached) + DOT; first view = to_networkx + plan + "
           "render + layout (what drawing a captured graph costs); explore = the whole Explorer built on the session; "
           "MB sent = the widgets' synced state as JSON; memory, peak = Session's retained and peak Python memory over "
-          "the GraphModule's retained (gm MB); load = 1-minute load average after the row")
+          "the capture's alone (gm MB: what the GraphModule retains); load = 1-minute load average after the row")
 
 
 if __name__ == "__main__":

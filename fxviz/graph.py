@@ -67,14 +67,24 @@ def _format(value: Any) -> str:
 
 
 class _Shared:
-    """One object per distinct value (shape tuples, dtype names, use positions, targets):
-    100,000 nodes of a few shapes hold a few tuples, not 100,000 copies."""
+    """One object per distinct value (shape fields, use positions, targets): 100,000
+    nodes of a few shapes hold a few tuples, not 100,000 copies."""
 
     def __init__(self) -> None:
         self._seen: dict[Any, Any] = {}
 
     def __call__(self, value: Any) -> Any:
         return self._seen.setdefault(value, value)
+
+    def fields(self, meta: Any) -> dict[str, Any]:
+        """:func:`_tensor_fields` of ``meta``, computed once per distinct tensor layout."""
+        if not isinstance(meta, TensorMetadata):
+            return _tensor_fields(meta, self)
+        key = (meta.shape, meta.dtype, meta.stride, meta.memory_format)
+        found = self._seen.get(key)
+        if found is None:
+            found = self._seen[key] = _tensor_fields(meta, self)
+        return found
 
 
 def _tensor_fields(meta: Any, shared: _Shared) -> dict[str, Any]:
@@ -143,7 +153,7 @@ def _to_networkx(gm: torch.fx.GraphModule, notes: Mapping[str, Mapping[str, Any]
             "num_users": len(node.users), "users": tuple(u.name for u in node.users),
             "module_path": meta.get("module_path"), "source": meta.get("source"),
             "flops": costs.get("flops"), "macs": costs.get("macs"), "bytes": costs.get("bytes"),
-            **_tensor_fields(costs.get("tensor_meta"), shared),
+            **shared.fields(costs.get("tensor_meta")),
         }))
         uses: dict[str, tuple[str, ...]] = {}
         for position, producer in _uses(node):

@@ -277,6 +277,8 @@ class Session:
         try:
             with gc_paused(), seeded(check_inputs[0]):  # linear cost on graphs of 100k nodes
                 first, notes = annotated_run(gm, check_inputs[0])  # notes, not gm's meta: gm is unchanged
+                graph = to_networkx(gm, notes)  # with the collector still paused: it never scans the notes
+                del notes
         except Exception as exc:
             cause = exc.__cause__ or exc
             raise error(
@@ -306,7 +308,7 @@ class Session:
             outputs = [first, *rest] if fresh else rest
             return compare_outputs(reference, outputs, expected_to_differ=differs)
 
-        return Step(index, gm, action, check_inputs[0], check_inputs, to_networkx(gm, notes), differs, check)
+        return Step(index, gm, action, check_inputs[0], check_inputs, graph, differs, check)
 
     def _reference(self) -> list:
         """The model's own outputs on the check inputs, computed when first needed and

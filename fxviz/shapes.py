@@ -89,12 +89,12 @@ class _Annotator(torch.fx.Interpreter):
         """Bytes of the tensors a computing node reads (its inputs and, for a module,
         its parameters and buffers) and writes (its outputs), each tensor once: what a
         memory-bound op costs. An upper bound for views, which move nothing."""
-        tensors = [*_tensors(args), *_tensors(kwargs.values()), *_tensors((result,))]
+        tensors = _tensors((*args, *kwargs.values(), result))
         if n.op == "call_module":
             module = self.fetch_attr(n.target)
             tensors += [*module.parameters(), *module.buffers()]
-        unique = {id(t): t for t in tensors}
-        return sum(t.numel() * t.element_size() for t in unique.values())
+        sizes = {id(t): t.numel() * t.element_size() for t in tensors}
+        return sum(sizes.values())
 
 
 def _tensors(values: Any) -> list[torch.Tensor]:
