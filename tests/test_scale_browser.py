@@ -99,7 +99,7 @@ def test_30k_nodes_open_scroll_and_reveal_a_search_hit(explorer, chromium, serve
     shown = node.bounding_box()
     assert viewport["y"] <= shown["y"] + shown["height"] / 2 <= viewport["y"] + viewport["height"]
     assert viewport["x"] <= shown["x"] + shown["width"] / 2 <= viewport["x"] + viewport["width"]
-    assert label_px(page, f"fx-{hidden}") >= 11  # MIN_LABEL_PX
+    assert label_px(page, f"fx-{hidden}") >= 11 - 1e-3  # MIN_LABEL_PX, up to float rounding
     # The table scrolled (itself, not the page) to the selected row and marks it.
     page.wait_for_selector("#table tr.fxviz-tv-selected")
     assert page.locator("#table tr.fxviz-tv-selected td:nth-child(2)").text_content() == hidden
