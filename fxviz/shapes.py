@@ -42,8 +42,8 @@ class _Annotator(torch.fx.Interpreter):
         self._flops: dict[Any, int | None] = {}  # call signature -> FLOPs (None: not counted)
 
     def run_node(self, n: torch.fx.Node) -> Any:
-        # Interpreter.run_node without its per-node context manager (stack traces for
-        # errors, which the FxvizError below replaces): a third of the loop's cost.
+        # Interpreter.run_node without its per-node context manager, which only serves
+        # torch's own error context; the FxvizError below names the node instead.
         try:
             args, kwargs = self.fetch_args_kwargs_from_env(n)
             flops, result = self._counted(n, args, kwargs)

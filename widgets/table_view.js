@@ -27,16 +27,19 @@ export function sortRows(rows, key, descending) {
     .map(({ row }) => row);
 }
 
+/** @typedef {Array<string | number | null>} Cells one column's values, one per row */
 /**
- * Rows as the kernel sends them, column by column (`{keys, columns}`: each key once),
- * or already a list of rows (the offline report).
- * @param {Row[] | {keys: string[], columns: Array<Array<string | number | null>>} | null | undefined} value
+ * Rows as the kernel sends them, column by column (`{keys, columns}`: each key once;
+ * a column of few distinct values as `{values, codes}`), or already a list of rows
+ * (the offline report).
+ * @param {Row[] | {keys: string[], columns: Array<Cells | {values: Cells, codes: number[]}>} | null | undefined} value
  * @returns {Row[]}
  */
 export function rowsOf(value) {
   if (!value) return [];
   if (Array.isArray(value)) return value;
-  const { keys, columns } = value;
+  const keys = value.keys;
+  const columns = value.columns.map((c) => (Array.isArray(c) ? c : c.codes.map((i) => c.values[i])));
   const n = columns.length ? columns[0].length : 0;
   const rows = new Array(n);
   for (let i = 0; i < n; i++) {
