@@ -4,7 +4,8 @@ Graphs: make_fx training steps of deep stacks of small transformer layers (1k, 1
 30k nodes), and a synthetic 100k-node graph built directly with torch.fx (so that
 capture does not dominate). Per graph it prints the seconds of each stage: capture,
 Session (which captures again, then annotates, converts and checks nothing yet),
-to_networkx, plan, DOT, layout, explore ready (the Explorer built, Python side, with
+the two parts of a Session after its capture again (annotate: the annotated run;
+to_networkx), plan, DOT, layout, explore ready (the Explorer built, Python side, with
 profiling off, after the step's numeric check has run: "check"), expand one cluster,
 reveal a node hidden in a collapsed cluster, and search (the view's own searchNodes
 over all nodes, run under node); the MB of JSON the Explorer's widgets hold for the
@@ -39,6 +40,7 @@ import fxviz
 from fxviz.errors import RenderError
 from fxviz.layout_plan import plan_layout
 from fxviz.render import render
+from fxviz.shapes import annotated_run
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 LAYER_NODES = 156  # ATen nodes per layer of a training step (measured: 19,968 for 128 layers)
@@ -195,7 +197,9 @@ def measure(name: str, save_dot: pathlib.Path | None = None) -> dict[str, float]
         capture_module.capture = real_capture
     capture = captures[0]
     graph = session.current.graph
-    _, nx_s = timed(fxviz.to_networkx, session.current.gm)
+    (_, notes), annotate_s = timed(annotated_run, session.current.gm, session.example_inputs)
+    _, nx_s = timed(fxviz.to_networkx, session.current.gm, notes)
+    del notes
     _, plan_s = timed(plan_layout, graph, collapse=set(), expand=set(), auto=True, max_nodes=250, long_edge=40)
     rendering, render_s = timed(render, graph)  # the plan again (the box tree is cached), then the DOT
     try:
@@ -220,7 +224,7 @@ def measure(name: str, save_dot: pathlib.Path | None = None) -> dict[str, float]
         - sum(len(json.dumps(w.get_state(["_esm", "_css"]))) for w in (explorer.graph, explorer.table))
     boxes = rendering.box_count
     explorer.close()
-    return {"nodes": len(graph), "boxes": boxes, "capture": capture, "session": session_s,
+    return {"nodes": len(graph), "boxes": boxes, "capture": capture, "session": session_s, "annotate": annotate_s,
             "to_networkx": nx_s, "plan": plan_s, "render": render_s, "layout": layout_s,
             "check": check_s, "explore": explore_s, "expand": expand_s, "reveal": reveal_s, "revealed": revealed,
             "search": search_s if search_s is not None else float("nan"), "MB sent": payload / 1e6}
@@ -257,7 +261,7 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     sizes = args.sizes.split(",")
-    cols = ["nodes", "boxes", "capture", "session", "to_networkx", "plan", "render", "layout", "check", "explore", "expand",
+    cols = ["nodes", "boxes", "capture", "session", "annotate", "to_networkx", "plan", "render", "layout", "check", "explore", "expand",
             "reveal", "search", "MB sent", "gm MB", "memory", "peak"]
     print(f"{'graph':6} " + " ".join(f"{c:>11}" for c in cols) + f" {'session/capture':>16} {'first view':>11} {'load':>5}")
     for case in (training_step(1), synthetic(200)):  # one-off imports and warm-up, outside any stage
