@@ -4,18 +4,25 @@ Graphs: make_fx training steps of deep stacks of small transformer layers (1k, 1
 30k nodes), and a synthetic 100k-node graph built directly with torch.fx (so that
 capture does not dominate). Per graph it prints the seconds of each stage: capture,
 Session (which captures again, then annotates, converts and checks nothing yet),
-to_networkx, plan, DOT, layout, explore ready (the Explorer built, Python side, with
-profiling off, after the step's numeric check has run: "check"), expand one cluster, reveal a node hidden in a collapsed cluster, and
-search (the view's own searchNodes over all nodes, run under node), and the MB of
-JSON the first view sends to the browser (table rows, search records, SVG). The ratio
-Session/capture is measured in the same run; the targets at 100k nodes are a first view
-in < 2 s after capture, expand < 1 s and search < 0.1 s.
+the two parts of a Session after its capture again (annotate: the annotated run;
+to_networkx), plan, DOT, layout, explore ready (the Explorer built, Python side, with
+profiling off, after the step's numeric check has run: "check"), expand one cluster,
+reveal a node hidden in a collapsed cluster, and search (the view's own searchNodes
+over all nodes, run under node); the MB of JSON the Explorer's widgets hold for the
+browser when it first shows (their synced state: table rows, search records, SVG);
+and, in a second run of the same graph under tracemalloc, the Python memory a Session
+retains and its peak while it is made, over what the GraphModule alone retains.
+Ratios (Session/capture, memory) are measured in the same run; the targets are
+Session <= 1.3x capture, memory <= 2x, and at 100k nodes a first view in < 2 s after
+capture, expand < 1 s and search < 0.1 s.
 Run from the repository root: .venv/bin/python -P bench/scale.py [--sizes 1k,10k,30k,100k]
 """
 from __future__ import annotations
 
 import argparse
+import gc
 import json
+import os
 import operator
 import pathlib
 import shutil
@@ -23,14 +30,17 @@ import subprocess
 import sys
 import tempfile
 import time
+import tracemalloc
 
 import torch
 import torch.fx
 from torch import nn
 
 import fxviz
+from fxviz.errors import RenderError
 from fxviz.layout_plan import plan_layout
 from fxviz.render import render
+from fxviz.shapes import annotated_run
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 LAYER_NODES = 156  # ATen nodes per layer of a training step (measured: 19,968 for 128 layers)
@@ -154,7 +164,7 @@ def search_seconds(nodes: dict, query: str) -> float | None:
     with tempfile.TemporaryDirectory() as tmp:
         data = pathlib.Path(tmp) / "nodes.json"
         data.write_text(json.dumps(nodes))
-        script = (f"import {{ searchNodes }} from {json.dumps((ROOT / 'widgets/graph_view.js').as_uri())};"
+        script = (f"import {{ searchNodes }} from {json.dumps((ROOT / 'widgets/gv_graph.js').as_uri())};"
                   f"import {{ readFileSync }} from 'node:fs';"
                   f"const nodes = JSON.parse(readFileSync({json.dumps(str(data))}));"
                   f"searchNodes(nodes, {json.dumps(query)});"
@@ -187,10 +197,16 @@ def measure(name: str, save_dot: pathlib.Path | None = None) -> dict[str, float]
         capture_module.capture = real_capture
     capture = captures[0]
     graph = session.current.graph
-    _, nx_s = timed(fxviz.to_networkx, session.current.gm)
+    (_, notes), annotate_s = timed(annotated_run, session.current.gm, session.example_inputs)
+    _, nx_s = timed(fxviz.to_networkx, session.current.gm, notes)
+    del notes
     _, plan_s = timed(plan_layout, graph, collapse=set(), expand=set(), auto=True, max_nodes=250, long_edge=40)
     rendering, render_s = timed(render, graph)  # the plan again (the box tree is cached), then the DOT
-    _, layout_s = timed(lambda: rendering.svg)
+    try:
+        _, layout_s = timed(lambda: rendering.svg)
+    except RenderError as exc:  # a failure to report in the row, not a crash that loses the others
+        print(f"{name}: {exc}", file=sys.stderr)
+        layout_s = float("nan")
     if save_dot is not None:  # to look at: dot -Tpng DIR/10k.dot -o 10k.png
         (save_dot / f"{name}.dot").write_text(rendering.dot.source)
     _, check_s = timed(lambda: session.current.check)  # else the Explorer runs it inline (profile="off")
@@ -204,13 +220,36 @@ def measure(name: str, save_dot: pathlib.Path | None = None) -> dict[str, float]
     _, reveal_s = timed(explorer.select, last_hidden) if last_hidden else (None, float("nan"))
     revealed = last_hidden is not None and f"fx-{last_hidden}" in explorer.graph.elements
     search_s = search_seconds(explorer.graph.nodes, last_hidden or "output")
-    payload = len(json.dumps(explorer.table.rows)) + len(json.dumps(explorer.graph.nodes)) + len(explorer.graph.svg)
+    payload = sum(len(json.dumps(w.get_state(), default=str)) for w in (explorer.graph, explorer.table)) \
+        - sum(len(json.dumps(w.get_state(["_esm", "_css"]))) for w in (explorer.graph, explorer.table))
     boxes = rendering.box_count
     explorer.close()
-    return {"nodes": len(graph), "boxes": boxes, "capture": capture, "session": session_s,
+    return {"nodes": len(graph), "boxes": boxes, "capture": capture, "session": session_s, "annotate": annotate_s,
             "to_networkx": nx_s, "plan": plan_s, "render": render_s, "layout": layout_s,
             "check": check_s, "explore": explore_s, "expand": expand_s, "reveal": reveal_s, "revealed": revealed,
             "search": search_s if search_s is not None else float("nan"), "MB sent": payload / 1e6}
+
+
+def memory(name: str) -> dict[str, float]:
+    """Python memory (tracemalloc) a Session retains and its peak while made, over what
+    the capture alone (``fxviz.trace``) retains and peaks at, each with the model and
+    inputs built inside the measurement (so they count on both sides)."""
+    def traced(make) -> tuple[int, int]:
+        gc.collect()
+        tracemalloc.start()
+        try:
+            fn, inputs, options = CASES[name]()
+            kept = make(fn, inputs, options)
+            gc.collect()
+            current, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        del kept
+        return current, peak
+
+    gm, gm_peak = traced(lambda fn, inputs, options: fxviz.trace(fn, inputs, **options))
+    session, peak = traced(lambda fn, inputs, options: fxviz.Session(fn, inputs, **options))
+    return {"memory": session / gm, "peak": peak / gm_peak, "gm MB": gm / 1e6}
 
 
 def main() -> None:
@@ -222,20 +261,23 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     sizes = args.sizes.split(",")
-    cols = ["nodes", "boxes", "capture", "session", "to_networkx", "plan", "render", "layout", "check", "explore", "expand",
-            "reveal", "search", "MB sent"]
-    print(f"{'graph':6} " + " ".join(f"{c:>11}" for c in cols) + f" {'session/capture':>16} {'first view':>11}")
-    fxviz.trace(*training_step(1)[:2], tracer="make_fx")  # torch's one-off warm-up, outside any stage
+    cols = ["nodes", "boxes", "capture", "session", "annotate", "to_networkx", "plan", "render", "layout", "check", "explore", "expand",
+            "reveal", "search", "MB sent", "gm MB", "memory", "peak"]
+    print(f"{'graph':6} " + " ".join(f"{c:>11}" for c in cols) + f" {'session/capture':>16} {'first view':>11} {'load':>5}")
+    for case in (training_step(1), synthetic(200)):  # one-off imports and warm-up, outside any stage
+        fxviz.Session(*case[:2], **case[2])
     for name in sizes:
-        r = measure(name, args.save_dot)
+        r = measure(name, args.save_dot) | memory(name)
         first_view = r["to_networkx"] + r["plan"] + r["render"] + r["layout"]
         cells = [f"{r[c]:11d}" if isinstance(r[c], int) else f"{r[c]:11.3f}" for c in cols]
         print(f"{name:6} " + " ".join(cells) + f" {r['session'] / r['capture']:16.2f} {first_view:11.3f}"
-              + ("" if r["revealed"] else "  (reveal FAILED)"))
+              + f" {os.getloadavg()[0]:5.1f}" + ("" if r["revealed"] else "  (reveal FAILED)") + ("  (layout TIMED OUT)" if r["layout"] != r["layout"] else ""))
         sys.stdout.flush()
     print("seconds per stage; session includes its own capture; capture = the Session's own; plan = the first "
           "plan (builds the box tree); render = plan again (tree cached) + DOT; first view = to_networkx + plan + "
-          "render + layout (what drawing a captured graph costs); explore = the whole Explorer built on the session")
+          "render + layout (what drawing a captured graph costs); explore = the whole Explorer built on the session; "
+          "MB sent = the widgets' synced state as JSON; memory, peak = Session's retained and peak Python memory over "
+          "the capture's alone (gm MB: what the GraphModule retains); load = 1-minute load average after the row")
 
 
 if __name__ == "__main__":

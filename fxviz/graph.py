@@ -10,6 +10,7 @@
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import networkx as nx
@@ -69,20 +70,44 @@ def _format(value: Any) -> str:
     return repr(value)
 
 
-def _tensor_fields(meta: Any) -> dict[str, Any]:
+class _Shared:
+    """One object per distinct value (shape fields, use positions, targets): 100,000
+    nodes of a few shapes hold a few tuples, not 100,000 copies."""
+
+    def __init__(self) -> None:
+        self._seen: dict[Any, Any] = {}
+
+    def __call__(self, value: Any) -> Any:
+        return self._seen.setdefault(value, value)
+
+    def fields(self, meta: Any) -> dict[str, Any]:
+        """:func:`_tensor_fields` of ``meta``, computed once per distinct tensor layout."""
+        if not isinstance(meta, TensorMetadata):
+            return _tensor_fields(meta, self)
+        key = (meta.shape, meta.dtype, meta.stride, meta.memory_format)
+        found = self._seen.get(key)
+        if found is None:
+            found = self._seen[key] = _tensor_fields(meta, self)
+        return found
+
+
+def _tensor_fields(meta: Any, shared: _Shared) -> dict[str, Any]:
     """Shape fields of a node; tuple outputs give tuples of per-output values."""
     if isinstance(meta, TensorMetadata):
         return {
-            "shape": tuple(meta.shape),
-            "dtype": str(meta.dtype).removeprefix("torch."),
-            "stride": tuple(meta.stride),
+            "shape": shared(tuple(meta.shape)),
+            "dtype": shared(str(meta.dtype).removeprefix("torch.")),
+            "stride": shared(tuple(meta.stride)),
             "memory_format": memory_format_name(meta.memory_format),
         }
     leaves = [m for m in (meta if isinstance(meta, (tuple, list)) else ()) if isinstance(m, TensorMetadata)]
     if not leaves:
-        return {"shape": None, "dtype": None, "stride": None, "memory_format": None}
-    parts = [_tensor_fields(m) for m in leaves]
-    return {key: tuple(p[key] for p in parts) for key in parts[0]}
+        return _NO_TENSOR
+    parts = [_tensor_fields(m, shared) for m in leaves]
+    return {key: shared(tuple(p[key] for p in parts)) for key in parts[0]}
+
+
+_NO_TENSOR = {"shape": None, "dtype": None, "stride": None, "memory_format": None}
 
 
 def shape_text(shape: Any) -> str:
@@ -94,48 +119,56 @@ def shape_text(shape: Any) -> str:
     return "×".join(str(d) for d in shape) if shape else "scalar"
 
 
-def to_networkx(gm: torch.fx.GraphModule) -> nx.DiGraph:
+def to_networkx(gm: torch.fx.GraphModule, notes: Mapping[str, Mapping[str, Any]] | None = None) -> nx.DiGraph:
     """A DiGraph keyed by node name, nodes in graph order.
 
     Graph attribute ``module_types``: module path -> class name. Node attributes: ``index, op, target, args, kwargs, num_users, users, module_path,
     source (``file:line`` of the model's code, when the front-end recorded it),
     shape, dtype, stride, memory_format, flops, macs, bytes`` (shape fields and costs
-    are None until :func:`fxviz.annotate` has run, and where it could not count them). Edge attribute ``uses``: the argument
+    are None until :func:`fxviz.annotate` has run, and where it could not count them;
+    ``notes``, node name -> those ``meta`` keys as :func:`fxviz.shapes.annotated_run`
+    returns them, stand in for ``node.meta``'s). Edge attribute ``uses``: the argument
     positions, e.g. ``("args[0]", "args[1]")`` for ``x + x``.
     """
     with gc_paused():
-        return _to_networkx(gm)
+        return _to_networkx(gm, notes)
 
 
-def _to_networkx(gm: torch.fx.GraphModule) -> nx.DiGraph:
+def _to_networkx(gm: torch.fx.GraphModule, notes: Mapping[str, Mapping[str, Any]] | None) -> nx.DiGraph:
     graph = nx.DiGraph(
         name=type(gm).__name__,
         module_types=gm.meta.get("fxviz", {}).get("module_types")
         or {path: type(m).__name__ for path, m in gm.named_modules() if path},
     )
+    shared = _Shared()
+    targets: dict[tuple[str, Any], str] = {}
+    nodes, edges = [], []
     for index, node in enumerate(gm.graph.nodes):
-        graph.add_node(
-            node.name,
-            index=index,
-            op=node.op,
-            target=readable_target(node, gm),
-            args=format_arg(node.args),
-            kwargs=format_arg(node.kwargs),
-            num_users=len(node.users),
-            users=tuple(u.name for u in node.users),
-            module_path=node.meta.get("module_path"),
-            source=node.meta.get("source"),
-            flops=node.meta.get("flops"),
-            macs=node.meta.get("macs"),
-            bytes=node.meta.get("bytes"),
-            **_tensor_fields(node.meta.get("tensor_meta")),
-        )
+        meta = node.meta
+        costs = meta if notes is None else notes.get(node.name, _NO_COSTS)
+        try:
+            target = targets.get((node.op, node.target)) or targets.setdefault(
+                (node.op, node.target), readable_target(node, gm))
+        except TypeError:  # an unhashable target
+            target = readable_target(node, gm)
+        nodes.append((node.name, {
+            "index": index, "op": node.op, "target": target,
+            "args": format_arg(node.args), "kwargs": format_arg(node.kwargs) if node.kwargs else "{}",
+            "num_users": len(node.users), "users": tuple(u.name for u in node.users),
+            "module_path": meta.get("module_path"), "source": meta.get("source"),
+            "flops": costs.get("flops"), "macs": costs.get("macs"), "bytes": costs.get("bytes"),
+            **shared.fields(costs.get("tensor_meta")),
+        }))
+        uses: dict[str, tuple[str, ...]] = {}
         for position, producer in _uses(node):
-            if graph.has_edge(producer.name, node.name):
-                graph.edges[producer.name, node.name]["uses"] += (position,)
-            else:
-                graph.add_edge(producer.name, node.name, uses=(position,))
+            uses[producer.name] = uses.get(producer.name, ()) + (position,)
+        edges += [(producer, node.name, {"uses": shared(positions)}) for producer, positions in uses.items()]
+    graph.add_nodes_from(nodes)
+    graph.add_edges_from(edges)
     return graph
+
+
+_NO_COSTS: Mapping[str, Any] = {}
 
 
 def _uses(node: Node) -> list[tuple[str, Node]]:

@@ -45,6 +45,12 @@ def plan_layout(graph: nx.DiGraph, *, collapse: set[str], expand: set[str], auto
     enclosing box opens whatever ``collapse`` says (revealing a node). With ``auto``,
     more boxes open, shallow and structural first, while the drawing stays within
     ``max_nodes`` boxes; without it every box not in ``collapse`` is open."""
+    with gc_paused():  # every node gets a unit: no collection should rescan them meanwhile
+        return _plan(graph, collapse, expand, auto, max_nodes, long_edge)
+
+
+def _plan(graph: nx.DiGraph, collapse: set[str], expand: set[str], auto: bool, max_nodes: int,
+          long_edge: int) -> LayoutPlan:
     tree = _tree(graph)
     collapse = {p for p in collapse if p in tree.boxes}
     forced: set[str] = set()
@@ -74,8 +80,7 @@ def _tree(graph: nx.DiGraph) -> BoxTree:
     size = graph.number_of_nodes()  # a cheap check that the graph was not rebuilt in place
     cached = _TREES.get(graph)
     if cached is None or cached[0] != size:
-        with gc_paused():
-            cached = (size, build_tree(graph))
+        cached = (size, build_tree(graph))
         _TREES[graph] = cached
     return cached[1]
 

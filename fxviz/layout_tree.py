@@ -148,8 +148,8 @@ def _count_edges(boxes: dict[str, Box], box_of: dict[str, str], edges: list[tupl
     pairs: set[tuple[str, str, str]] = set()
     for tail, head in edges:
         box_t, box_h = box_of[tail], box_of[head]
-        if box_t == box_h:  # the common case: two nodes of one box
-            pairs.add((box_t, tail, head))
+        if box_t == box_h:  # the common case: two nodes of one box, an edge drawn as it is
+            boxes[box_t].edges += 1  # (graph edges are distinct: no set needed)
             continue
         up_t, up_h = chain(box_t), chain(box_h)
         common = set(up_t).intersection(up_h)

@@ -8,7 +8,6 @@ replace (see :mod:`fxviz._cow`), and the user's model is never changed.
 """
 from __future__ import annotations
 
-import copy
 import math
 import threading
 from collections.abc import Callable
@@ -193,9 +192,9 @@ class Session:
         and nothing changes), draws it, and is the check's first output."""
         try:
             with gc_paused(), seeded(check_inputs[0]):  # linear cost on graphs of 100k nodes
-                scratch = torch.fx.GraphModule(gm, copy.deepcopy(gm.graph), type(gm).__name__)
-                scratch.meta = dict(gm.meta)
-                first = annotated_run(scratch, check_inputs[0])
+                first, notes = annotated_run(gm, check_inputs[0])  # notes, not gm's meta: gm is unchanged
+                graph = to_networkx(gm, notes)  # with the collector still paused: it never scans the notes
+                del notes
         except Exception as exc:
             cause = exc.__cause__ or exc
             node = exc.node if isinstance(exc, FxvizError) else None
@@ -227,7 +226,7 @@ class Session:
             outputs = [first, *rest] if fresh else rest
             return compare_outputs(reference, outputs, expected_to_differ=differs)
 
-        return Step(index, gm, action, check_inputs[0], check_inputs, to_networkx(scratch), differs, check)
+        return Step(index, gm, action, check_inputs[0], check_inputs, graph, differs, check)
 
     def _reference(self) -> list:
         """The model's own outputs on the check inputs, computed when first needed and

@@ -35,7 +35,7 @@ class Step:
     example_inputs: tuple
     check_inputs: tuple[tuple, ...]
     #: The annotated ``networkx.DiGraph`` (shapes, FLOPs), from the run that proved
-    #: the step runs; annotation wrote to a copy of the graph, not to ``gm``'s.
+    #: the step runs; annotation never writes to ``gm``'s nodes.
     graph: Any
     expected_to_differ: bool
     _checker: Callable[[], CheckResult] = field(repr=False)

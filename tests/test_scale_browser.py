@@ -2,8 +2,8 @@
 and node table (tests/harness/explorer.html) over fake models, with this test playing
 the kernel: what the page saves goes to a real Explorer, and every update message the
 Explorer's widgets send goes back to the page, in order. The view opens, the table
-scrolls through all rows, and a search hit inside a collapsed box is revealed and
-selected. A screenshot goes to test-artifacts/scale-reveal.png."""
+scrolls through all rows, and a search hit inside a collapsed box is revealed,
+selected and zoomed to a legible size. A screenshot goes to test-artifacts/scale-reveal.png."""
 from __future__ import annotations
 
 import pytest
@@ -49,6 +49,14 @@ class Kernel:
         self.outbox.clear()
 
 
+def label_px(page, element_id: str) -> float:
+    """The screen size (px) of the first label of an SVG element: font size times zoom."""
+    return page.evaluate("""id => {
+        const t = document.getElementById(id).querySelector("text[font-size]");
+        return parseFloat(t.getAttribute("font-size")) * t.getBoundingClientRect().height / t.getBBox().height;
+    }""", element_id)
+
+
 @pytest.mark.slow
 def test_30k_nodes_open_scroll_and_reveal_a_search_hit(explorer, chromium, server):  # noqa: F811
     graph = explorer.session.current.graph
@@ -74,7 +82,12 @@ def test_30k_nodes_open_scroll_and_reveal_a_search_hit(explorer, chromium, serve
                            ".some(td => td.textContent === 'output')")
     assert page.locator("#table tr.fxviz-tv-row").count() < 80
 
-    # A search hit inside a collapsed box: Enter selects it, Python reveals it.
+    # Zoomed out below legible size, a search hit inside a collapsed box: Enter selects
+    # it, Python reveals it, and the view zooms in until its name is legible.
+    for _ in range(6):
+        page.click("#graph button[data-action=out]")
+    drawn = page.locator("#graph g.node[id^=fx-]").first.get_attribute("id")
+    assert label_px(page, drawn) < 11
     hidden = "tanh_12000"
     assert hidden in graph and page.locator(f"#fx-{hidden}").count() == 0
     page.fill(".fxviz-gv-search", hidden)
@@ -86,6 +99,7 @@ def test_30k_nodes_open_scroll_and_reveal_a_search_hit(explorer, chromium, serve
     shown = node.bounding_box()
     assert viewport["y"] <= shown["y"] + shown["height"] / 2 <= viewport["y"] + viewport["height"]
     assert viewport["x"] <= shown["x"] + shown["width"] / 2 <= viewport["x"] + viewport["width"]
+    assert label_px(page, f"fx-{hidden}") >= 11 - 1e-3  # MIN_LABEL_PX, up to float rounding
     # The table scrolled (itself, not the page) to the selected row and marks it.
     page.wait_for_selector("#table tr.fxviz-tv-selected")
     assert page.locator("#table tr.fxviz-tv-selected td:nth-child(2)").text_content() == hidden

@@ -45,3 +45,40 @@ def test_a_failing_node_is_named(my_module):
 
     with pytest.raises(fxviz.FxvizError, match="node 'add'.*shapes"):
         fxviz.annotate(fxviz.trace(my_module), torch.randn(3, 7))
+
+
+def test_flops_are_counted_per_distinct_call_not_per_target():
+    """FLOPs are counted once per target, input shapes and constant arguments, and
+    reused: calls that differ only in a constant (stride) or a shape count apart."""
+
+    class Convs(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.randn(4, 3, 3, 3))
+
+        def forward(self, x):
+            a = torch.nn.functional.conv2d(x, self.w, padding=1)
+            b = torch.nn.functional.conv2d(x, self.w, padding=1, stride=2)
+            c = torch.nn.functional.conv2d(x[:, :, :4], self.w, padding=1)
+            d = torch.nn.functional.conv2d(x, self.w, padding=1)
+            return a.sum() + b.sum() + c.sum() + d.sum()
+
+    g = fxviz.to_networkx(fxviz.annotate(fxviz.trace(Convs()), torch.randn(1, 3, 8, 8)))
+    per_position = 2 * 4 * 3 * 3 * 3
+    assert g.nodes["conv2d"]["flops"] == per_position * 8 * 8
+    assert g.nodes["conv2d_1"]["flops"] == per_position * 4 * 4
+    assert g.nodes["conv2d_2"]["flops"] == per_position * 4 * 8
+    assert g.nodes["conv2d_3"]["flops"] == g.nodes["conv2d"]["flops"]
+
+
+def test_annotated_run_leaves_the_graph_module_alone(my_module):
+    from fxviz.shapes import annotated_run
+
+    gm = fxviz.trace(my_module)
+    before = {n.name: dict(n.meta) for n in gm.graph.nodes}
+    x = torch.randn(5, 4)
+    outputs, notes = annotated_run(gm, x)
+    assert {n.name: dict(n.meta) for n in gm.graph.nodes} == before
+    torch.testing.assert_close(tuple(outputs), tuple(gm(x)))
+    g = fxviz.to_networkx(gm, notes)
+    assert g.nodes["x"]["shape"] == (5, 4) and g.nodes["topk"]["shape"] == ((3,), (3,)) and set(notes) == set(g)

@@ -23,14 +23,31 @@ def test_synced_state_and_defaults():
     table = TableView()
     assert {"columns", "rows", "selected", "sort_by", "descending"} <= set(table.trait_names(sync=True))
     state = table.get_state()
-    assert (state["rows"], state["selected"], state["sort_by"], state["descending"]) == ([], "", "", False)
+    assert (state["rows"], state["selected"], state["sort_by"], state["descending"]) == (
+        {"keys": [], "columns": []}, "", "", False)
     assert "export default { render }" in table._esm
 
 
 def test_missing_numbers_travel_as_null():
     table = TableView(columns=COLUMNS, rows=[{"name": "x", "time_us": float("nan")}, {"name": "y", "time_us": 2.5}])
     assert table.rows == [{"name": "x", "time_us": None}, {"name": "y", "time_us": 2.5}]
-    assert json.loads(json.dumps(table.get_state()["rows"], allow_nan=False))[0]["time_us"] is None
+    sent = json.loads(json.dumps(table.get_state()["rows"], allow_nan=False))
+    assert sent == {"keys": ["name", "time_us"], "columns": [["x", "y"], [None, 2.5]]}
+
+
+def test_rows_travel_column_by_column_and_come_back_whole():
+    from fxviz.widgets.table_view import rows_from_json, rows_to_json
+
+    rows = [{"name": "x", "flops": 4}, {"name": "y", "shape": "2×3"}]
+    sent = rows_to_json(rows)
+    assert sent == {"keys": ["name", "flops", "shape"], "columns": [["x", "y"], [4, None], [None, "2×3"]]}
+    assert rows_from_json(sent) == [{"name": "x", "flops": 4, "shape": None}, {"name": "y", "flops": None, "shape": "2×3"}]
+    # A column of few distinct values (ops, module paths) travels as codes into them.
+    many = [{"name": f"n{i}", "op": ("call_function", "placeholder")[i % 2]} for i in range(1000)]
+    sent = rows_to_json(many)
+    assert sent["columns"][1] == {"values": ["call_function", "placeholder"], "codes": [i % 2 for i in range(1000)]}
+    assert rows_from_json(sent) == many
+    assert len(json.dumps(sent)) < 0.5 * len(json.dumps(many))
 
 
 def test_row_clicks_and_header_clicks_reach_python():

@@ -27,6 +27,30 @@ export function sortRows(rows, key, descending) {
     .map(({ row }) => row);
 }
 
+/** @typedef {Array<string | number | null>} Cells one column's values, one per row */
+/**
+ * Rows as the kernel sends them, column by column (`{keys, columns}`: each key once;
+ * a column of few distinct values as `{values, codes}`), or already a list of rows
+ * (the offline report).
+ * @param {Row[] | {keys: string[], columns: Array<Cells | {values: Cells, codes: number[]}>} | null | undefined} value
+ * @returns {Row[]}
+ */
+export function rowsOf(value) {
+  if (!value) return [];
+  if (Array.isArray(value)) return value;
+  const keys = value.keys;
+  const columns = value.columns.map((c) => (Array.isArray(c) ? c : c.codes.map((i) => c.values[i])));
+  const n = columns.length ? columns[0].length : 0;
+  const rows = new Array(n);
+  for (let i = 0; i < n; i++) {
+    /** @type {Row} */
+    const row = {};
+    for (let k = 0; k < keys.length; k++) row[keys[k]] = columns[k][i];
+    rows[i] = row;
+  }
+  return rows;
+}
+
 /** @param {unknown} v */
 function isMissing(v) {
   return v === null || v === undefined || v === "" || (typeof v === "number" && Number.isNaN(v));
@@ -228,7 +252,7 @@ function render({ model, el }) {
 
   function renderBody() {
     const { sort_by, descending } = state();
-    sorted = sortRows(model.get("rows") || [], sort_by, descending);
+    sorted = sortRows(rowsOf(model.get("rows")), sort_by, descending);
     position = new Map(sorted.map((row, i) => [String(row.name), i]));
     renderWindow(true);
   }

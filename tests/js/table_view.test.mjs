@@ -4,7 +4,7 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 
 import widget, {
-  ariaSort, compareValues, defaultWidth, formatCell, nextSort, resized, scrollToRow, sortRows, visibleRange,
+  ariaSort, compareValues, defaultWidth, formatCell, nextSort, resized, rowsOf, scrollToRow, sortRows, visibleRange,
 } from "../../widgets/table_view.js";
 
 const ROWS = [
@@ -91,4 +91,14 @@ test("columns start at a width by kind and resize, never below a legible minimum
   assert.equal(defaultWidth({ key: "name", label: "name", width: 220 }), 220);
   assert.equal(resized(150, 30.4), 180);
   assert.equal(resized(150, -500), 36);
+});
+
+test("rowsOf reads the kernel's columns, a plain list of rows, or nothing", () => {
+  const sent = { keys: ["name", "flops"], columns: [["x", "y"], [4, null]] };
+  assert.deepEqual(rowsOf(sent), [{ name: "x", flops: 4 }, { name: "y", flops: null }]);
+  const coded = { keys: ["op"], columns: [{ values: ["call_function", "output"], codes: [0, 0, 1] }] };
+  assert.deepEqual(rowsOf(coded), [{ op: "call_function" }, { op: "call_function" }, { op: "output" }]);
+  assert.deepEqual(rowsOf([{ name: "x" }]), [{ name: "x" }]);
+  assert.deepEqual(rowsOf({ keys: [], columns: [] }), []);
+  assert.deepEqual(rowsOf(undefined), []);
 });
