@@ -1,7 +1,6 @@
 """CompileExplorer: torch.compile's graphs listed, the chosen one in the Explorer."""
 from __future__ import annotations
 
-import inspect
 
 import pytest
 import torch
@@ -11,22 +10,7 @@ import fxviz
 from fxviz.widgets import Explorer, explore
 from fxviz.widgets.compile_view import CompileExplorer
 from fxviz.widgets.panel_code import user_place
-
-
-class Branchy(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.lin = nn.Linear(3, 4)
-        self.out = nn.Linear(4, 2)
-
-    def forward(self, x):
-        h = self.lin(x)
-        if h.sum() > 0:
-            h = h * 2
-        return self.out(h)
-
-
-BREAK_LINE = inspect.getsourcelines(Branchy.forward)[1] + 2
+from test_compiled import BREAK_LINE, Branchy
 
 
 class Nasty(nn.Module):
@@ -57,7 +41,7 @@ def test_explore_with_dynamo_lists_every_graph_and_part(view):
     nodes = view.compiled.table().set_index(["graph", "part"])["nodes"]
     assert labels[0] == [f"{p} · {nodes[(0, p)]} nodes" for p in ("dynamo", "forward", "backward")]
     ends = [row.children[-1].value for row in rows]
-    assert "Data-dependent branching" in ends[0] and f"test_compile_view.py:{BREAK_LINE}" in ends[0]
+    assert "Data-dependent branching" in ends[0] and f"test_compiled.py:{BREAK_LINE}" in ends[0]
     assert "end of the model" in ends[1]
 
 
