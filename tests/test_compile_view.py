@@ -1,7 +1,6 @@
 """CompileExplorer: torch.compile's graphs listed, the chosen one in the Explorer."""
 from __future__ import annotations
 
-
 import pytest
 import torch
 from torch import nn
