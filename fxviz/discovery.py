@@ -10,7 +10,8 @@ from collections.abc import Iterable
 def import_modules(package: str, path: Iterable[str]) -> tuple[str, ...]:
     """Import every module of ``package`` (its ``__path__``), by name; returns their names.
 
-    >>> "fxviz.passes.fusion" in import_modules("fxviz.passes", __import__("fxviz.passes").passes.__path__)
+    >>> import fxviz.passes
+    >>> "fxviz.passes.fusion" in import_modules("fxviz.passes", fxviz.passes.__path__)
     True
     """
     names = sorted(info.name for info in pkgutil.iter_modules(path, f"{package}."))

@@ -1,4 +1,5 @@
 """The auto chain: each method tried in order, with the reason earlier ones failed."""
+import pathlib
 import re
 import time
 
@@ -9,8 +10,8 @@ from torch import nn
 
 import fxviz
 import fxviz.capture as capture_package
-from fxviz.capture import auto_order, capture, front_end, methods
-from fxviz.capture._common import finish, forget_front_end
+from fxviz.capture import auto_order, capture, forget_front_end, front_end, methods
+from fxviz.capture._common import finish
 from fxviz.errors import TraceError
 
 
@@ -134,6 +135,14 @@ def test_front_ends_are_a_registry_that_tracer_names_and_the_auto_chain_follow(s
     result = capture(DataBranch(), torch.randn(2, 3))  # symbolic fails on the branch; the stub is next
     assert result.method == "quick stub" and [m for m, _ in result.attempts] == ["symbolic"]
     assert capture(DataBranch(), torch.randn(2, 3), tracer="quick stub").method == "quick stub"
+
+
+def test_every_module_of_the_package_that_declares_a_front_end_is_discovered():
+    folder = pathlib.Path(capture_package.__file__).parent
+    declaring = {f"fxviz.capture.{p.stem}" for p in folder.glob("*.py")
+                 if re.search(r"^front_end\(", p.read_text(), re.M)}
+    assert declaring == {f.run.__module__ for f in capture_package.front_ends().values()}
+    assert len(declaring) == 5
 
 
 def test_an_option_the_chosen_tracer_does_not_take_is_refused():

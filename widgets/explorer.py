@@ -14,8 +14,7 @@ Stable CSS classes (browser tests and styling rely on them):
   fxviz-badge           a step's numeric check (the first one: the current step's);
                         inside it fxviz-badge-match | -expected | -mismatch (also a check error)
                         | -unknown (nothing compared, not checked) | -pending
-  fxviz-error           error line (empty when none); fxviz-error-node: the node an error
-                        is about (selected in the graph); fxviz-status: info line
+  fxviz-error           error line (empty when none; fxviz-error-node: its node); fxviz-status: info line
   fxviz-progress        profiling progress bar (hidden when idle)
   fxviz-graph           the GraphView;  fxviz-node-table: the TableView
   fxviz-tabs            the Details / Code / Passes / Timing tabs; each panel fxviz-tab-panel
@@ -224,10 +223,9 @@ class Explorer(w.VBox):
             self.session.apply(name, nodes=nodes, **params)
 
     def _say(self, message: str, *, error: bool = True, node: str | None = None) -> None:
-        shown = message and error
         where = f"<div class='fxviz-error-node'>at node <b>{escape(node)}</b> (selected)</div>" if node else ""
-        self.error.value = (f"<div class='fxviz-error-message' role='alert'>{escape(message)}{where}</div>"
-                            if shown else "")
+        shown = f"<div class='fxviz-error-message' role='alert'>{escape(message)}{where}</div>"
+        self.error.value = shown if message and error else ""
         self.status.value = "" if error else message
 
     # --- showing the session ---------------------------------------------------

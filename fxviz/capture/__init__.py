@@ -21,7 +21,8 @@ from torch import nn
 
 from fxviz.capture import export
 from fxviz.capture._common import (Capture, FrontEnd, Request, as_inputs, auto_order, called_as, caller, cell_name,
-                                   choose, first_line, front_end, front_ends, methods, torch_errors_quiet, where)
+                                   choose, first_line, forget_front_end, front_end, front_ends, methods,
+                                   torch_errors_quiet, where)
 from fxviz.discovery import import_modules
 from fxviz.errors import TraceError, UsageError
 
@@ -30,7 +31,7 @@ MODULES = import_modules(__name__, __path__)
 CAPTURE_TIMEOUT = 60.0
 
 __all__ = ["CAPTURE_TIMEOUT", "Capture", "FrontEnd", "Request", "as_inputs", "auto_order", "called_as", "capture",
-           "cell_name", "front_end", "front_ends", "methods", "trace"]
+           "cell_name", "forget_front_end", "front_end", "front_ends", "methods", "trace"]
 
 
 @torch_errors_quiet()
