@@ -45,7 +45,8 @@ def test_built_ins_are_registered_first():
 
 def test_every_module_of_the_package_that_registers_a_pass_is_discovered():
     folder = pathlib.Path(passes.__file__).parent
-    registering = {f"fxviz.passes.{p.stem}" for p in folder.glob("*.py") if re.search(r"^@register\(", p.read_text(), re.M)}
+    registering = {f"fxviz.passes.{p.stem}" for p in folder.glob("*.py")
+                   if re.search(r"^@register\(", p.read_text(), re.M)}
     assert registering == {passes.get(name).fn.__module__ for name in passes.BUILT_INS}
     assert all(getattr(passes, passes.get(name).fn.__name__) is passes.get(name).fn for name in BUILT_INS)
 
