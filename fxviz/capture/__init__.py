@@ -57,7 +57,7 @@ def capture(
         return _auto(model, inputs, options, capture_timeout)
     try:
         chosen = choose("symbolic" if _is_tracer(tracer) else tracer)
-        _refuse_options(chosen, tracer, options)
+        _refuse_options(chosen, options)
         reason = chosen.why_not(model, inputs)
         if reason:
             raise TraceError(_advice(chosen, model, reason))
@@ -168,7 +168,7 @@ def _given(options: dict[str, Any]) -> list[str]:
             if v is not None and v is not False and not (isinstance(v, (tuple, list, dict, set)) and not v)]
 
 
-def _refuse_options(chosen: FrontEnd, tracer: Any, options: dict[str, Any]) -> None:
+def _refuse_options(chosen: FrontEnd, options: dict[str, Any]) -> None:
     unused = [k for k in _given(options) if k not in chosen.options]
     if unused:
         takers = [name for name, f in front_ends().items() if set(unused) & set(f.options)]
