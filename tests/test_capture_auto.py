@@ -1,10 +1,17 @@
 """The auto chain: each method tried in order, with the reason earlier ones failed."""
+import pathlib
+import re
+import time
+
 import pytest
 import torch
+import torch.fx
 from torch import nn
 
 import fxviz
-from fxviz.capture import capture
+import fxviz.capture as capture_package
+from fxviz.capture import auto_order, capture, forget_front_end, front_end, methods
+from fxviz.capture._common import finish
 from fxviz.errors import TraceError
 
 
@@ -92,3 +99,86 @@ def test_the_same_tensor_passed_twice_does_not_specialise_the_graph():
     gm = fxviz.trace(TwoInputs(), (x, x), tracer="export")
     a, b = torch.randn(3), torch.randn(3)
     torch.testing.assert_close(gm(a, b)["out"], a * 2 - b)
+
+
+@pytest.fixture
+def stubs():
+    """Front-ends a test declares are forgotten after it."""
+    names = []
+
+    def declare(name, run, **options):
+        front_end(name, **options)(run)
+        names.append(name)
+
+    yield declare
+    for name in names:
+        forget_front_end(name)
+
+
+def _slow_failure(request):
+    time.sleep(0.5)
+    raise TraceError("slow stub gave up")
+
+
+def _linear_graph(request):
+    return finish(torch.fx.symbolic_trace(nn.Linear(3, 3)), "quick stub", request.model)
+
+
+def test_front_ends_are_a_registry_that_tracer_names_and_the_auto_chain_follow(stubs):
+    assert auto_order() == ("symbolic", "export", "export (strict)", "make_fx", "dynamo")
+    assert set(capture_package.MODULES) >= {f"fxviz.capture.{m}" for m in ("symbolic", "export", "make_fx", "dynamo")}
+    stubs("quick stub", _linear_graph, auto=15)
+    assert auto_order()[:2] == ("symbolic", "quick stub")
+    assert methods()[-1] == "export (joint)" and "quick stub" in methods()
+    with pytest.raises(TraceError, match="Unknown tracer 'jit': use one of 'auto', 'symbolic', 'quick stub'"):
+        capture(DataBranch(), torch.randn(2, 3), tracer="jit")
+    result = capture(DataBranch(), torch.randn(2, 3))  # symbolic fails on the branch; the stub is next
+    assert result.method == "quick stub" and [m for m, _ in result.attempts] == ["symbolic"]
+    assert capture(DataBranch(), torch.randn(2, 3), tracer="quick stub").method == "quick stub"
+
+
+def test_every_module_of_the_package_that_declares_a_front_end_is_discovered():
+    folder = pathlib.Path(capture_package.__file__).parent
+    declaring = {f"fxviz.capture.{p.stem}" for p in folder.glob("*.py")
+                 if re.search(r"^front_end\(", p.read_text(), re.M)}
+    assert declaring == {f.run.__module__ for f in capture_package.front_ends().values()}
+    assert len(declaring) == 5
+
+
+def test_an_option_the_chosen_tracer_does_not_take_is_refused():
+    with pytest.raises(TraceError, match="fallback applies to tracer 'symbolic' only, not 'make_fx'"):
+        capture(DataBranch(), torch.randn(2, 3), tracer="make_fx", fallback=True)
+    with pytest.raises(TraceError, match="export needs an nn.Module, got function: .*tracer='make_fx'"):
+        capture(lambda x: x + 1, torch.randn(2, 3), tracer="export")
+
+
+def test_the_auto_chain_stops_after_its_time_and_says_what_each_try_took(stubs):
+    stubs("slow stub", _slow_failure, auto=15)
+    began = time.perf_counter()
+    with pytest.raises(TraceError) as info:
+        capture(DataBranch(), torch.randn(2, 3), capture_timeout=0.2)
+    assert time.perf_counter() - began < 5  # export, make_fx and dynamo were not started
+    message = str(info.value)
+    assert "could not capture DataBranch within capture_timeout=0.2 s" in message, message
+    assert re.search(r"- slow stub: slow stub gave up \[0\.[5-9] s\]", message), message
+    assert re.search(r"- symbolic: .* \[\d+\.\d s\]", message), message
+    for method in ("export", "export (strict)", "make_fx", "dynamo"):
+        assert f"- {method}: not tried: out of time" in message, message
+    assert "tracer='export'" in message and "capture_timeout=None" in message
+
+
+def test_without_a_time_limit_the_chain_goes_on_past_a_slow_failure(stubs):
+    stubs("slow stub", _slow_failure, auto=15)
+    stubs("quick stub", _linear_graph, auto=16)
+    result = capture(DataBranch(), torch.randn(2, 3), capture_timeout=None)
+    assert result.method == "quick stub"
+    assert [m for m, _ in result.attempts] == ["symbolic", "slow stub"]
+
+
+def test_a_capture_that_succeeds_past_the_time_limit_is_kept(stubs):
+    def slow_success(request):
+        time.sleep(0.3)
+        return _linear_graph(request)
+
+    stubs("slow success", slow_success, auto=15)
+    assert capture(DataBranch(), torch.randn(2, 3), capture_timeout=0.1).method == "slow success"

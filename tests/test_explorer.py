@@ -174,6 +174,10 @@ def test_a_failing_pass_shows_its_error_and_changes_nothing(image):
     explorer.passes.apply.click()
     assert "needs eval mode" in explorer.error.value and "training mode" in explorer.error.value
     assert len(explorer.session.steps) == 1 and explorer.step_label.value.startswith("step 0 of 0")
+    # the error is about a node: the node is selected everywhere and the error line names it
+    assert explorer.graph.selected == explorer.table.selected == "conv1"
+    assert "at node <b>conv1</b> (selected)" in explorer.error.value
+    assert "conv1" in text(explorer.details.body.value)
     explorer.close()
 
 
@@ -193,6 +197,8 @@ def test_a_user_pass_that_raises_shows_the_error(convbn, own_registry):
     factor.value = 3.5
     convbn.passes.apply.click()
     assert "Pass &#x27;explode&#x27; failed" in convbn.error.value and "factor 3.5" in convbn.error.value
+    first = next(iter(convbn.session.current.graph))
+    assert convbn.graph.selected == first and f"at node <b>{first}</b>" in convbn.error.value
     assert len(convbn.session.steps) == 1
     convbn.passes.select.value = "fuse_conv_bn"
     convbn.passes.apply.click()

@@ -1,4 +1,7 @@
 """The pass contract: specs from signatures, registration, and what a pass may return."""
+import pathlib
+import re
+import sys
 from typing import Literal
 
 import pytest
@@ -9,11 +12,13 @@ from torch.fx.passes.infra.pass_base import PassResult
 from fxviz import passes
 from fxviz.errors import PassError
 from fxviz.passes import NothingToDo, PassParam, describe, register
+from fxviz.discovery import import_modules
 from fxviz.passes.registry import _REGISTRY
 from fxviz.capture import trace
 
+# The Passes tab's order: what a reader of the tab has learnt to expect.
 BUILT_INS = ("fuse_conv_bn", "lower_modules", "replace_op", "inline_module",
-             "eliminate_dead_code", "channels_last", "fake_quantize")
+             "eliminate_dead_code", "channels_last", "fake_quantize", "run_decompositions")
 
 
 @pytest.fixture
@@ -35,7 +40,34 @@ def scale_outputs(gm, *, nodes=None, factor: float = 2.0, mode: Literal["mul", "
 
 
 def test_built_ins_are_registered_first():
-    assert passes.available()[: len(BUILT_INS)] == BUILT_INS
+    assert passes.available()[: len(BUILT_INS)] == BUILT_INS == passes.BUILT_INS
+
+
+def test_every_module_of_the_package_that_registers_a_pass_is_discovered():
+    folder = pathlib.Path(passes.__file__).parent
+    registering = {f"fxviz.passes.{p.stem}" for p in folder.glob("*.py")
+                   if re.search(r"^@register\(", p.read_text(), re.M)}
+    assert registering == {passes.get(name).fn.__module__ for name in passes.BUILT_INS}
+    assert all(getattr(passes, passes.get(name).fn.__name__) is passes.get(name).fn for name in BUILT_INS)
+
+
+def test_a_new_pass_module_is_one_file_placed_by_its_order(registry, tmp_path, monkeypatch):
+    package = tmp_path / "more_passes"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "double.py").write_text(
+        "from fxviz.passes import register\n"
+        "@register(order=15, name='double_outputs')\n"
+        "def double_outputs(gm):\n"
+        "    'Double every output.'\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        assert import_modules("more_passes", [str(package)]) == ("more_passes.double",)
+        register(scale_outputs)  # no order: after the built-ins
+        assert passes.available() == (BUILT_INS[0], "double_outputs", *BUILT_INS[1:], "scale_outputs")
+    finally:
+        for name in ("more_passes", "more_passes.double"):
+            sys.modules.pop(name, None)
 
 
 def test_a_spec_describes_the_parameters_for_a_form():

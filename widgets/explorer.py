@@ -14,7 +14,7 @@ Stable CSS classes (browser tests and styling rely on them):
   fxviz-badge           a step's numeric check (the first one: the current step's);
                         inside it fxviz-badge-match | -expected | -mismatch (also a check error)
                         | -unknown (nothing compared, not checked) | -pending
-  fxviz-error           error line (empty when none); fxviz-status: info line
+  fxviz-error           error line (empty when none; fxviz-error-node: its node); fxviz-status: info line
   fxviz-progress        profiling progress bar (hidden when idle)
   fxviz-graph           the GraphView;  fxviz-node-table: the TableView
   fxviz-tabs            the Details / Code / Passes / Timing tabs; each panel fxviz-tab-panel
@@ -202,8 +202,13 @@ class Explorer(w.VBox):
             action(*args)
         except NothingToDo as exc:
             self._say(f"Nothing to do: {exc}", error=False)
+        except FxvizError as exc:  # e.g. a pass failing at a node: the node is selected and named
+            node = exc.node if exc.node in self.session.current.graph else None
+            if node:
+                self.select(node)
+            self._say(str(exc), node=node)
         except Exception as exc:  # shown to the user, who cannot see a callback's traceback
-            self._say(str(exc) if isinstance(exc, FxvizError) else f"{type(exc).__name__}: {exc}")
+            self._say(f"{type(exc).__name__}: {exc}")
 
     def _on_key(self, action: str) -> None:
         """Undo/redo from the keyboard: a key with nothing to undo does nothing."""
@@ -217,9 +222,10 @@ class Explorer(w.VBox):
         with self.profiler.paused():  # the pass's check and the new step's shapes run the model
             self.session.apply(name, nodes=nodes, **params)
 
-    def _say(self, message: str, *, error: bool = True) -> None:
-        shown = message and error
-        self.error.value = f"<div class='fxviz-error-message' role='alert'>{escape(message)}</div>" if shown else ""
+    def _say(self, message: str, *, error: bool = True, node: str | None = None) -> None:
+        where = f"<div class='fxviz-error-node'>at node <b>{escape(node)}</b> (selected)</div>" if node else ""
+        shown = f"<div class='fxviz-error-message' role='alert'>{escape(message)}{where}</div>"
+        self.error.value = shown if message and error else ""
         self.status.value = "" if error else message
 
     # --- showing the session ---------------------------------------------------

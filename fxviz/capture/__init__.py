@@ -1,10 +1,12 @@
 """Capture: a model, function or exported program in, GraphModule(s) with module paths out.
 
-One module per method (:mod:`.symbolic`, :mod:`.export`, :mod:`.make_fx`, :mod:`.dynamo`);
-:func:`capture` picks one, or with ``tracer="auto"`` tries them in order of fidelity
-and records why each earlier one failed. Every node gets ``node.meta["module_path"]``
-(``''`` top level, ``None`` for the output) and, where the front-end knows it,
-``node.meta["source"]`` (``file:line`` of the model's code).
+One module per method (:mod:`.symbolic`, :mod:`.export`, :mod:`.make_fx`, :mod:`.dynamo`,
+:mod:`.export_joint`), each declaring itself with :func:`._common.front_end`; this package
+imports every module of itself, so a new front-end is one module. :func:`capture` picks one,
+or with ``tracer="auto"`` tries them in order of fidelity within ``capture_timeout`` and
+records why each earlier one failed. Every node gets ``node.meta["module_path"]`` (``''``
+top level, ``None`` for the output) and, where the front-end knows it, ``node.meta["source"]``
+(``file:line`` of the model's code).
 """
 from __future__ import annotations
 
@@ -17,18 +19,19 @@ import torch
 import torch.fx
 from torch import nn
 
-from fxviz.capture import dynamo, export, export_joint, make_fx, symbolic
-from fxviz.capture._common import Capture, as_inputs, called_as, caller, cell_name, first_line, torch_errors_quiet, where
-from fxviz.capture.gradients import with_gradients
-from fxviz.capture.outputs import with_plain_outputs
+from fxviz.capture import export
+from fxviz.capture._common import (Capture, FrontEnd, Request, as_inputs, auto_order, called_as, caller, cell_name,
+                                   choose, first_line, forget_front_end, front_end, front_ends, methods,
+                                   torch_errors_quiet, where)
+from fxviz.discovery import import_modules
 from fxviz.errors import TraceError, UsageError
 
-#: The order ``tracer="auto"`` tries: module-level graph first, dynamo's split graphs last.
-AUTO_ORDER = ("symbolic", "export", "export (strict)", "make_fx", "dynamo")
-#: Chosen by name only: torch.export's joint forward+backward graph of a model whose output is a loss.
-METHODS = ("auto", *AUTO_ORDER, "export (joint)")
+MODULES = import_modules(__name__, __path__)
+#: Seconds ``tracer="auto"`` may spend: after a failure past it, later methods are not tried.
+CAPTURE_TIMEOUT = 60.0
 
-__all__ = ["AUTO_ORDER", "Capture", "as_inputs", "called_as", "capture", "cell_name", "trace"]
+__all__ = ["CAPTURE_TIMEOUT", "Capture", "FrontEnd", "Request", "as_inputs", "auto_order", "called_as", "capture",
+           "cell_name", "forget_front_end", "front_end", "front_ends", "methods", "trace"]
 
 
 @torch_errors_quiet()
@@ -42,42 +45,56 @@ def capture(
     concrete_args: dict[str, Any] | None = None,
     fallback: bool = False,
     module: nn.Module | None = None,
+    capture_timeout: float | None = CAPTURE_TIMEOUT,
 ) -> Capture:
     """Capture ``model`` with ``tracer`` (see :func:`trace`); the record says how."""
     inputs = _distinct(as_inputs(example_inputs))
     if export.is_exported(model):
         return Capture([export.from_program(export.load(model))], "exported program")
-    symbolic_options = {"leaf_modules": leaf_modules, "lower": lower, "concrete_args": concrete_args,
-                        "fallback": fallback}
-    if tracer != "auto":
-        if tracer not in METHODS and not _is_tracer(tracer):
-            raise TraceError(f"Unknown tracer {tracer!r}: use one of {', '.join(map(repr, METHODS))} "
-                             "or a torch.fx.Tracer subclass.")
-        if tracer != "symbolic" and not _is_tracer(tracer) and (leaf_modules or lower or concrete_args):
-            raise TraceError("leaf_modules, lower and concrete_args apply to the symbolic tracer only; "
-                             f"{tracer} always traces down to ATen operators.")
-        try:
-            return _one(tracer, model, inputs, module, symbolic_options)
-        except TraceError as exc:  # name the call the user wrote, as the messages below do
-            if not str(exc).startswith(f"{caller()}("):
-                exc.args = (f"{caller()}(...): {exc}",)
-            raise
+    options = {"leaf_modules": leaf_modules, "lower": lower, "concrete_args": concrete_args, "fallback": fallback,
+               "module": module}
+    if tracer == "auto":
+        return _auto(model, inputs, options, capture_timeout)
+    try:
+        chosen = choose("symbolic" if _is_tracer(tracer) else tracer)
+        _refuse_options(chosen, options)
+        reason = chosen.why_not(model, inputs)
+        if reason:
+            raise TraceError(_advice(chosen, model, reason))
+        return chosen(_request(chosen, model, inputs, tracer, options))
+    except TraceError as exc:  # name the call the user wrote, as the messages below do
+        if not str(exc).startswith(f"{caller()}("):
+            exc.args = (f"{caller()}(...): {exc}",)
+        raise
+
+
+def _auto(model: Any, inputs: tuple, options: dict[str, Any], timeout: float | None) -> Capture:
+    """Each front-end of the auto chain in turn, until one captures a graph that runs.
+    The budget is checked between attempts (an attempt is never interrupted: torch's state
+    would be left half-changed): once one fails past it, the rest are listed as not tried."""
     attempts: list[tuple[str, str]] = []
     errors: list[TraceError] = []
-    for method in AUTO_ORDER:
-        reason = _skip_reason(method, model, inputs)
+    began = time.perf_counter()
+    order = auto_order()
+    for i, method in enumerate(order):
+        chosen = choose(method)
+        reason = chosen.why_not(model, inputs)
         if reason:
             attempts.append((method, f"skipped: {reason}"))
             continue
         start = time.perf_counter()
         try:
-            result = _one(method, model, inputs, module, symbolic_options)
+            result = chosen(_request(chosen, model, inputs, method, options))
             if inputs:
                 _runs(result, inputs)
         except TraceError as exc:
             spent = f" [{time.perf_counter() - start:.1f} s]"
             attempts.append((method, str(exc).splitlines()[0] + _detail(exc) + spent))
             errors.append(exc)
+            elapsed = time.perf_counter() - began
+            if timeout is not None and elapsed > timeout and i + 1 < len(order):
+                attempts.extend((later, "not tried: out of time") for later in order[i + 1:])
+                raise _own_failure(model, inputs) or _out_of_time(model, attempts, elapsed, timeout, exc)
             continue
         result.attempts = attempts
         for gm in result.graphs:
@@ -98,8 +115,11 @@ def trace(
     non-strict and strict, make_fx, dynamo; ``gm.meta["fxviz"]["attempts"]`` says why
     earlier ones failed), one of those by name, ``"export (joint)"`` (a model whose
     output is a scalar loss, as torch.export's forward+backward graph), or a
-    ``torch.fx.Tracer`` subclass or instance. With dynamo the first graph is returned; ``gm.meta["fxviz"]`` lists the
-    graph breaks (use :func:`capture` for all graphs).
+    ``torch.fx.Tracer`` subclass or instance (:func:`methods` lists the names). With dynamo
+    the first graph is returned; ``gm.meta["fxviz"]`` lists the graph breaks (use
+    :func:`capture` for all graphs). ``capture_timeout``: seconds ``"auto"`` may spend;
+    once a method fails past them the later ones are not tried and the error says how long
+    each took (None: no limit; a method is never interrupted).
 
     Symbolic only: ``leaf_modules`` (paths or types kept as one node), ``lower`` (types
     traced *through*), ``concrete_args``, ``fallback=True`` (retry with the failing
@@ -138,25 +158,31 @@ def _is_tracer(tracer: Any) -> bool:
     return isinstance(tracer, torch.fx.Tracer) or (isinstance(tracer, type) and issubclass(tracer, torch.fx.Tracer))
 
 
-def _one(method: Any, model: Any, inputs: tuple, module: nn.Module | None, options: dict) -> Capture:
-    if method == "symbolic" or _is_tracer(method):
-        return Capture([symbolic.capture(model, tracer=method, **options)], "symbolic")
-    if method in ("export", "export (strict)", "export (joint)"):
-        if not isinstance(model, nn.Module):
-            raise TraceError(f"torch.export needs an nn.Module, got {type(model).__name__}: use tracer='make_fx'.")
-        if method == "export (joint)":
-            return Capture([export_joint.capture(model, inputs)], method, reference=export_joint.reference(model))
-        plain = with_plain_outputs(model)
-        return Capture([export.capture(plain, inputs, strict=method != "export")], method, reference=plain)
-    if method == "make_fx":
-        plain = with_plain_outputs(model) if isinstance(model, nn.Module) else with_gradients(model, module)
-        gm = make_fx.capture(plain, inputs, module)
-        if gm.meta["fxviz"].get("gradient_outputs") and plain is not model:
-            plain.fxviz_gradient_outputs = gm.meta["fxviz"]["gradient_outputs"]  # for the check (run_outputs)
-        return Capture([gm], "make_fx", reference=plain)
-    if not inputs:
-        raise TraceError("dynamo captures by running the model: pass example_inputs.")
-    return dynamo.capture(model, inputs)
+def _request(chosen: FrontEnd, model: Any, inputs: tuple, tracer: Any, options: dict[str, Any]) -> Request:
+    return Request(model, inputs, chosen.name, tracer, {k: options[k] for k in chosen.options})
+
+
+def _given(options: dict[str, Any]) -> list[str]:
+    """The options the user set (not left at their empty defaults)."""
+    return [k for k, v in options.items()
+            if v is not None and v is not False and not (isinstance(v, (tuple, list, dict, set)) and not v)]
+
+
+def _refuse_options(chosen: FrontEnd, options: dict[str, Any]) -> None:
+    unused = [k for k in _given(options) if k not in chosen.options]
+    if unused:
+        takers = [name for name, f in front_ends().items() if set(unused) & set(f.options)]
+        raise TraceError(f"{', '.join(unused)} {'applies' if len(unused) == 1 else 'apply'} to tracer "
+                         f"{' or '.join(map(repr, takers))} only, not {chosen.name!r}: drop "
+                         f"{'it' if len(unused) == 1 else 'them'} or use that tracer.")
+
+
+def _advice(chosen: FrontEnd, model: Any, reason: str) -> str:
+    if reason == "needs example inputs":
+        return f"{chosen.name} captures by running the model: pass example_inputs."
+    functions = [name for name, f in front_ends().items() if not f.needs_module]
+    return (f"{chosen.name} needs an nn.Module, got {type(model).__name__}: to trace a plain function use "
+            f"tracer={' or '.join(map(repr, functions))}.")
 
 
 def _runs(result: Capture, inputs: tuple) -> None:
@@ -172,14 +198,6 @@ def _runs(result: Capture, inputs: tuple) -> None:
     except Exception as exc:
         raise TraceError(f"{result.method} captured a graph that fails on the example inputs{where(exc)}\n"
                          f"  {first_line(exc)}") from exc
-
-
-def _skip_reason(method: str, model: Any, inputs: tuple) -> str | None:
-    if method != "symbolic" and not inputs:
-        return "needs example inputs"
-    if method in ("symbolic", "export", "export (strict)") and not isinstance(model, nn.Module):
-        return "needs an nn.Module (this is a plain function)"
-    return None
 
 
 def _detail(exc: TraceError) -> str:
@@ -219,4 +237,16 @@ def _all_failed(model: Any, attempts: list[tuple[str, str]], errors: list[TraceE
                        "branches on tensor values with torch.where or torch.cond.")
     if errors:
         error.__cause__ = errors[0]
+    return error
+
+
+def _out_of_time(model: Any, attempts: list[tuple[str, str]], elapsed: float, timeout: float,
+                 cause: TraceError) -> TraceError:
+    name = getattr(model, "__name__", type(model).__name__)
+    tried = "\n".join(f"  - {method}: {reason}" for method, reason in attempts)
+    untried = [method for method, reason in attempts if reason == "not tried: out of time"]
+    error = TraceError(f"{caller()}(...) could not capture {name} within capture_timeout={timeout:g} s "
+                       f"({elapsed:.1f} s spent):\n{tried}\n  What to do: try the next method by name "
+                       f"(tracer={untried[0]!r}), or allow more time (capture_timeout=None: no limit).")
+    error.__cause__ = cause
     return error

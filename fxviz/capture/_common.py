@@ -1,21 +1,31 @@
-"""What every capture method shares: the record it returns, module paths from
-``nn_module_stack``, source lines from ``stack_trace``, and the user's frame of an error."""
+"""What every capture method shares: the record it returns, the registry of front-ends,
+module paths from ``nn_module_stack``, source lines from ``stack_trace``, and the user's
+frame of an error.
+
+A front-end is a module of this package that declares itself with :func:`front_end`:
+its name (``tracer=``), its place in ``tracer="auto"``'s chain, what it needs and which
+of :func:`fxviz.capture.capture`'s options it takes. ``fxviz.capture`` imports every
+module of itself, so a new front-end is one module.
+"""
 from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
 import logging
 import os
 import re
 import sys
 import traceback
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 import torch.fx
 from torch import nn
+
+from fxviz.errors import TraceError
 
 _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep  # the separator: torchvision is not torch
 _FXVIZ_DIR = os.path.dirname(os.path.dirname(__file__)) + os.sep
@@ -38,6 +48,111 @@ class Capture:
     @property
     def gm(self) -> torch.fx.GraphModule:
         return self.graphs[0]
+
+
+@dataclass
+class Request:
+    """What a front-end is asked to capture: ``model``, ``inputs`` (a tuple), ``method``
+    (its name as chosen), ``tracer`` (the user's ``tracer=``: a name or a torch.fx
+    Tracer) and ``options`` (those of capture's options it declared, as given)."""
+
+    model: Any
+    inputs: tuple
+    method: str
+    tracer: Any
+    options: dict[str, Any]
+
+    @functools.cached_property
+    def plain(self) -> Any:
+        """The model as a graph can return it: a module copy whose cache outputs are tuples
+        (torch.export and make_fx refuse types they do not know), a training step that
+        returns what it leaves in ``.grad``. A capture made from it is checked against it."""
+        from fxviz.capture.gradients import with_gradients
+        from fxviz.capture.outputs import with_plain_outputs
+
+        if isinstance(self.model, nn.Module):
+            return with_plain_outputs(self.model)
+        return with_gradients(self.model, self.options.get("module"))
+
+
+@dataclass(frozen=True)
+class FrontEnd:
+    """A capture method: ``run(request)`` returns a Capture or a GraphModule; ``auto``
+    its place in ``tracer="auto"``'s chain (lower first; None: by name only)."""
+
+    name: str
+    run: Callable[[Request], Any]
+    auto: float | None = None
+    needs_module: bool = False
+    needs_inputs: bool = True
+    options: tuple[str, ...] = ()
+
+    def why_not(self, model: Any, inputs: tuple) -> str | None:
+        """Why this front-end cannot take ``model`` and ``inputs``, or None."""
+        if self.needs_inputs and not inputs:
+            return "needs example inputs"
+        if self.needs_module and not isinstance(model, nn.Module):
+            return "needs an nn.Module (this is a plain function)"
+        return None
+
+    def __call__(self, request: Request) -> Capture:
+        result = self.run(request)
+        if isinstance(result, Capture):
+            return result
+        reference = request.__dict__.get("plain")  # the front-end captured request.plain
+        gradients = result.meta["fxviz"].get("gradient_outputs")
+        if gradients and reference is not None and reference is not request.model:
+            reference.fxviz_gradient_outputs = gradients  # the check marks these outputs (run_outputs)
+        return Capture([result], self.name, reference=reference)
+
+
+_FRONT_ENDS: dict[str, FrontEnd] = {}
+
+
+def front_end(name: str, *, auto: float | None = None, needs_module: bool = False, needs_inputs: bool = True,
+              options: tuple[str, ...] = ()) -> Callable[[Callable[[Request], Any]], Callable[[Request], Any]]:
+    """Declare ``run(request)`` as the front-end ``name`` (see :class:`FrontEnd`); returns
+    ``run`` unchanged. Declaring a name again replaces it (a re-run notebook cell)."""
+
+    def add(run: Callable[[Request], Any]) -> Callable[[Request], Any]:
+        _FRONT_ENDS[name] = FrontEnd(name, run, auto, needs_module, needs_inputs, tuple(options))
+        return run
+
+    return add
+
+
+def forget_front_end(name: str) -> None:
+    """Remove the front-end ``name`` (a test's stub, a user's experiment)."""
+    _FRONT_ENDS.pop(name)
+
+
+def front_ends() -> dict[str, FrontEnd]:
+    """The declared front-ends by name: those in the auto chain in its order, then the others."""
+    ranked = sorted(_FRONT_ENDS.values(), key=lambda f: (f.auto is None, f.auto or 0))
+    return {f.name: f for f in ranked}
+
+
+def auto_order() -> tuple[str, ...]:
+    """The methods ``tracer="auto"`` tries, in order of fidelity.
+
+    >>> auto_order()
+    ('symbolic', 'export', 'export (strict)', 'make_fx', 'dynamo')
+    """
+    return tuple(name for name, f in front_ends().items() if f.auto is not None)
+
+
+def methods() -> tuple[str, ...]:
+    """Every name ``tracer=`` takes: ``"auto"`` and each front-end."""
+    return ("auto", *front_ends())
+
+
+def choose(name: Any) -> FrontEnd:
+    """The front-end called ``name``; a TraceError listing them for any other value."""
+    chosen = _FRONT_ENDS.get(name) if isinstance(name, str) else None
+    if chosen is None:
+        raise TraceError(f"Unknown tracer {name!r}: use one of {', '.join(map(repr, methods()))} "
+                         "or a torch.fx.Tracer subclass.")
+    return chosen
 
 
 @contextlib.contextmanager

@@ -13,7 +13,7 @@ import torch.fx
 
 from fxviz._torch_internals import dynamo as api
 from fxviz._torch_internals import tree_leaves
-from fxviz.capture._common import Capture, finish, first_line, path_from_stack, where
+from fxviz.capture._common import Capture, finish, first_line, front_end, path_from_stack, where
 from fxviz.capture.backward import MARK
 from fxviz.errors import TraceError
 
@@ -184,3 +184,5 @@ def _user_line(stack: Any) -> str | None:
     frames = list(stack or ())
     return f"{frames[-1].filename}:{frames[-1].lineno}" if frames else None
 
+
+front_end("dynamo", auto=50)(lambda r: capture(r.model, r.inputs))

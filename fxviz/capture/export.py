@@ -9,7 +9,7 @@ import torch
 import torch.fx
 from torch import nn
 
-from fxviz.capture._common import finish, first_line, where
+from fxviz.capture._common import finish, first_line, front_end, where
 from fxviz.errors import TraceError
 
 
@@ -72,3 +72,7 @@ def run_decompositions(gm: torch.fx.GraphModule, inputs: tuple, table: Any = Non
     """The graph lowered to core ATen (or to ``table``), re-exported from ``gm``."""
     ep = torch.export.export(gm, inputs, strict=False)
     return from_program(ep.run_decompositions(table), "export + run_decompositions")
+
+
+front_end("export", auto=20, needs_module=True)(lambda r: capture(r.plain, r.inputs))
+front_end("export (strict)", auto=30, needs_module=True)(lambda r: capture(r.plain, r.inputs, strict=True))

@@ -23,7 +23,7 @@ from torch import nn
 from torch.export.graph_signature import InputKind, OutputKind
 
 from fxviz._torch_internals import assign_attr, core_aten_decompositions, export_forward_backward
-from fxviz.capture._common import finish, first_line, where
+from fxviz.capture._common import Capture, finish, first_line, front_end, where
 from fxviz.capture.backward import attribute_backward
 from fxviz.check import Gradients
 from fxviz.errors import TraceError
@@ -158,3 +158,7 @@ def _backward_nodes(loss: torch.fx.Node, graph: torch.fx.Graph) -> set[torch.fx.
                 and not (node.target is operator.getitem and node.args[0] in before)):
             backward.add(node)
     return backward
+
+
+front_end("export (joint)", needs_module=True)(
+    lambda r: Capture([capture(r.model, r.inputs)], r.method, reference=reference(r.model)))

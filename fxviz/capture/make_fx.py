@@ -10,7 +10,7 @@ import torch.fx
 from torch import nn
 
 from fxviz._torch_internals import assign_attr
-from fxviz.capture._common import finish, first_line, where
+from fxviz.capture._common import finish, first_line, front_end, where
 from fxviz.capture.backward import attribute_backward, sequence_numbers
 from fxviz._runtime import untouched
 from fxviz.capture.closure import closed_over_module
@@ -101,3 +101,6 @@ def _get_attr(gm: torch.fx.GraphModule, qualified: str) -> Any:
     for part in qualified.split("."):
         owner = getattr(owner, part, None)
     return owner
+
+
+front_end("make_fx", auto=40, options=("module",))(lambda r: capture(r.plain, r.inputs, r.options["module"]))

@@ -10,7 +10,7 @@ import torch.fx
 from torch import nn
 
 from fxviz._cow import skeleton
-from fxviz.capture._common import caller, first_line, module_types, where
+from fxviz.capture._common import caller, first_line, front_end, module_types, where
 from fxviz.errors import TraceError
 
 Tracer = torch.fx.Tracer
@@ -167,3 +167,8 @@ def trace_error(exc: BaseException, path: str | None, culprit: nn.Module | None,
               "make_fx and dynamo's graphs"]
     return TraceError(f"Cannot trace {place}{where(exc)}\n  {first_line(exc)}\n  What to do: "
                       + "; ".join(fixes) + ".")
+
+
+front_end("symbolic", auto=10, needs_module=True, needs_inputs=False,
+          options=("leaf_modules", "lower", "concrete_args", "fallback"))(
+    lambda r: capture(r.model, tracer=r.tracer, **r.options))

@@ -7,7 +7,7 @@ from torch.fx.passes.infra.pass_base import PassResult
 from fxviz.passes.registry import NothingToDo, register
 
 
-@register(name="eliminate_dead_code", preserves_semantics=True)
+@register(order=50, name="eliminate_dead_code", preserves_semantics=True)
 def eliminate_dead_code(gm: torch.fx.GraphModule) -> PassResult:
     """Remove nodes whose results are never used."""
     if not gm.graph.eliminate_dead_code(is_impure_node=lambda node: _writes_in_place(gm, node)):

@@ -10,7 +10,7 @@ from torch.fx.passes.infra.pass_base import PassResult
 from fxviz.passes.registry import NothingToDo, register
 
 
-@register(name="run_decompositions", preserves_semantics=True, level="aten")
+@register(order=80, name="run_decompositions", preserves_semantics=True, level="aten")
 def run_decompositions(gm: torch.fx.GraphModule, *, table: Literal["core_aten"] = "core_aten") -> PassResult:
     """Lower an ATen graph to core ATen operators (torch.export's run_decompositions)."""
     from fxviz.capture.export import from_program

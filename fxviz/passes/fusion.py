@@ -25,7 +25,7 @@ _FOLDS_INTO = {
 }
 
 
-@register(name="fuse_conv_bn", preserves_semantics=True, needs_eval=True, targets_nodes=True)
+@register(order=10, name="fuse_conv_bn", preserves_semantics=True, needs_eval=True, targets_nodes=True)
 def fuse_conv_bn(gm: torch.fx.GraphModule, *, nodes=None) -> PassResult:
     """Fold eval-mode BatchNorm into the Conv1d/2d/3d or Linear before it (modules,
     ``F.batch_norm`` calls and ATen batch_norm ops alike)."""

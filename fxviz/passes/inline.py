@@ -29,7 +29,7 @@ class _OneLevelTracer(torch.fx.Tracer):
         return m is not self.root
 
 
-@register(name="inline_module", preserves_semantics=True, targets_nodes=True, level="torch")
+@register(order=40, name="inline_module", preserves_semantics=True, targets_nodes=True, level="torch")
 def inline_module(gm: torch.fx.GraphModule, *, nodes=None) -> PassResult:
     """Replace selected call_module nodes by the body of their forward."""
     if not nodes:

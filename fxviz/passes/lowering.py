@@ -61,7 +61,7 @@ LOWERINGS: dict[str, Callable[[nn.Module], Call]] = {
 }
 
 
-@register(name="lower_modules", preserves_semantics=True, targets_nodes=True, level="torch",
+@register(order=20, name="lower_modules", preserves_semantics=True, targets_nodes=True, level="torch",
           choices={"types": tuple(LOWERINGS)})
 def lower_modules(
     gm: torch.fx.GraphModule, *, nodes=None, types: tuple[str, ...] = ("ReLU",)

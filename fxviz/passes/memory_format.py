@@ -21,7 +21,7 @@ def to_channels_last(inputs: tuple) -> tuple:
     return tuple(_channels_last(x) if _is_4d(x) else x for x in inputs)
 
 
-@register(name="channels_last", preserves_semantics=True, convert_inputs=to_channels_last)
+@register(order=60, name="channels_last", preserves_semantics=True, convert_inputs=to_channels_last)
 def channels_last(gm: torch.fx.GraphModule) -> PassResult:
     """Store 4-D weights and inputs in channels-last memory format."""
     converted = 0

@@ -30,7 +30,7 @@ def fake_quant(x: torch.Tensor, bits: int) -> torch.Tensor:
     return torch.clamp(torch.round(x / scale), -qmax - 1, qmax) * scale
 
 
-@register(name="fake_quantize", preserves_semantics=False, targets_nodes=True)
+@register(order=70, name="fake_quantize", preserves_semantics=False, targets_nodes=True)
 def fake_quantize(gm: torch.fx.GraphModule, *, nodes=None, bits: int = 8) -> PassResult:
     """Insert fake-quantization after conv and linear outputs (changes the outputs)."""
     if not 2 <= bits <= 16:

@@ -8,11 +8,15 @@ into tensors: they are shared with earlier steps and the user's model; build a
 new module or Parameter and ``setattr`` it instead.
 
 ``register`` wraps the function in a :class:`PassSpec` whose parameters come
-from its signature, so a UI can build a form; built-ins use the same decorator.
+from its signature, so a UI can build a form; built-ins use the same decorator, with
+an ``order`` that places them first (a new built-in is one module in this package:
+``fxviz.passes`` imports every module of itself).
 """
 from __future__ import annotations
 
+import dataclasses
 import inspect
+import math
 import typing
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -64,11 +68,13 @@ def describe(
                     level)
 
 
-def register(fn: Callable[..., Any] | None = None, *, replace: bool = False, **options: Any) -> Any:
+def register(fn: Callable[..., Any] | None = None, *, replace: bool = False, order: float | None = None,
+             **options: Any) -> Any:
     """Register a pass; usable as ``@register``, ``@register(name=..., ...)`` or
-    ``register(fn, ...)``. Options are those of :func:`describe`. Registering a name
-    again is allowed for the same function (a re-run notebook cell) or with
-    ``replace=True``. Returns ``fn`` unchanged."""
+    ``register(fn, ...)``. Options are those of :func:`describe`; ``order``: its place in
+    :func:`available` (built-ins: 10, 20, ...; by default after them, or where the pass it
+    replaces was). Registering a name again is allowed for the same function (a re-run
+    notebook cell) or with ``replace=True``. Returns ``fn`` unchanged."""
 
     def add(f: Callable[..., Any]) -> Callable[..., Any]:
         spec = describe(f, **options)
@@ -78,7 +84,8 @@ def register(fn: Callable[..., Any] | None = None, *, replace: bool = False, **o
                 f"A pass named '{spec.name}' is already registered ({_qualname(old.fn)}); "
                 "choose another name or pass replace=True."
             )
-        _REGISTRY[spec.name] = spec
+        place = order if order is not None else old.order if old is not None else math.inf
+        _REGISTRY[spec.name] = dataclasses.replace(spec, order=place)
         return f
 
     return add if fn is None else add(fn)
@@ -99,8 +106,9 @@ def get(name: str) -> PassSpec:
 
 
 def available() -> tuple[str, ...]:
-    """Names of the registered passes, built-ins first."""
-    return tuple(_REGISTRY)
+    """Names of the registered passes, built-ins first (by their ``order``), then the
+    others in the order they were registered."""
+    return tuple(sorted(_REGISTRY, key=lambda name: _REGISTRY[name].order))
 
 
 def resolve(pass_: str | PassSpec | Callable[..., Any]) -> PassSpec:

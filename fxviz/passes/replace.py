@@ -36,9 +36,8 @@ OPS: dict[str, tuple[Callable[..., Any] | None, Callable[..., Any], str, Any]] =
 }
 
 
-@register(
-    name="replace_op", preserves_semantics=False, targets_nodes=True, choices={"old": tuple(OPS), "new": tuple(OPS)}
-)
+@register(order=30, name="replace_op", preserves_semantics=False, targets_nodes=True,
+          choices={"old": tuple(OPS), "new": tuple(OPS)})
 def replace_op(gm: torch.fx.GraphModule, *, nodes=None, old: str = "add", new: str = "mul") -> PassResult:
     """Replace every use of one binary operator by another (changes the outputs)."""
     if old == new:

@@ -6,6 +6,7 @@ See :mod:`fxviz.passes.registry` for the contract a pass function follows.
 from __future__ import annotations
 
 import inspect
+import math
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -50,7 +51,8 @@ class PassSpec:
     selection only. ``convert_inputs``: how the pass changes the model's inputs
     (e.g. to channels-last), applied to the step's example and check inputs.
     ``level``: the IR the pass works on: "torch" (modules and torch functions, from the
-    symbolic tracer), "aten" (ATen operators: export, make_fx) or "any".
+    symbolic tracer), "aten" (ATen operators: export, make_fx) or "any". ``order``: its
+    place in the registry's list (``register(order=)``).
     """
 
     name: str
@@ -62,6 +64,7 @@ class PassSpec:
     targets_nodes: bool = False
     convert_inputs: Callable[[tuple], tuple] | None = None
     level: str = "any"
+    order: float = math.inf
 
     def why_not(self, gm: torch.fx.GraphModule) -> str | None:
         """Why this pass does not apply to ``gm`` (its IR level; a training graph for a pass

@@ -7,12 +7,16 @@ tracer with ``fallback=True`` (which cannot help there). What the cell shows mus
 compact message: it names ``explore(`` as called, the failing line of the cell, advice,
 and no chained traceback or torch frames. Screenshots:
 test-artifacts/e2e-journey-error-{light,dark,fallback}.png.
+
+Then a model that opens, and a pass of the user's that fails at one node (its ReLU):
+applied from the Passes tab, the Explorer selects that node in the graph and the table
+and its error line names it. Screenshots: test-artifacts/e2e-journey-error-pass-node-{light,dark}.png.
 """
 from __future__ import annotations
 
 import pytest
 
-from labdriver import JS_ERROR_TEXT, open_notebook, output_area, shoot, shoot_themes
+from labdriver import JS_ERROR_TEXT, assert_no_js_error, open_notebook, output_area, shoot, shoot_themes
 
 pytestmark = pytest.mark.e2e
 
@@ -47,6 +51,26 @@ class Gate(nn.Module):
 
 fxviz.explore(Gate(), torch.randn(2, 4), tracer="symbolic", fallback=True)"""
 
+PASS_FAILS_AT_A_NODE = """\
+class Small(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3)
+        self.bn = nn.BatchNorm2d(4)
+        self.head = nn.Linear(4, 2)
+
+    def forward(self, x):
+        return self.head(torch.relu(self.bn(self.conv(x))).mean((2, 3)))
+
+@fxviz.passes.register(name="no_relu")
+def no_relu(gm):
+    \"\"\"Refuses graphs with a ReLU (a pass that fails at a node).\"\"\"
+    for node in gm.graph.nodes:
+        if node.target is torch.relu:
+            raise NotImplementedError("this pass cannot rewrite ReLU")
+
+fxviz.explore(Small().eval(), torch.randn(1, 3, 8, 8), profile="off")"""
+
 # Run one cell and wait for it; JupyterLab's run-all would stop at the first error.
 RUN_CELL = """async (i) => {
   const app = window.jupyterapp;
@@ -78,7 +102,7 @@ def _assert_short_error(out, cell: int, line: int, code: str) -> str:
 
 
 def test_an_untraceable_model_shows_a_short_error(desk, lab):
-    name = lab.write_notebook("e2e_errors.ipynb", [UNRUNNABLE, BRANCHY])
+    name = lab.write_notebook("e2e_errors.ipynb", [UNRUNNABLE, BRANCHY, PASS_FAILS_AT_A_NODE])
     open_notebook(desk, lab, name)
 
     out = _run_cell(desk, 0)
@@ -94,3 +118,20 @@ def test_an_untraceable_model_shows_a_short_error(desk, lab):
     assert "tracer='auto'" in text, text  # the advice that works here (tests/test_capture_errors.py)
     assert shoot(out, "e2e-journey-error-fallback").stat().st_size > 0
     assert desk.get_by_text(JS_ERROR_TEXT).count() == 0
+
+    out = _run_cell(desk, 2)
+    explorer = out.locator(".fxviz-explorer")
+    explorer.locator(".fxviz-graph g.node").first.wait_for(timeout=60_000)
+    explorer.locator(".fxviz-tabs .lm-TabBar-tab", has_text="Passes").click()
+    explorer.locator(".fxviz-pass-select select").select_option(label="no_relu")
+    explorer.locator("button.fxviz-apply").click()
+    error = explorer.locator(".fxviz-error-message")
+    error.wait_for()
+    assert "Pass 'no_relu' failed at node 'relu'" in error.inner_text(), error.inner_text()
+    assert explorer.locator(".fxviz-error-node").inner_text() == "at node relu (selected)"
+    explorer.locator(".fxviz-graph g.node#fx-relu.fxviz-selected").wait_for()  # selected in the graph
+    assert "relu" in explorer.locator(".fxviz-node-table .fxviz-tv-selected").inner_text().split()
+    assert explorer.locator(".fxviz-step").inner_text().startswith("step 0 of 0")  # nothing changed
+    paths = shoot_themes(desk, explorer, "e2e-journey-error-pass-node")
+    assert all(p.stat().st_size > 0 for p in paths)
+    assert_no_js_error(desk)
