@@ -24,7 +24,7 @@ def test_synced_state_and_defaults():
     assert {"columns", "rows", "selected", "sort_by", "descending"} <= set(table.trait_names(sync=True))
     state = table.get_state()
     assert (state["rows"], state["selected"], state["sort_by"], state["descending"]) == (
-        {"keys": [], "columns": []}, "", "", False)
+        {"n": 0, "keys": [], "columns": []}, "", "", False)
     assert "export default { render }" in table._esm
 
 
@@ -32,7 +32,7 @@ def test_missing_numbers_travel_as_null():
     table = TableView(columns=COLUMNS, rows=[{"name": "x", "time_us": float("nan")}, {"name": "y", "time_us": 2.5}])
     assert table.rows == [{"name": "x", "time_us": None}, {"name": "y", "time_us": 2.5}]
     sent = json.loads(json.dumps(table.get_state()["rows"], allow_nan=False))
-    assert sent == {"keys": ["name", "time_us"], "columns": [["x", "y"], [None, 2.5]]}
+    assert sent == {"n": 2, "keys": ["name", "time_us"], "columns": [["x", "y"], [None, 2.5]]}
 
 
 def test_rows_travel_column_by_column_and_come_back_whole():
@@ -40,7 +40,7 @@ def test_rows_travel_column_by_column_and_come_back_whole():
 
     rows = [{"name": "x", "flops": 4}, {"name": "y", "shape": "2×3"}]
     sent = rows_to_json(rows)
-    assert sent == {"keys": ["name", "flops", "shape"], "columns": [["x", "y"], [4, None], [None, "2×3"]]}
+    assert sent == {"n": 2, "keys": ["name", "flops", "shape"], "columns": [["x", "y"], [4, None], [None, "2×3"]]}
     assert rows_from_json(sent) == [{"name": "x", "flops": 4, "shape": None}, {"name": "y", "flops": None, "shape": "2×3"}]
     # A column of few distinct values (ops, module paths) travels as codes into them.
     many = [{"name": f"n{i}", "op": ("call_function", "placeholder")[i % 2]} for i in range(1000)]
@@ -48,6 +48,12 @@ def test_rows_travel_column_by_column_and_come_back_whole():
     assert sent["columns"][1] == {"values": ["call_function", "placeholder"], "codes": [i % 2 for i in range(1000)]}
     assert rows_from_json(sent) == many
     assert len(json.dumps(sent)) < 0.5 * len(json.dumps(many))
+    # Numbers repeat too (FLOPs, bytes), told apart by type; a column of one value is sent once.
+    coded = [{"flops": (1, 1.0, True)[i % 3], "time_us": None} for i in range(9)]
+    sent = rows_to_json(coded)
+    assert sent["columns"] == [{"values": [1, 1.0, True], "codes": [0, 1, 2] * 3}, {"values": [None]}]
+    assert [[type(v) for v in row.values()] for row in rows_from_json(sent)] == \
+        [[type(row["flops"]), type(None)] for row in coded]
 
 
 def test_row_clicks_and_header_clicks_reach_python():

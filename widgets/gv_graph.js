@@ -12,6 +12,38 @@
 /** @typedef {{nodeIds: Map<string, string>, modules: Array<[string, string]>}} ElementIndex */
 /** @typedef {{selected?: string, collapsed?: string[]}} Changes */
 
+import { isColumnWise, rowsOf } from "./columns.js";
+
+/**
+ * The node records as the view uses them, from what the kernel sends (column-wise, a
+ * `name` column, `inputs` as how many places back each input is; users derived from
+ * the inputs) or a plain name -> record map (kept as it is).
+ * @param {Nodes | import("./columns.js").ColumnWise | null | undefined} value
+ * @returns {Nodes}
+ */
+export function nodesOf(value) {
+  if (!isColumnWise(value)) return /** @type {Nodes} */ (value || {});
+  const rows = rowsOf(value);
+  /** @type {Nodes} */
+  const nodes = {};
+  const walks = rows.length > 0 && "inputs" in rows[0];
+  for (let i = 0; i < rows.length; i++) {
+    const { name, inputs, ...rest } = rows[i];
+    nodes[name] = walks ? { ...rest, inputs: [], users: [] } : rest;
+  }
+  if (!walks) return nodes;
+  for (let i = 0; i < rows.length; i++) {
+    const name = rows[i].name;
+    for (const back of rows[i].inputs || []) {
+      const input = rows[i - back]?.name;
+      if (input === undefined) continue;
+      /** @type {string[]} */ (nodes[name].inputs).push(input);
+      /** @type {string[]} */ (nodes[input].users).push(name);
+    }
+  }
+  return nodes;
+}
+
 /**
  * FX node names (in graph order) whose name, target or module path contains
  * `query`, case-insensitively. An empty query matches nothing.

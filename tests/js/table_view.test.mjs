@@ -101,4 +101,6 @@ test("rowsOf reads the kernel's columns, a plain list of rows, or nothing", () =
   assert.deepEqual(rowsOf([{ name: "x" }]), [{ name: "x" }]);
   assert.deepEqual(rowsOf({ keys: [], columns: [] }), []);
   assert.deepEqual(rowsOf(undefined), []);
+  const same = { n: 3, keys: ["name", "time"], columns: [["a", "b", "c"], { values: [""] }] };
+  assert.deepEqual(rowsOf(same), [{ name: "a", time: "" }, { name: "b", time: "" }, { name: "c", time: "" }]);
 });
