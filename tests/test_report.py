@@ -15,7 +15,7 @@ from torch import nn
 import fxviz
 from fxviz.report import report_html
 from fxviz.report_views import ALL, chain, focused, module_paths
-from fxviz.widgets.table_view import rows_from_json
+from fxviz.widgets.columns import rows_from_json
 
 EVIL = "<img src=x onerror=alert(1)>"
 

@@ -1,14 +1,15 @@
 // @ts-check
 /**
- * Records as the kernel sends them, column by column (fxviz.widgets.table_view.rows_to_json):
- * `{n, keys, columns}`, each key once; a column is its values, or `{values, codes}`
- * (few distinct values: an index into them per record), or `{values: [v]}` (the same
- * value in every record). Shared by the node table and the graph view. Pure.
+ * Records as the kernel sends them, column by column (fxviz.widgets.columns, which
+ * says the forms: `{n, keys, columns}`; a column is its values, `{values: [v]}`,
+ * `{start}`, `{values, codes}`, `{values, runs}` or `{stems, codes, steps}`). Shared by
+ * the node table and the graph view. Pure.
  */
 
 /** @typedef {Record<string, any>} Row */
-/** @typedef {{values: unknown[], codes?: number[]}} Coded */
-/** @typedef {{n?: number, keys: string[], columns: Array<unknown[] | Coded>}} ColumnWise */
+/** @typedef {{values?: unknown[], codes?: number[], runs?: number[], start?: number, stems?: string[],
+ *   steps?: Array<number | null>}} Coded */
+/** @typedef {{n: number, keys: string[], columns: Array<unknown[] | Coded>}} ColumnWise */
 
 /**
  * Whether `value` is the column-wise form (a plain record map never has array `keys`).
@@ -27,14 +28,8 @@ export function isColumnWise(value) {
 export function rowsOf(value) {
   if (!value) return [];
   if (Array.isArray(value)) return value;
-  const { keys } = value;
-  const first = value.columns.find((c) => Array.isArray(c) || Array.isArray(c.codes));
-  const n = value.n ?? (first ? (Array.isArray(first) ? first.length : /** @type {number[]} */ (first.codes).length) : 0);
-  const columns = value.columns.map((c) => {
-    if (Array.isArray(c)) return c;
-    const codes = c.codes;
-    return codes ? codes.map((i) => c.values[i]) : new Array(n).fill(c.values[0]);
-  });
+  const { keys, n } = value;
+  const columns = value.columns.map((c) => valuesOf(c, n));
   const rows = new Array(n);
   for (let i = 0; i < n; i++) {
     /** @type {Row} */
@@ -43,4 +38,34 @@ export function rowsOf(value) {
     rows[i] = row;
   }
   return rows;
+}
+
+/**
+ * One column's `n` values.
+ * @param {unknown[] | Coded} c @param {number} n
+ * @returns {unknown[]}
+ */
+export function valuesOf(c, n) {
+  if (Array.isArray(c)) return c;
+  if (c.start !== undefined) return Array.from({ length: n }, (_, i) => /** @type {number} */ (c.start) + i);
+  if (c.stems && c.codes && c.steps) {
+    const { stems, codes, steps } = c;
+    /** @type {number[]} */
+    const last = new Array(stems.length).fill(0);
+    return codes.map((code, i) => {
+      const step = steps[i];
+      if (step === null) return stems[code];
+      last[code] += step;
+      return stems[code] + last[code];
+    });
+  }
+  const values = c.values || [];
+  if (c.runs) {
+    const out = [];
+    for (let i = 0; i < c.runs.length; i += 2) {
+      for (let k = 0; k < c.runs[i + 1]; k++) out.push(values[c.runs[i]]);
+    }
+    return out;
+  }
+  return c.codes ? c.codes.map((i) => values[i]) : new Array(n).fill(values[0]);
 }

@@ -22,7 +22,7 @@ from fxviz.errors import InputError
 from fxviz.report_static import static_html
 
 from . import esm
-from .table_view import rows_to_json
+from .columns import rows_to_json
 
 _HERE = pathlib.Path(__file__).parent
 MODULES = esm.GRAPH_VIEW
