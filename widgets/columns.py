@@ -11,6 +11,7 @@ and how much the number grew since the previous name of that stem, None without 
 """
 from __future__ import annotations
 
+import itertools
 import re
 from typing import Any
 
@@ -33,28 +34,23 @@ def rows_from_json(value: Any) -> list[dict[str, Any]]:
 
 
 def _column(values: list) -> list | dict[str, Any]:
-    """The shortest form of one column. Values are told apart by type too (1, 1.0 and
+    """The shortest form of one column. Numbers are told apart by type too (1, 1.0 and
     True are one dict key, but not one JSON value); lists and dicts stay as they are."""
-    distinct: dict[tuple[type, Any], int] = {}
-    for v in values:
-        if isinstance(v, (list, dict)):
-            return values
-        distinct.setdefault((type(v), v), len(distinct))
-    if len(distinct) == 1 and values:
+    types = set(map(type, values))
+    if list in types or dict in types:
+        return values
+    keys = values if types <= {str, type(None)} else list(zip(map(type, values), values))
+    distinct = {k: i for i, k in enumerate(dict.fromkeys(keys))}
+    if len(distinct) == 1:
         return {"values": [values[0]]}
-    if all(type(v) is int for v in values) and values == list(range(values[0], values[0] + len(values))):
+    if types == {int} and values == list(range(values[0], values[0] + len(values))):
         return {"start": values[0]}
     if 2 * len(distinct) > len(values):
-        return _names(values) if all(isinstance(v, str) for v in values) else values
-    codes = [distinct[type(v), v] for v in values]
-    runs = [[codes[0], 0]]
-    for code in codes:
-        if code == runs[-1][0]:
-            runs[-1][1] += 1
-        else:
-            runs.append([code, 1])
-    coded = {"values": [v for _, v in distinct]}
-    return coded | ({"runs": [x for run in runs for x in run]} if 2 * len(runs) < len(codes) else {"codes": codes})
+        return _names(values) if types == {str} else values
+    codes = [distinct[k] for k in keys]
+    runs = [x for code, run in itertools.groupby(codes) for x in (code, sum(1 for _ in run))]
+    return {"values": list(distinct) if keys is values else [v for _, v in distinct]} | (
+        {"runs": runs} if len(runs) < len(codes) else {"codes": codes})
 
 
 def _names(values: list[str]) -> list[str] | dict[str, Any]:
