@@ -39,6 +39,11 @@ class TableView(anywidget.AnyWidget):
 
     @traitlets.validate("rows")
     def _clean_rows(self, proposal: dict[str, Any]) -> list[dict[str, Any]]:
-        """NaN is not JSON: a missing number travels as None."""
-        return [{k: None if isinstance(v, float) and math.isnan(v) else v for k, v in row.items()}
+        """NaN is not JSON: a missing number travels as None. Only rows with a NaN are
+        copied (100k copies of rows without one would cost a full garbage collection)."""
+        return [{k: None if _nan(v) else v for k, v in row.items()} if any(map(_nan, row.values())) else row
                 for row in proposal["value"]]
+
+
+def _nan(value: Any) -> bool:
+    return isinstance(value, float) and math.isnan(value)
