@@ -12,7 +12,7 @@
 /** @typedef {{nodeIds: Map<string, string>, modules: Array<[string, string]>}} ElementIndex */
 /** @typedef {{selected?: string, collapsed?: string[]}} Changes */
 
-import { isColumnWise, rowsOf } from "./columns.js";
+import { isColumnWise, valuesOf } from "./columns.js";
 
 /**
  * The node records as the view uses them, from what the kernel sends (column-wise, a
@@ -23,22 +23,27 @@ import { isColumnWise, rowsOf } from "./columns.js";
  */
 export function nodesOf(value) {
   if (!isColumnWise(value)) return /** @type {Nodes} */ (value || {});
-  const rows = rowsOf(value);
+  const { keys, n } = value;
+  const columns = value.columns.map((c) => valuesOf(c, n));
+  const names = /** @type {string[]} */ (columns[keys.indexOf("name")]);
+  const back = /** @type {Array<number[] | null> | undefined} */ (columns[keys.indexOf("inputs")]);
+  const fields = keys.map((key, k) => /** @type {[string, unknown[]]} */ ([key, columns[k]]))
+    .filter(([key]) => key !== "name" && key !== "inputs");
   /** @type {Nodes} */
   const nodes = {};
-  const walks = rows.length > 0 && "inputs" in rows[0];
-  for (let i = 0; i < rows.length; i++) {
-    const { name, inputs, ...rest } = rows[i];
-    nodes[name] = walks ? { ...rest, inputs: [], users: [] } : rest;
+  for (let i = 0; i < n; i++) {
+    /** @type {Record<string, unknown>} */
+    const record = {};
+    for (const [key, column] of fields) record[key] = column[i];
+    if (back) [record.inputs, record.users] = [[], []];
+    nodes[names[i]] = record;
   }
-  if (!walks) return nodes;
-  for (let i = 0; i < rows.length; i++) {
-    const name = rows[i].name;
-    for (const back of rows[i].inputs || []) {
-      const input = rows[i - back]?.name;
+  for (let i = 0; back && i < n; i++) {
+    for (const places of back[i] || []) {
+      const input = names[i - places];
       if (input === undefined) continue;
-      /** @type {string[]} */ (nodes[name].inputs).push(input);
-      /** @type {string[]} */ (nodes[input].users).push(name);
+      /** @type {string[]} */ (nodes[names[i]].inputs).push(input);
+      /** @type {string[]} */ (nodes[input].users).push(names[i]);
     }
   }
   return nodes;
