@@ -9,7 +9,9 @@ to_networkx), plan, DOT, layout, explore ready (the Explorer built, Python side,
 profiling off, after the step's numeric check has run: "check"), expand one cluster,
 reveal a node hidden in a collapsed cluster, and search (the view's own searchNodes
 over all nodes, run under node); the MB of JSON the Explorer's widgets hold for the
-browser when it first shows (their synced state: table rows, search records, SVG);
+browser when it first shows (their synced state: table rows and node records, both
+column by column, and the SVG) and the seconds the view takes to decode its node
+records (gv_graph.js nodesOf, under node);
 and, in a second run of the same graph under tracemalloc, the Python memory a Session
 retains and its peak while it is made, over what the GraphModule alone retains.
 Ratios (Session/capture, memory) are measured in the same run; the targets are
@@ -156,22 +158,26 @@ def timed(fn, *args, **kwargs):
     return result, time.perf_counter() - start
 
 
-def search_seconds(nodes: dict, query: str) -> float | None:
-    """The view's own ``searchNodes`` over every node, under node (None without node)."""
+def browser_seconds(sent: dict, query: str) -> tuple[float, float] | None:
+    """Under node, the view's own code on what the kernel sends: ``nodesOf`` decoding the
+    node records (after JSON parsing) and ``searchNodes`` over every node (None without node)."""
     exe = shutil.which("node")
     if exe is None:
         return None
     with tempfile.TemporaryDirectory() as tmp:
         data = pathlib.Path(tmp) / "nodes.json"
-        data.write_text(json.dumps(nodes))
-        script = (f"import {{ searchNodes }} from {json.dumps((ROOT / 'widgets/gv_graph.js').as_uri())};"
+        data.write_text(json.dumps(sent))
+        script = (f"import {{ nodesOf, searchNodes }} from {json.dumps((ROOT / 'widgets/gv_graph.js').as_uri())};"
                   f"import {{ readFileSync }} from 'node:fs';"
-                  f"const nodes = JSON.parse(readFileSync({json.dumps(str(data))}));"
+                  f"const sent = JSON.parse(readFileSync({json.dumps(str(data))}));"
+                  f"nodesOf(sent); let t = performance.now(); const nodes = nodesOf(sent);"
+                  f"const decode = (performance.now() - t) / 1000;"
                   f"searchNodes(nodes, {json.dumps(query)});"
-                  f"const t = performance.now(); const hits = searchNodes(nodes, {json.dumps(query)});"
-                  f"console.log(JSON.stringify([(performance.now() - t) / 1000, hits.length]));")
+                  f"t = performance.now(); const hits = searchNodes(nodes, {json.dumps(query)});"
+                  f"console.log(JSON.stringify([decode, (performance.now() - t) / 1000, hits.length]));")
         out = subprocess.run([exe, "--input-type=module", "-e", script], capture_output=True, text=True, check=True)
-    return json.loads(out.stdout)[0]
+    decode, search, _ = json.loads(out.stdout)
+    return decode, search
 
 
 def measure(name: str, save_dot: pathlib.Path | None = None) -> dict[str, float]:
@@ -219,7 +225,8 @@ def measure(name: str, save_dot: pathlib.Path | None = None) -> dict[str, float]
     last_hidden = hidden[-1] if hidden else None
     _, reveal_s = timed(explorer.select, last_hidden) if last_hidden else (None, float("nan"))
     revealed = last_hidden is not None and f"fx-{last_hidden}" in explorer.graph.elements
-    search_s = search_seconds(explorer.graph.nodes, last_hidden or "output")
+    decode_s, search_s = browser_seconds(explorer.graph.get_state(["nodes"])["nodes"], last_hidden or "output") \
+        or (float("nan"), float("nan"))
     payload = sum(len(json.dumps(w.get_state(), default=str)) for w in (explorer.graph, explorer.table)) \
         - sum(len(json.dumps(w.get_state(["_esm", "_css"]))) for w in (explorer.graph, explorer.table))
     boxes = rendering.box_count
@@ -227,7 +234,7 @@ def measure(name: str, save_dot: pathlib.Path | None = None) -> dict[str, float]
     return {"nodes": len(graph), "boxes": boxes, "capture": capture, "session": session_s, "annotate": annotate_s,
             "to_networkx": nx_s, "plan": plan_s, "render": render_s, "layout": layout_s,
             "check": check_s, "explore": explore_s, "expand": expand_s, "reveal": reveal_s, "revealed": revealed,
-            "search": search_s if search_s is not None else float("nan"), "MB sent": payload / 1e6}
+            "search": search_s, "decode": decode_s, "MB sent": payload / 1e6}
 
 
 def memory(name: str) -> dict[str, float]:
@@ -262,7 +269,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     sizes = args.sizes.split(",")
     cols = ["nodes", "boxes", "capture", "session", "annotate", "to_networkx", "plan", "render", "layout", "check", "explore", "expand",
-            "reveal", "search", "MB sent", "gm MB", "memory", "peak"]
+            "reveal", "search", "decode", "MB sent", "gm MB", "memory", "peak"]
     print(f"{'graph':6} " + " ".join(f"{c:>11}" for c in cols) + f" {'session/capture':>16} {'first view':>11} {'load':>5}")
     for case in (training_step(1), synthetic(200)):  # one-off imports and warm-up, outside any stage
         fxviz.Session(*case[:2], **case[2])
@@ -276,7 +283,7 @@ def main() -> None:
     print("seconds per stage; session includes its own capture; capture = the Session's own; plan = the first "
           "plan (builds the box tree); render = plan again (tree cached) + DOT; first view = to_networkx + plan + "
           "render + layout (what drawing a captured graph costs); explore = the whole Explorer built on the session; "
-          "MB sent = the widgets' synced state as JSON; memory, peak = Session's retained and peak Python memory over "
+          "MB sent = the widgets' synced state as JSON; decode = the view's nodesOf on its node records (node); memory, peak = Session's retained and peak Python memory over "
           "the capture's alone (gm MB: what the GraphModule retains); load = 1-minute load average after the row")
 
 

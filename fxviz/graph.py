@@ -10,6 +10,7 @@
 """
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Any
 
@@ -112,6 +113,14 @@ _NO_TENSOR = {"shape": None, "dtype": None, "stride": None, "memory_format": Non
 
 def shape_text(shape: Any) -> str:
     """``1×64×32×32``; a tuple output as ``(3), (3)``; ``''`` when unknown."""
+    try:
+        return _shape_text(shape)
+    except TypeError:  # unhashable (a symbolic size): not cached
+        return _shape_text.__wrapped__(shape)
+
+
+@functools.lru_cache(maxsize=4096)  # a graph has few distinct shapes, listed once per node
+def _shape_text(shape: Any) -> str:
     if shape is None:
         return ""
     if shape and all(isinstance(s, tuple) for s in shape):
@@ -154,7 +163,7 @@ def _to_networkx(gm: torch.fx.GraphModule, notes: Mapping[str, Mapping[str, Any]
         nodes.append((node.name, {
             "index": index, "op": node.op, "target": target,
             "args": format_arg(node.args), "kwargs": format_arg(node.kwargs) if node.kwargs else "{}",
-            "num_users": len(node.users), "users": tuple(u.name for u in node.users),
+            "num_users": len(node.users), "users": tuple([u.name for u in node.users]),
             "module_path": meta.get("module_path"), "source": meta.get("source"),
             "flops": costs.get("flops"), "macs": costs.get("macs"), "bytes": costs.get("bytes"),
             **shared.fields(costs.get("tensor_meta")),
@@ -171,6 +180,9 @@ def _to_networkx(gm: torch.fx.GraphModule, notes: Mapping[str, Mapping[str, Any]
 _NO_COSTS: Mapping[str, Any] = {}
 
 
+_ARG_POSITIONS = tuple(f"args[{i}]" for i in range(16))
+
+
 def _uses(node: Node) -> list[tuple[str, Node]]:
     found: list[tuple[str, Node]] = []
 
@@ -185,7 +197,10 @@ def _uses(node: Node) -> list[tuple[str, Node]]:
                 walk(v, f"{where}[{k!r}]")
 
     for i, arg in enumerate(node.args):
-        walk(arg, f"args[{i}]")
+        if isinstance(arg, Node) and i < len(_ARG_POSITIONS):  # most arguments: one node, no walk
+            found.append((_ARG_POSITIONS[i], arg))
+        elif isinstance(arg, (tuple, list, dict, Node)):
+            walk(arg, f"args[{i}]")
     for key, arg in node.kwargs.items():
         walk(arg, f"kwargs[{key!r}]")
     return found

@@ -48,7 +48,7 @@ def write_html(session: Any, path: str | pathlib.Path, *, title: str | None = No
 def report_html(session: Any, *, title: str | None = None, profile: bool = False,
                 max_views: int = DEFAULT_MAX_VIEWS) -> str:
     """The report page as a string."""
-    views_esm, views_css, table_esm, table_css, columns, node_rows, widgets_dir = _front_end()
+    views_esm, views_css, table_esm, table_css, columns, node_rows, nodes_json, widgets_dir = _front_end()
     blobs = _Blobs()
     steps = session.steps
     views, svgs = draw_all((s.graph for s in steps), max_views)
@@ -59,7 +59,7 @@ def report_html(session: Any, *, title: str | None = None, profile: bool = False
         "current": session.index,
         "columns": columns,
         "color_modes": [colour_modes.mode(None).view()],  # its drawings are coloured by op
-        "steps": [_step(s, session.index, views.per_step[s.index], variants, blobs, profile, node_rows)
+        "steps": [_step(s, session.index, views.per_step[s.index], variants, blobs, profile, node_rows, nodes_json)
                   for s in steps],
         "diffs": {f"{a.index},{b.index}": blobs.add(session.compare(a.index, b.index).code_diff)
                   for a in steps for b in steps if a is not b},
@@ -86,13 +86,14 @@ def report_html(session: Any, *, title: str | None = None, profile: bool = False
     ])
 
 
-def _front_end() -> tuple[str, str, str, str, list, Any, pathlib.Path]:
+def _front_end() -> tuple[str, str, str, str, list, Any, Any, pathlib.Path]:
     """The graph view's and node table's ES modules and CSS exactly as the widgets get
-    them, the Explorer's node-table columns, its row builder and the widgets' folder
+    them, the Explorer's node-table columns, its row builder, the graph view's encoding
+    of node records (``nodes_to_json``) and the widgets' folder
     (``fxviz.widgets`` maps onto the top-level ``widgets/``, not ``fxviz/widgets``)."""
     try:
         from fxviz.widgets.node_records import COLUMNS, rows
-        from fxviz.widgets.graph_view import GraphView
+        from fxviz.widgets.graph_view import GraphView, nodes_to_json
         from fxviz.widgets.table_view import TableView
     except ImportError as exc:
         raise MissingDependency(
@@ -101,7 +102,7 @@ def _front_end() -> tuple[str, str, str, str, list, Any, pathlib.Path]:
         ) from exc
     widgets_dir = pathlib.Path(sys.modules[GraphView.__module__].__file__).parent
     return (str(GraphView._esm), str(GraphView._css), str(TableView._esm), str(TableView._css),
-            COLUMNS, rows, widgets_dir)
+            COLUMNS, rows, nodes_to_json, widgets_dir)
 
 
 def _json(value: Any) -> str:
@@ -130,7 +131,7 @@ class _Blobs:
 
 
 def _step(step: Any, current: int, views: dict[str, int], variants: list[int], blobs: _Blobs,
-          profile: bool, node_rows: Any) -> dict[str, Any]:
+          profile: bool, node_rows: Any, nodes_json: Any) -> dict[str, Any]:
     graph = step.graph
     code = step.code.lstrip("\n")  # torch.fx starts its code with blank lines
     table = step.measured_profile
@@ -149,7 +150,7 @@ def _step(step: Any, current: int, views: dict[str, int], variants: list[int], b
                   "max_abs": _finite(check.max_abs), "max_rel": _finite(check.max_rel)},
         "n_nodes": len(graph),
         "views": {focus: variants[i] for focus, i in views.items()},
-        "nodes": {n: _tooltip(a, times.get(n)) for n, a in graph.nodes(data=True)},
+        "nodes": nodes_json({n: _tooltip(a, times.get(n)) for n, a in graph.nodes(data=True)}),
         "details": blobs.add({n: _details(graph, n, times.get(n)) for n in graph}),
         "rows": blobs.add([{k: None if isinstance(v, float) and v != v else v for k, v in row.items()}
                            for row in node_rows(graph, _Measured(table))]),  # JSON has no NaN

@@ -15,6 +15,7 @@ from torch import nn
 import fxviz
 from fxviz.report import report_html
 from fxviz.report_views import ALL, chain, focused, module_paths
+from fxviz.widgets.columns import rows_from_json
 
 EVIL = "<img src=x onerror=alert(1)>"
 
@@ -88,7 +89,7 @@ def test_every_user_string_is_escaped():
     assert "<img" not in page and "</script><" not in page.replace('</script>\n<script', "")
     data = _data(page)
     assert data["title"] == EVIL  # the text itself is intact, just inert
-    paths = {r["module_path"] for r in data["steps"][0]["nodes"].values()}
+    paths = {r["module_path"] for r in rows_from_json(data["steps"][0]["nodes"])}  # the graph view's columns
     assert f"{EVIL}.0" in paths and EVIL in _blob(data, data["steps"][0]["code"])
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -24,7 +26,7 @@ def test_synced_state_and_defaults():
     assert {"columns", "rows", "selected", "sort_by", "descending"} <= set(table.trait_names(sync=True))
     state = table.get_state()
     assert (state["rows"], state["selected"], state["sort_by"], state["descending"]) == (
-        {"keys": [], "columns": []}, "", "", False)
+        {"n": 0, "keys": [], "columns": []}, "", "", False)
     assert "export default { render }" in table._esm
 
 
@@ -32,15 +34,15 @@ def test_missing_numbers_travel_as_null():
     table = TableView(columns=COLUMNS, rows=[{"name": "x", "time_us": float("nan")}, {"name": "y", "time_us": 2.5}])
     assert table.rows == [{"name": "x", "time_us": None}, {"name": "y", "time_us": 2.5}]
     sent = json.loads(json.dumps(table.get_state()["rows"], allow_nan=False))
-    assert sent == {"keys": ["name", "time_us"], "columns": [["x", "y"], [None, 2.5]]}
+    assert sent == {"n": 2, "keys": ["name", "time_us"], "columns": [["x", "y"], [None, 2.5]]}
 
 
 def test_rows_travel_column_by_column_and_come_back_whole():
-    from fxviz.widgets.table_view import rows_from_json, rows_to_json
+    from fxviz.widgets.columns import rows_from_json, rows_to_json
 
     rows = [{"name": "x", "flops": 4}, {"name": "y", "shape": "2×3"}]
     sent = rows_to_json(rows)
-    assert sent == {"keys": ["name", "flops", "shape"], "columns": [["x", "y"], [4, None], [None, "2×3"]]}
+    assert sent == {"n": 2, "keys": ["name", "flops", "shape"], "columns": [["x", "y"], [4, None], [None, "2×3"]]}
     assert rows_from_json(sent) == [{"name": "x", "flops": 4, "shape": None}, {"name": "y", "flops": None, "shape": "2×3"}]
     # A column of few distinct values (ops, module paths) travels as codes into them.
     many = [{"name": f"n{i}", "op": ("call_function", "placeholder")[i % 2]} for i in range(1000)]
@@ -48,6 +50,41 @@ def test_rows_travel_column_by_column_and_come_back_whole():
     assert sent["columns"][1] == {"values": ["call_function", "placeholder"], "codes": [i % 2 for i in range(1000)]}
     assert rows_from_json(sent) == many
     assert len(json.dumps(sent)) < 0.5 * len(json.dumps(many))
+    # Numbers repeat too (FLOPs, bytes), told apart by type; a column of one value is sent once.
+    coded = [{"flops": (1, 1.0, True)[i % 3], "time_us": None} for i in range(9)]
+    sent = rows_to_json(coded)
+    assert sent["columns"] == [{"values": [1, 1.0, True], "codes": [0, 1, 2] * 3}, {"values": [None]}]
+    assert [[type(v) for v in row.values()] for row in rows_from_json(sent)] == \
+        [[type(row["flops"]), type(None)] for row in coded]
+
+
+def test_every_column_form_comes_back_whole_in_python_and_in_the_browser(tmp_path):
+    """Node indices as a start, FX names as stems and steps, module paths as runs, ops as
+    codes, no times as one value: under 15 % of the records as JSON; columns.js (under node)
+    reads back what rows_from_json does."""
+    from fxviz.widgets.columns import rows_from_json, rows_to_json
+
+    ops = ("tanh", "sigmoid", "neg")
+    names = ["x", "_0", "_1", "add", "conv_01"] + [f"{ops[i % 3]}_{i // 3}" if i > 2 else ops[i] for i in range(3000)]
+    rows = [{"index": i, "name": name, "op": ops[i % 3], "module_path": f"blocks.{i // 24}", "time_us": None,
+             "flops": (4, 4.0, None)[i % 3]} for i, name in enumerate(names)]
+    sent = rows_to_json(rows)
+    forms = dict(zip(sent["keys"], sent["columns"]))
+    assert forms["index"] == {"start": 0} and forms["time_us"] == {"values": [None]}
+    assert forms["name"]["stems"][:5] == ["x", "_", "add", "conv_0", "tanh"] and forms["name"]["steps"][:3] == [None, 0, 1]
+    assert forms["module_path"]["runs"][:4] == [0, 24, 1, 24] and len(forms["op"]["codes"]) == len(rows)
+    assert rows_from_json(sent) == rows and [type(r["flops"]) for r in rows_from_json(sent)][:3] == [int, float, type(None)]
+    assert len(json.dumps(sent)) < 0.15 * len(json.dumps(rows))
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("node is not installed")
+    data = tmp_path / "sent.json"
+    data.write_text(json.dumps(sent))
+    script = (f"import {{ rowsOf }} from {json.dumps((WIDGETS / 'columns.js').as_uri())};"
+              f"import {{ readFileSync }} from 'node:fs';"
+              f"console.log(JSON.stringify(rowsOf(JSON.parse(readFileSync({json.dumps(str(data))})))));")
+    out = subprocess.run([node, "--input-type=module", "-e", script], capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout) == rows
 
 
 def test_row_clicks_and_header_clicks_reach_python():

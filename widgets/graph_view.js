@@ -8,10 +8,12 @@
  * gv_stage.js (the drawing, pan and zoom), gv_select.js (selection, arrow keys),
  * gv_search.js, gv_pointer.js (wheel, drag, hover, clicks), gv_toolbar.js (buttons,
  * colour modes, legend), gv_keys.js (undo/redo), gv_tooltip.js; the pure helpers are
- * in gv_view.js, gv_graph.js, gv_labels.js, gv_svg.js and gv_dom.js. They are plain ES
- * modules that a browser page imports as they are; anywidget needs one module, so
- * graph_view.py joins them with this file (local imports dropped) into `GraphView._esm`.
+ * in columns.js (records sent column-wise), gv_view.js, gv_graph.js, gv_labels.js,
+ * gv_svg.js and gv_dom.js. They are plain ES modules that a browser page imports as
+ * they are; anywidget needs one module, so graph_view.py joins them with this file
+ * (local imports dropped) into `GraphView._esm`.
  */
+import { nodesOf } from "./gv_graph.js";
 import { tooltipFor } from "./gv_labels.js";
 import { buildDom, elementMaker } from "./gv_dom.js";
 import { createTooltip } from "./gv_tooltip.js";
@@ -22,6 +24,7 @@ import { attachPointer } from "./gv_pointer.js";
 import { createToolbar } from "./gv_toolbar.js";
 import { createUndoKeys } from "./gv_keys.js";
 
+export * from "./columns.js";
 export * from "./gv_view.js";
 export * from "./gv_graph.js";
 export * from "./gv_labels.js";
@@ -66,7 +69,13 @@ function render({ model, el }) {
     legend, tip } = buildDom(h);
   el.replaceChildren(root);
 
-  const nodes = () => /** @type {Nodes} */ (model.get("nodes") || {});
+  /** The decoded node records, decoded once per value the kernel sends. */
+  let sentNodes = /** @type {unknown} */ (undefined), decoded = /** @type {Nodes} */ ({});
+  const nodes = () => {
+    const value = model.get("nodes");
+    if (value !== sentNodes) [sentNodes, decoded] = [value, nodesOf(value)];
+    return decoded;
+  };
   const elements = () => /** @type {Elements} */ (model.get("elements") || {});
   const selected = () => /** @type {string} */ (model.get("selected"));
   /** @param {Record<string, unknown>} changes */

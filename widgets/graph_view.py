@@ -22,6 +22,7 @@ from fxviz.errors import InputError
 from fxviz.report_static import static_html
 
 from . import esm
+from .columns import rows_to_json
 
 _HERE = pathlib.Path(__file__).parent
 MODULES = esm.GRAPH_VIEW
@@ -31,6 +32,24 @@ def esm_source() -> str:
     """The graph view's front-end as one ES module (anywidget loads one string): the
     modules joined, their imports of each other dropped (see :mod:`.esm`)."""
     return esm.join(MODULES)
+
+
+def nodes_to_json(nodes: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """``nodes`` as the browser gets them: column by column (:func:`rows_to_json`, the
+    node table's form) with a ``name`` column, and each node's inputs as how many places
+    back in ``nodes`` they are (``[1]``: the node just before); ``users`` is not sent,
+    the browser (gv_graph.js ``nodesOf``) derives it from the inputs. At 100k nodes
+    this is a few MB instead of a record per node. No nodes: ``{}``, as they are."""
+    if not nodes:
+        return {}
+    at = {name: i for i, name in enumerate(nodes)}
+    rows = []
+    for i, (name, record) in enumerate(nodes.items()):
+        row = {k: v for k, v in record.items() if k not in ("inputs", "users")}
+        if "inputs" in record or "users" in record:
+            row["inputs"] = [i - at[p] for p in record.get("inputs", ()) if p in at]
+        rows.append({"name": name, **row})
+    return rows_to_json(rows)
 
 
 class GraphView(anywidget.AnyWidget):
@@ -47,8 +66,9 @@ class GraphView(anywidget.AnyWidget):
     #: [{"label": str, "color": "#rrggbb"}]
     legend = traitlets.List(traitlets.Dict()).tag(sync=True)
     #: FX node name -> {"op", "target", "module_path", "shape", "time"} (display strings),
-    #: optionally "inputs"/"users" (lists of node names) for walking with the arrow keys
-    nodes = traitlets.Dict().tag(sync=True)
+    #: optionally "inputs"/"users" (lists of node names) for walking with the arrow keys;
+    #: sent column by column (:func:`nodes_to_json`)
+    nodes = traitlets.Dict().tag(sync=True, to_json=lambda nodes, _: nodes_to_json(nodes))
     #: FX node name, or "" for none
     selected = traitlets.Unicode("").tag(sync=True)
     #: module paths drawn as one summary node

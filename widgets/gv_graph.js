@@ -12,6 +12,43 @@
 /** @typedef {{nodeIds: Map<string, string>, modules: Array<[string, string]>}} ElementIndex */
 /** @typedef {{selected?: string, collapsed?: string[]}} Changes */
 
+import { isColumnWise, valuesOf } from "./columns.js";
+
+/**
+ * The node records as the view uses them, from what the kernel sends (column-wise, a
+ * `name` column, `inputs` as how many places back each input is; users derived from
+ * the inputs) or a plain name -> record map (kept as it is).
+ * @param {Nodes | import("./columns.js").ColumnWise | null | undefined} value
+ * @returns {Nodes}
+ */
+export function nodesOf(value) {
+  if (!isColumnWise(value)) return /** @type {Nodes} */ (value || {});
+  const { keys, n } = value;
+  const columns = value.columns.map((c) => valuesOf(c, n));
+  const names = /** @type {string[]} */ (columns[keys.indexOf("name")]);
+  const back = /** @type {Array<number[] | null> | undefined} */ (columns[keys.indexOf("inputs")]);
+  const fields = keys.map((key, k) => /** @type {[string, unknown[]]} */ ([key, columns[k]]))
+    .filter(([key]) => key !== "name" && key !== "inputs");
+  /** @type {Nodes} */
+  const nodes = {};
+  for (let i = 0; i < n; i++) {
+    /** @type {Record<string, unknown>} */
+    const record = {};
+    for (const [key, column] of fields) record[key] = column[i];
+    if (back) [record.inputs, record.users] = [[], []];
+    nodes[names[i]] = record;
+  }
+  for (let i = 0; back && i < n; i++) {
+    for (const places of back[i] || []) {
+      const input = names[i - places];
+      if (input === undefined) continue;
+      /** @type {string[]} */ (nodes[names[i]].inputs).push(input);
+      /** @type {string[]} */ (nodes[input].users).push(names[i]);
+    }
+  }
+  return nodes;
+}
+
 /**
  * FX node names (in graph order) whose name, target or module path contains
  * `query`, case-insensitively. An empty query matches nothing.

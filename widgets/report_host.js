@@ -157,7 +157,7 @@ async function main(doc) {
     }));
     base.value = String(i > 0 ? i - 1 : others[0]?.index ?? "");
     diffToggle.disabled = base.disabled = others.length === 0;
-    const selected = model.get("selected") in s.nodes ? model.get("selected") : "";
+    const selected = model.get("selected") in details ? model.get("selected") : "";
     model.update({ nodes: s.nodes, selected });
     if (!(await showFocus(focus))) await showFocus("");
     showNode();

@@ -7,6 +7,10 @@
 /** @typedef {{key: string, label: string, numeric?: boolean, digits?: number, width?: number}} Column */
 /** @typedef {Record<string, string | number | null>} Row  rows carry a unique `name` */
 
+import { rowsOf } from "./columns.js";
+
+export { rowsOf } from "./columns.js";
+
 /**
  * Rows ordered by one column; missing values (null, undefined, NaN) always last,
  * ties kept in their original order.
@@ -25,30 +29,6 @@ export function sortRows(rows, key, descending) {
       return sign * compareValues(x, y) || a.i - b.i;
     })
     .map(({ row }) => row);
-}
-
-/** @typedef {Array<string | number | null>} Cells one column's values, one per row */
-/**
- * Rows as the kernel sends them, column by column (`{keys, columns}`: each key once;
- * a column of few distinct values as `{values, codes}`), or already a list of rows
- * (the offline report).
- * @param {Row[] | {keys: string[], columns: Array<Cells | {values: Cells, codes: number[]}>} | null | undefined} value
- * @returns {Row[]}
- */
-export function rowsOf(value) {
-  if (!value) return [];
-  if (Array.isArray(value)) return value;
-  const keys = value.keys;
-  const columns = value.columns.map((c) => (Array.isArray(c) ? c : c.codes.map((i) => c.values[i])));
-  const n = columns.length ? columns[0].length : 0;
-  const rows = new Array(n);
-  for (let i = 0; i < n; i++) {
-    /** @type {Row} */
-    const row = {};
-    for (let k = 0; k < keys.length; k++) row[keys[k]] = columns[k][i];
-    rows[i] = row;
-  }
-  return rows;
 }
 
 /** @param {unknown} v */

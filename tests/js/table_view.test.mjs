@@ -94,11 +94,13 @@ test("columns start at a width by kind and resize, never below a legible minimum
 });
 
 test("rowsOf reads the kernel's columns, a plain list of rows, or nothing", () => {
-  const sent = { keys: ["name", "flops"], columns: [["x", "y"], [4, null]] };
+  const sent = { n: 2, keys: ["name", "flops"], columns: [["x", "y"], [4, null]] };
   assert.deepEqual(rowsOf(sent), [{ name: "x", flops: 4 }, { name: "y", flops: null }]);
-  const coded = { keys: ["op"], columns: [{ values: ["call_function", "output"], codes: [0, 0, 1] }] };
+  const coded = { n: 3, keys: ["op"], columns: [{ values: ["call_function", "output"], codes: [0, 0, 1] }] };
   assert.deepEqual(rowsOf(coded), [{ op: "call_function" }, { op: "call_function" }, { op: "output" }]);
   assert.deepEqual(rowsOf([{ name: "x" }]), [{ name: "x" }]);
-  assert.deepEqual(rowsOf({ keys: [], columns: [] }), []);
+  assert.deepEqual(rowsOf({ n: 0, keys: [], columns: [] }), []);
   assert.deepEqual(rowsOf(undefined), []);
+  const same = { n: 3, keys: ["name", "time"], columns: [["a", "b", "c"], { values: [""] }] };
+  assert.deepEqual(rowsOf(same), [{ name: "a", time: "" }, { name: "b", time: "" }, { name: "c", time: "" }]);
 });
