@@ -121,3 +121,22 @@ def _mark(gm: torch.fx.GraphModule, node: torch.fx.Node, path: str) -> None:
     types = gm.meta.get("fxviz", {}).get("module_types", {})
     if path in types:
         types.setdefault(path + MARK, types[path])
+
+
+def gradient_outputs(gm: torch.fx.GraphModule) -> list[tuple[int, ...]]:
+    """Index paths of the output tuples, lists and dicts made only of backward nodes (the
+    gradients a step returns, ``autograd.grad``'s tuple or a ``{name: gradient}`` dict),
+    which the check and a comparison of two steps judge as gradients."""
+    return list(_gradient_paths(gm.graph.output_node().args[0]))
+
+
+def _gradient_paths(value: Any, path: tuple[int, ...] = ()) -> Iterator[tuple[int, ...]]:
+    items = list(value.values()) if isinstance(value, dict) else value
+    if not isinstance(items, (tuple, list)):
+        return
+    if items and all(isinstance(v, torch.fx.Node) and "backward_of" in v.meta for v in items):
+        yield path
+        return
+    if isinstance(value, (tuple, list)):
+        for i, item in enumerate(value):
+            yield from _gradient_paths(item, (*path, i))

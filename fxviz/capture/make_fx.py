@@ -2,7 +2,7 @@
 (training steps, torch.func transforms)."""
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -11,7 +11,7 @@ from torch import nn
 
 from fxviz._torch_internals import assign_attr
 from fxviz.capture._common import finish, first_line, where
-from fxviz.capture.backward import attribute_backward, sequence_numbers
+from fxviz.capture.backward import attribute_backward, gradient_outputs, sequence_numbers
 from fxviz._runtime import untouched
 from fxviz.capture.closure import closed_over_module
 from fxviz.errors import TraceError
@@ -49,20 +49,8 @@ def capture(fn: Callable[..., Any], inputs: tuple, module: nn.Module | None = No
     if root is not None:
         _name_parameters(gm, root)
         attribute_backward(gm)
-        gm.meta["fxviz"]["gradient_outputs"] = list(_gradient_outputs(gm.graph.output_node().args[0]))
+        gm.meta["fxviz"]["gradient_outputs"] = gradient_outputs(gm)
     return gm
-
-
-def _gradient_outputs(value: Any, path: tuple[int, ...] = ()) -> Iterator[tuple[int, ...]]:
-    """Index paths of the output tuples and lists made only of backward nodes (the
-    gradients a step returns), which the check judges as gradients."""
-    if not isinstance(value, (tuple, list)):
-        return
-    if value and all(isinstance(v, torch.fx.Node) and "backward_of" in v.meta for v in value):
-        yield path
-        return
-    for i, item in enumerate(value):
-        yield from _gradient_outputs(item, (*path, i))
 
 
 def _name_parameters(gm: torch.fx.GraphModule, root: nn.Module) -> None:
