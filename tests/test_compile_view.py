@@ -132,3 +132,24 @@ def test_a_saved_notebook_shows_the_list_and_the_shown_graph(view):
     page = bundle["text/html"]
     assert "graph 0 (dynamo, forward, backward)" in page and "Data-dependent branching" in page
     assert "<svg" in page  # the shown graph, drawn
+
+
+def test_lifted_parameters_and_buffers_are_named_as_the_model_names_them():
+    model = nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4), nn.ReLU(), nn.Linear(4, 2))
+    view = CompileExplorer(fxviz.compiled(model, torch.randn(5, 3)), profile="off")
+    try:
+        for part, node in (("dynamo", "l_fn_modules_0_parameters_weight_"), ("forward", "primals_1")):
+            view.show(0, part)
+            ex = view.explorer
+            assert ex.graph.nodes[node]["target"] == "0.weight"  # what search matches and the table lists
+            row = next(r for r in ex.table.rows if r["name"] == node)
+            assert row["target"] == "0.weight" and row["module_path"] == "0"
+            svg = ex.graph.svg
+            assert ">0.weight<" in svg and ">1.running_mean<" in svg and f">{node}<" not in svg
+            ex.select(node)
+            assert "<td>0.weight</td>" in ex.details.body.value
+        view.show(0, "dynamo")
+        plain = next(n for n, rec in view.explorer.graph.nodes.items() if rec["target"] == "L_args_0_")
+        assert f">{plain}<" in view.explorer.graph.svg  # a plain input keeps its node name
+    finally:
+        view.close()

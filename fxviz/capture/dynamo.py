@@ -69,7 +69,7 @@ def capture(fn: Callable[..., Any], inputs: tuple, *, aot: bool = False, backwar
         gm.meta["fxviz_break"] = _graph_break(gm, messages)
     breaks = [g.meta["fxviz_break"] for g in graphs if g.meta["fxviz_break"]]
     root = _model_of(fn)
-    names = {id(p): name for name, p in root.named_parameters()} if root is not None else {}
+    names = {id(t): name for name, t in (*root.named_parameters(), *root.named_buffers())} if root is not None else {}
     for index, gm in enumerate(graphs):
         cid = gm.meta["fxviz_compile_id"]
         _name_inputs(gm, names)
@@ -122,9 +122,10 @@ def _differentiate(outputs: Any, fn: Any, inputs: tuple) -> None:
 
 
 def _name_inputs(gm: torch.fx.GraphModule, names: dict[int, str]) -> None:
-    """Placeholders fed a parameter of the model get its qualified name and module
-    (dynamo and AOT lift parameters to inputs: ``primals_1`` is ``lin.weight``);
-    the model's own inputs are at the top level."""
+    """Placeholders fed a parameter or buffer of the model get its qualified name (the
+    drawing, node table, details and search name them by it) and module (dynamo and AOT
+    lift them to inputs: ``primals_1`` is ``lin.weight``); the model's own inputs are at
+    the top level."""
     for node, value in zip(gm.graph.find_nodes(op="placeholder"), gm.meta["fxviz_inputs"]):
         name = names.get(id(value))
         node.meta["module_path"] = name.rpartition(".")[0] if name else ""
