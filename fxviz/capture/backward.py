@@ -28,6 +28,8 @@ from torch.fx.experimental.proxy_tensor import get_proxy_mode
 from fxviz._torch_internals import TorchDispatchMode, current_autograd_node
 
 MARK = " · backward"
+#: the cluster of a training step's loss: the step's own ops after the model's last one
+LOSS = "loss"
 
 
 class _AutogradMarks(TorchDispatchMode):
@@ -60,6 +62,35 @@ def sequence_numbers() -> Iterator[None]:
     nodes the ``seq_nr`` of their forward op and ``autograd_backward``."""
     with fx_traceback.preserve_node_meta(), _AutogradMarks():
         yield
+
+
+def loss_cluster(gm: torch.fx.GraphModule) -> int:
+    """Put the loss a training step computes after calling its model (``cross_entropy``
+    on the logits: ops of the step itself, outside every module, after the model's last
+    op) in a ``"loss"`` cluster, so its backward is drawn as ``"loss · backward"`` beside
+    it rather than at the top level; autograd's seed (``ones_like(loss)``) starts that
+    backward. Only ops that feed the returned values or the backward; returns their count."""
+    nodes = list(gm.graph.nodes)
+    first_backward = next((i for i, n in enumerate(nodes) if n.meta.get("autograd_backward")), None)
+    if first_backward is None:
+        return 0
+    last_model = max((i for i, n in enumerate(nodes[:first_backward]) if n.meta.get("nn_module_stack")), default=None)
+    if last_model is None:
+        return 0
+    tail = [n for n in nodes[last_model + 1 : first_backward]
+            if n.op == "call_function" and not n.meta.get("nn_module_stack") and not n.meta.get("module_path")]
+    feeding: set[torch.fx.Node] = set()
+    for node in reversed(tail):
+        if any(u.op == "output" or u.meta.get("autograd_backward") or u in feeding for u in node.users):
+            feeding.add(node)
+    seeds = {n for n in feeding if n.target is torch.ops.aten.ones_like.default}  # autograd's ones_like(loss)
+    loss = [n for n in tail if n in feeding and n not in seeds]
+    for node in loss:
+        node.meta["module_path"] = LOSS
+    for node in seeds:
+        if node.all_input_nodes and set(node.all_input_nodes) <= set(loss):
+            _mark(gm, node, LOSS)
+    return len(loss)
 
 
 def attribute_backward(gm: torch.fx.GraphModule, backward: set[torch.fx.Node] | None = None,
