@@ -103,10 +103,34 @@ def test_auto_falling_back_to_dynamo_shows_the_list_over_the_first_graph():
     widget = explore(Branchy(), torch.randn(2, 3), profile="off")
     try:
         assert isinstance(widget, CompileExplorer)
-        assert widget.compiled.views() == [(0, "dynamo"), (1, "dynamo")]  # no AOT: auto stops at dynamo
+        # AOT's forward graphs too (its inference trace costs about what dynamo's does); no backward was run
+        assert widget.compiled.views() == [(0, "dynamo"), (0, "forward"), (1, "dynamo"), (1, "forward")]
         assert widget.explorer.session.capture.method == "dynamo"
+        assert "No AOT backward graphs" in widget.hint.value and "fxviz.compiled(model, x)" in widget.hint.value
+        widget.show(1, "forward")
+        forward = widget.explorer.session
+        assert forward.current.check.status == "match"
+        assert {forward.current.graph.nodes[n]["target"] for n in forward.current.graph} >= {"out.weight", "out.bias"}
     finally:
         widget.close()
+
+
+def test_a_graph_aot_cannot_trace_keeps_its_dynamo_graph_and_says_why(monkeypatch):
+    from fxviz._torch_internals import dynamo as api
+
+    def failing(forward, backward):
+        def backend(gm, example_inputs):
+            raise RuntimeError("<b>no AOT</b> for this graph")
+        return backend
+
+    monkeypatch.setattr(api, "aot_backend", failing)
+    view = CompileExplorer(fxviz.compiled(Branchy(), torch.randn(2, 3)), profile="off")
+    try:
+        assert view.compiled.views() == [(0, "dynamo"), (1, "dynamo")]
+        assert "graph 0: AOT could not trace it (RuntimeError: &lt;b&gt;no AOT&lt;/b&gt;" in view.hint.value
+        assert view.explorer.session.current.check.status == "match"
+    finally:
+        view.close()
 
 
 def test_a_single_graph_model_opens_the_plain_explorer():

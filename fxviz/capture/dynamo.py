@@ -21,12 +21,15 @@ from fxviz.errors import TraceError
 AOT_PARTS = ("aot_forward", "aot_backward")
 
 
-def capture(fn: Callable[..., Any], inputs: tuple, *, aot: bool = False, backward: bool = False) -> Capture:
+def capture(fn: Callable[..., Any], inputs: tuple, *, aot: bool = True, backward: bool = False) -> Capture:
     """Run ``fn(*inputs)`` under ``torch.compile`` with a recording backend: every graph
     in the order it ran (with the inputs it was first called with), its guards, and
     each graph break's reason and user line. ``aot``: each graph also goes through AOT
-    autograd, recording its ATen forward graph and, with ``backward`` (run as
-    ``torch.autograd.grad``: no ``.grad`` is written), its backward graph."""
+    autograd, recording its ATen forward graph (without ``backward``, AOT's inference
+    trace: about as cheap as dynamo's own, so ``tracer="auto"``'s fallback has it too)
+    and, with ``backward`` (run as ``torch.autograd.grad``: no ``.grad`` is written),
+    its backward graph. A graph AOT cannot trace keeps its dynamo graph, with the reason
+    in ``meta["fxviz"]["aot_error"]``."""
     ran: list[torch.fx.GraphModule] = []  # in the order they first ran (a graph compiled, never run: not shown)
     guards: dict[str | None, list[str]] = {}
 
@@ -34,8 +37,11 @@ def capture(fn: Callable[..., Any], inputs: tuple, *, aot: bool = False, backwar
         gm.meta["fxviz_compile_id"] = api.compile_id()
         run = gm.forward
         if aot:
-            with messages.quiet():
-                run = api.aot_backend(_recorder(gm, "aot_forward"), _recorder(gm, "aot_backward"))(gm, example_inputs)
+            try:
+                with messages.quiet():
+                    run = api.aot_backend(_recorder(gm, "aot_forward"), _recorder(gm, "aot_backward"))(gm, example_inputs)
+            except Exception as exc:  # the dynamo graph still opens; the list says why it has no AOT parts
+                gm.meta["fxviz_aot_error"] = first_line(exc)
 
         def recorded(*args: Any) -> Any:
             if "fxviz_inputs" not in gm.meta:
@@ -76,7 +82,8 @@ def capture(fn: Callable[..., Any], inputs: tuple, *, aot: bool = False, backwar
         parts = {part: _finished_part(gm, part, root, index, names) for part in AOT_PARTS}
         finish(gm, "dynamo", root, graph_index=index, graph_count=len(graphs), graph_breaks=breaks,
                graph_inputs=tuple(gm.meta["fxviz_inputs"]), guards=guards.get(cid, []),
-               guard_tree=trees.get(cid, ""), graph_break=gm.meta["fxviz_break"], **parts)
+               guard_tree=trees.get(cid, ""), graph_break=gm.meta["fxviz_break"],
+               aot_error=gm.meta.pop("fxviz_aot_error", None), **parts)
     return Capture(graphs, "dynamo", graph_breaks=breaks)
 
 
