@@ -77,7 +77,7 @@ def _marked(output: Any, paths: Sequence[tuple[int, ...]]) -> Any:
 def _replace(value: Any, path: tuple[int, ...]) -> Any:
     if not path:
         if isinstance(value, dict):
-            return value if isinstance(value, Gradients) else Gradients(value)
+            return Gradients(value)
         return GradientTuple(value) if isinstance(value, (tuple, list)) else value
     if not isinstance(value, (tuple, list)) or path[0] >= len(value):
         return value
@@ -160,11 +160,9 @@ def run_outputs(module: Callable[..., Any], inputs_list: Sequence[tuple]) -> lis
 
 
 def _gradient_paths(module: Any) -> Sequence[tuple[int, ...]]:
-    """Where ``module``'s outputs hold gradients: recorded by capture in a training
-    graph's meta (and kept by every step's graph), and on a step's reference."""
-    if isinstance(module, torch.fx.GraphModule):
-        return module.meta.get("fxviz", {}).get("gradient_outputs", ())
-    return getattr(module, "fxviz_gradient_outputs", ())
+    """Where outputs hold gradients: in a training graph's meta (every step keeps it), on a step's reference."""
+    meta = module.meta.get("fxviz", {}) if isinstance(module, torch.fx.GraphModule) else {}
+    return meta.get("gradient_outputs") or getattr(module, "fxviz_gradient_outputs", ())
 
 
 @contextlib.contextmanager
