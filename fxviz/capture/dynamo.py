@@ -26,7 +26,8 @@ def capture(fn: Callable[..., Any], inputs: tuple, *, aot: bool = True, backward
     in the order it ran (with the inputs it was first called with), its guards, and
     each graph break's reason and user line. ``aot``: each graph also goes through AOT
     autograd, recording its ATen forward graph (without ``backward``, AOT's inference
-    trace: about as cheap as dynamo's own, so ``tracer="auto"``'s fallback has it too)
+    trace: it adds about a quarter to dynamo's own capture, bench/compiled.py, so
+    ``tracer="auto"``'s fallback has it too)
     and, with ``backward`` (run as ``torch.autograd.grad``: no ``.grad`` is written),
     its backward graph. A graph AOT cannot trace keeps its dynamo graph, with the reason
     in ``meta["fxviz"]["aot_error"]``."""
