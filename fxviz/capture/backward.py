@@ -97,9 +97,12 @@ def attribute_backward(gm: torch.fx.GraphModule, backward: set[torch.fx.Node] | 
                        known: dict[torch.fx.Node, str] | None = None) -> int:
     """Set ``module_path`` (forward path + ``MARK``) and ``meta["backward_of"]`` on the
     backward nodes of ``gm`` (``backward``, when the caller knows them, with the module
-    ``known`` for some); returns how many were attributed. ``gm.meta["fxviz"]
-    ["backward_attribution"]`` says how: "seq_nr", "seq_nr (aligned)" or "heuristic"."""
+    ``known`` for some), the step's loss first (:func:`loss_cluster`); returns how many
+    were attributed. ``gm.meta["fxviz"]["backward_attribution"]`` says how: "seq_nr",
+    "seq_nr (aligned)" or "heuristic"; ``["gradient_outputs"]``: :func:`gradient_outputs`."""
     marked = {n for n in gm.graph.nodes if n.meta.get("autograd_backward")}
+    if marked:
+        loss_cluster(gm)
     guessed = backward is None and not marked
     known = known or {}
     if backward is not None:
@@ -126,9 +129,9 @@ def attribute_backward(gm: torch.fx.GraphModule, backward: set[torch.fx.Node] | 
             path = _from_inputs(node, backward, order)
         if path is None and guessed:
             continue  # told from the forward only by a missing stack trace: maybe the loss
-        _mark(gm, node, path or "")  # nothing to go by: the loss's backward, at top level
+        _mark(gm, node, path or "")  # nothing to go by: at the top level
         count += 1
-    gm.meta.setdefault("fxviz", {})["backward_attribution"] = how
+    gm.meta.setdefault("fxviz", {}).update(backward_attribution=how, gradient_outputs=gradient_outputs(gm))
     return count
 
 

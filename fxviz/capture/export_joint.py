@@ -24,7 +24,7 @@ from torch.export.graph_signature import InputKind, OutputKind
 
 from fxviz._torch_internals import assign_attr, core_aten_decompositions, export_forward_backward
 from fxviz.capture._common import finish, first_line, where
-from fxviz.capture.backward import attribute_backward, gradient_outputs
+from fxviz.capture.backward import attribute_backward
 from fxviz.check import Gradients
 from fxviz.errors import TraceError
 
@@ -51,7 +51,6 @@ def capture(model: nn.Module, inputs: tuple, loss_index: int = 0) -> torch.fx.Gr
         node.meta["module_path"] = str(node.target).rpartition(".")[0]
         node.meta["qualified_name"] = str(node.target)
     attribute_backward(gm, backward=backward, known=_backward_modules(model, inputs, gm, backward))
-    gm.meta["fxviz"]["gradient_outputs"] = gradient_outputs(gm)
     return gm
 
 

@@ -11,7 +11,7 @@ from torch import nn
 
 from fxviz._torch_internals import assign_attr
 from fxviz.capture._common import finish, first_line, where
-from fxviz.capture.backward import attribute_backward, gradient_outputs, loss_cluster, sequence_numbers
+from fxviz.capture.backward import attribute_backward, sequence_numbers
 from fxviz._runtime import untouched
 from fxviz.capture.closure import closed_over_module
 from fxviz.errors import TraceError
@@ -48,9 +48,7 @@ def capture(fn: Callable[..., Any], inputs: tuple, module: nn.Module | None = No
     finish(gm, "make_fx", root)
     if root is not None:
         _name_parameters(gm, root)
-        loss_cluster(gm)
         attribute_backward(gm)
-        gm.meta["fxviz"]["gradient_outputs"] = gradient_outputs(gm)
     return gm
 
 
