@@ -5,7 +5,8 @@ Per model (random weights; each has a graph break): the first call of
 ``backend="aot_eager"`` (dynamo + AOT autograd, forward only), then ``fxviz.compiled``
 (dynamo + AOT forward and backward, guards, break messages), ``fxviz.compiled`` without
 the structured-log handler that collects dynamo's break messages, and
-``capture(tracer="dynamo")`` (what tracer="auto" falls back to). The variants are
+``capture(tracer="dynamo")`` (what tracer="auto" falls back to: dynamo and AOT's forward), and
+the same without AOT (what it cost before AOT's forward was added). The variants are
 interleaved, ``--repeats`` rounds; medians and ratios to the baseline are printed, with
 the spread (max/min of the baseline) to say how noisy the machine was.
 
@@ -31,6 +32,7 @@ from torch import nn  # noqa: E402
 import fxviz  # noqa: E402
 from fxviz._torch_internals import dynamo as dynamo_api  # noqa: E402
 from fxviz.capture import capture  # noqa: E402
+from fxviz.capture.dynamo import capture as dynamo_capture  # noqa: E402
 
 
 class Gate(nn.Module):
@@ -102,7 +104,8 @@ VARIANTS: dict[str, Callable[[nn.Module, torch.Tensor], Any]] = {
     "torch.compile aot_eager": _torch_compile("aot_eager"),
     "fxviz.compiled": lambda model, x: fxviz.compiled(model, x),
     "fxviz.compiled, no break log": _without_break_messages,
-    "capture(tracer='dynamo')": lambda model, x: capture(model, x, tracer="dynamo"),
+    "capture(tracer='dynamo')": lambda model, x: capture(model, x, tracer="dynamo"),  # with AOT's forward
+    "dynamo capture, no AOT": lambda model, x: dynamo_capture(model, (x,), aot=False),
 }
 
 

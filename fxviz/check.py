@@ -67,7 +67,8 @@ register_pytree_node(Gradients, lambda g: (list(g.values()), list(g)),
 
 
 def _marked(output: Any, paths: Sequence[tuple[int, ...]]) -> Any:
-    """``output`` with the tuples or lists at ``paths`` (index paths) as GradientTuples."""
+    """``output`` with the tuples or lists at ``paths`` (index paths) as GradientTuples
+    and the dicts there as Gradients (a graph returns them plain)."""
     for path in paths:
         output = _replace(output, path)
     return output
@@ -75,6 +76,8 @@ def _marked(output: Any, paths: Sequence[tuple[int, ...]]) -> Any:
 
 def _replace(value: Any, path: tuple[int, ...]) -> Any:
     if not path:
+        if isinstance(value, dict):
+            return Gradients(value)
         return GradientTuple(value) if isinstance(value, (tuple, list)) else value
     if not isinstance(value, (tuple, list)) or path[0] >= len(value):
         return value
@@ -147,13 +150,19 @@ def run_outputs(module: Callable[..., Any], inputs_list: Sequence[tuple]) -> lis
     # (seconds) when the forward raises; callers report failures better themselves.
     call = module.forward if isinstance(module, torch.fx.GraphModule) else module
     grad = not isinstance(module, torch.nn.Module)
-    gradients = getattr(module, "fxviz_gradient_outputs", ())  # set by capture on a step's reference
+    gradients = _gradient_paths(module)
     outputs = []
     with torch.set_grad_enabled(grad):
         for inputs in inputs_list:  # each from the same state: a step may update weights
             with untouched(module), seeded(inputs):
                 outputs.append(_marked(tree_map_only(torch.Tensor, torch.Tensor.detach, call(*inputs)), gradients))
     return outputs
+
+
+def _gradient_paths(module: Any) -> Sequence[tuple[int, ...]]:
+    """Where outputs hold gradients: in a training graph's meta (every step keeps it), on a step's reference."""
+    meta = module.meta.get("fxviz", {}) if isinstance(module, torch.fx.GraphModule) else {}
+    return meta.get("gradient_outputs") or getattr(module, "fxviz_gradient_outputs", ())
 
 
 @contextlib.contextmanager

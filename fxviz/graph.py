@@ -28,7 +28,11 @@ MAX_ARG_TEXT = 160
 
 
 def readable_target(node: Node, gm: torch.fx.GraphModule | None = None) -> str:
-    """``torch.sum``, ``operator.add``, ``linear (Linear)``, ``relu (method)``, ``aten.mm.default``."""
+    """``torch.sum``, ``operator.add``, ``linear (Linear)``, ``relu (method)``, ``aten.mm.default``;
+    a placeholder fed a parameter or buffer (dynamo and AOT lift them to inputs) by its
+    qualified name, ``lin.weight``."""
+    if node.op == "placeholder":
+        return node.meta.get("qualified_name") or str(node.target)
     if node.op == "call_module":
         kind = ""
         if gm is not None:

@@ -154,9 +154,12 @@ def _quote(text: str) -> str:
 
 def _node_label(attrs: dict[str, Any]) -> str:
     target = attrs["target"]
-    # A parameter or buffer is named as the model names it (`layer1.0.conv1.weight`), not
-    # by its identifier-safe node name.
-    rows = [f"<B>{escape(_shorten(target if attrs['op'] == 'get_attr' else attrs['name']))}</B>"]
+    # A parameter or buffer (an attribute, or an input dynamo or AOT lifted, whose target is
+    # its qualified name) is named as the model names it (`layer1.0.conv1.weight`), not by its
+    # identifier-safe node name; a plain input keeps its name (dynamo's `l_x_` has target `L_x_`).
+    lifted = attrs["op"] == "placeholder" and target.lower() != attrs["name"].lower() and target.lstrip("*") != attrs["name"]
+    by_target = attrs["op"] == "get_attr" or lifted
+    rows = [f"<B>{escape(_shorten(target if by_target else attrs['name']))}</B>"]
     if attrs["op"] == "call_module":
         path, _, kind = target.partition(" (")
         # `layer1.0.conv1 (Conv2d)` on node `layer1_0_conv1` says no more than `Conv2d`.

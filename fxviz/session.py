@@ -20,6 +20,7 @@ from torch import nn
 
 from fxviz import _cow
 from fxviz._gc import gc_paused
+from fxviz._runtime import closed_over_modules
 from fxviz._torch_internals import is_fake, tree_leaves
 from fxviz.check import CheckResult, compare_outputs, random_like, run_outputs, seeded
 from fxviz.errors import FxvizError, NoSuchStep, PassError, TraceError
@@ -257,8 +258,10 @@ class Session:
 
 
 def _has_fake_tensors(root: Any, inputs: tuple) -> bool:
-    """Whether the model or its inputs hold meta or fake tensors (no values to compare)."""
+    """Whether the model or its inputs hold meta or fake tensors (no values to compare);
+    a plain function (a training step) by the modules it closes over, since its real
+    inputs may be moved onto the model's meta device inside."""
     tensors = [t for t in tree_leaves(inputs) if isinstance(t, torch.Tensor)]
-    if isinstance(root, nn.Module):
-        tensors += [*root.parameters(), *root.buffers()]
+    for module in [root] if isinstance(root, nn.Module) else closed_over_modules(root):
+        tensors += [*module.parameters(), *module.buffers()]
     return any(map(is_fake, tensors))

@@ -70,3 +70,22 @@ def test_the_explorers_panels_work_on_a_fake_tensor_session():
         assert ">not checked<" in explorer.badge.value
     finally:
         explorer.close()
+
+
+def test_a_step_closing_over_a_meta_model_with_real_inputs_says_it_needs_real_tensors():
+    with torch.device("meta"):
+        model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))
+    device = next(model.parameters()).device
+
+    def step(x, y):  # real inputs, moved onto the model's device inside the step
+        loss = nn.functional.cross_entropy(model(x.to(device)), y.to(device))
+        loss.backward()
+        return loss
+
+    session = fxviz.Session(step, (torch.randn(5, 4), torch.tensor([0, 1, 2, 0, 1])))
+    assert session.capture.method == "make_fx" and session.real_tensors is False
+    assert session.current.graph.nodes["_0_weight"]["shape"] == (8, 4)  # the graph and shapes are there
+    check = session.current.check
+    assert check.status == "not checked" and "needs real tensors" in check.message
+    with pytest.raises(FxvizError, match="needs real tensors"):
+        session.current.profile()

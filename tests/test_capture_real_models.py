@@ -48,6 +48,7 @@ def test_timm_training_step_gets_backward_clusters_and_a_gradient_check():
     graph = session.current.graph
     paths = {d["module_path"] for _, d in graph.nodes(data=True)}
     assert {"layer2.0.downsample.0 · backward", "layer3.0.conv2 · backward", "fc · backward"} <= paths
+    assert {"loss", "loss · backward"} <= paths and "backward" not in paths  # the step's cross_entropy
     targets = {d["target"] for _, d in graph.nodes(data=True) if d["op"] == "get_attr"}
     assert {"layer1.0.conv1.weight", "fc.bias"} <= targets
     assert session.current.check.status == "match"  # the loss and every parameter's gradient

@@ -178,3 +178,76 @@ def test_gradients_a_step_returns_are_judged_as_gradients_after_a_pass():
     assert session.current.gm.meta["fxviz"]["gradient_outputs"] == [()]  # the whole tuple of gradients
     step = session.apply("run_decompositions")
     assert step.check.status == "match", step.check.message
+
+
+class _Block(nn.Module):  # resnet-ish: conv with bias -> training-mode BN -> relu, residual
+    def __init__(self):
+        super().__init__()
+        self.conv, self.bn = nn.Conv2d(4, 4, 3, padding=1), nn.BatchNorm2d(4)
+
+    def forward(self, x):
+        return torch.relu(x + self.bn(self.conv(x)))
+
+
+def test_a_comparison_of_two_steps_judges_gradients_as_the_check_does():
+    from types import SimpleNamespace
+
+    from fxviz.check import compare_outputs
+    from fxviz.comparison import compare
+
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), _Block(), _Block(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                        nn.Linear(4, 3))
+
+    def step(x, y):
+        loss = nn.functional.cross_entropy(net(x), y)
+        loss.backward()
+        return loss
+
+    session = fxviz.Session(step, (torch.randn(4, 3, 8, 8), torch.tensor([0, 1, 2, 0])))
+    assert session.current.gm.meta["fxviz"]["gradient_outputs"] == [(1,)]  # the {name: gradient} dict
+    after = session.apply("run_decompositions")
+    diff = session.compare(0, 1).output_diff
+    assert diff.status == "match", diff.message
+    plain = [step.gm(*step.example_inputs) for step in session.steps]  # unmarked: no gradient floor
+    assert compare_outputs([plain[0]], [plain[1]]).status == "mismatch"  # the conv biases' rounding noise
+    # the floor hides no real error: one gradient 1 % off still differs
+
+    def off(*args):
+        loss, grads = after.gm(*args)
+        return loss, {**grads, "5.weight": grads["5.weight"] * 1.01}
+
+    broken = SimpleNamespace(gm=off, code="", example_inputs=after.example_inputs, index=2)
+    result = compare(session.steps[0], broken).output_diff
+    assert result.status == "mismatch" and "'5.weight'" in result.message and "'0.bias'" not in result.message
+
+
+def test_the_loss_a_step_computes_gets_a_loss_cluster_and_its_backward_one():
+    class Head(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(4, 3)
+
+        def forward(self, x):
+            return self.lin(x).tanh()  # the model's own op at its top level, after its last module
+
+    net = Head()
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+
+    def step(x, y):
+        opt.zero_grad()
+        loss = nn.functional.cross_entropy(net(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    gm = fxviz.trace(step, (torch.randn(5, 4), torch.tensor([0, 1, 2, 0, 1])), tracer="make_fx")
+    path = {n.name: n.meta.get("module_path") for n in gm.graph.nodes}
+    assert path["tanh"] == ""  # the model's, not the loss's
+    assert path["_log_softmax"] == path["nll_loss_forward"] == "loss"
+    assert path["ones_like"] == path["nll_loss_backward"] == path["_log_softmax_backward_data"] == "loss · backward"
+    assert path["tanh_backward"] == "backward" and path["mm"] == "lin · backward"  # tanh's: the model's top level
+    updates = [n for n in gm.graph.nodes if str(n.target).startswith("aten.add_")]
+    assert updates and all(path[n.name] != "loss" for n in updates)  # the optimizer's step is not the loss
+    svg = fxviz.to_svg(gm, auto_collapse=False)
+    assert ">loss<" in svg and ">loss · backward<" in svg  # the clusters' titles

@@ -42,6 +42,7 @@ def test_explore_with_dynamo_lists_every_graph_and_part(view):
     ends = [row.children[-1].value for row in rows]
     assert "Data-dependent branching" in ends[0] and f"test_compiled.py:{BREAK_LINE}" in ends[0]
     assert "end of the model" in ends[1]
+    assert view.hint.value == ""  # every AOT graph is there: nothing to explain
 
 
 def test_choosing_a_graph_opens_its_session_and_marks_it(view):
@@ -86,10 +87,34 @@ def test_auto_falling_back_to_dynamo_shows_the_list_over_the_first_graph():
     widget = explore(Branchy(), torch.randn(2, 3), profile="off")
     try:
         assert isinstance(widget, CompileExplorer)
-        assert widget.compiled.views() == [(0, "dynamo"), (1, "dynamo")]  # no AOT: auto stops at dynamo
+        # AOT's forward graphs too (its inference trace adds about a quarter); no backward was run
+        assert widget.compiled.views() == [(0, "dynamo"), (0, "forward"), (1, "dynamo"), (1, "forward")]
         assert widget.explorer.session.capture.method == "dynamo"
+        assert "No AOT backward graphs" in widget.hint.value and "fxviz.compiled(model, x)" in widget.hint.value
+        widget.show(1, "forward")
+        forward = widget.explorer.session
+        assert forward.current.check.status == "match"
+        assert {forward.current.graph.nodes[n]["target"] for n in forward.current.graph} >= {"out.weight", "out.bias"}
     finally:
         widget.close()
+
+
+def test_a_graph_aot_cannot_trace_keeps_its_dynamo_graph_and_says_why(monkeypatch):
+    from fxviz._torch_internals import dynamo as api
+
+    def failing(forward, backward):
+        def backend(gm, example_inputs):
+            raise RuntimeError("<b>no AOT</b> for this graph")
+        return backend
+
+    monkeypatch.setattr(api, "aot_backend", failing)
+    view = CompileExplorer(fxviz.compiled(Branchy(), torch.randn(2, 3)), profile="off")
+    try:
+        assert view.compiled.views() == [(0, "dynamo"), (1, "dynamo")]
+        assert "graph 0: AOT could not trace it (RuntimeError: &lt;b&gt;no AOT&lt;/b&gt;" in view.hint.value
+        assert view.explorer.session.current.check.status == "match"
+    finally:
+        view.close()
 
 
 def test_a_single_graph_model_opens_the_plain_explorer():
@@ -115,3 +140,24 @@ def test_a_saved_notebook_shows_the_list_and_the_shown_graph(view):
     page = bundle["text/html"]
     assert "graph 0 (dynamo, forward, backward)" in page and "Data-dependent branching" in page
     assert "<svg" in page  # the shown graph, drawn
+
+
+def test_lifted_parameters_and_buffers_are_named_as_the_model_names_them():
+    model = nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4), nn.ReLU(), nn.Linear(4, 2))
+    view = CompileExplorer(fxviz.compiled(model, torch.randn(5, 3)), profile="off")
+    try:
+        for part, node in (("dynamo", "l_fn_modules_0_parameters_weight_"), ("forward", "primals_1")):
+            view.show(0, part)
+            ex = view.explorer
+            assert ex.graph.nodes[node]["target"] == "0.weight"  # what search matches and the table lists
+            row = next(r for r in ex.table.rows if r["name"] == node)
+            assert row["target"] == "0.weight" and row["module_path"] == "0"
+            svg = ex.graph.svg
+            assert ">0.weight<" in svg and ">1.running_mean<" in svg and f">{node}<" not in svg
+            ex.select(node)
+            assert "<td>0.weight</td>" in ex.details.body.value
+        view.show(0, "dynamo")
+        plain = next(n for n, rec in view.explorer.graph.nodes.items() if rec["target"] == "L_args_0_")
+        assert f">{plain}<" in view.explorer.graph.svg  # a plain input keeps its node name
+    finally:
+        view.close()

@@ -10,7 +10,8 @@ graph's steps as they were left.
 
 Stable CSS classes: fxviz-compile (the widget), fxviz-compile-list (the list),
 fxviz-compile-row (one graph), fxviz-compile-part (a part's button; the shown one also
-fxviz-compile-current), fxviz-compile-ends (what ended a graph), fxviz-compile-info (the
+fxviz-compile-current), fxviz-compile-hint (which AOT graphs are missing and how to get
+them), fxviz-compile-ends (what ended a graph), fxviz-compile-info (the
 chosen graph's break and guards), fxviz-compile-break, fxviz-compile-guards.
 """
 from __future__ import annotations
@@ -63,6 +64,8 @@ class CompileExplorer(w.VBox):
         self.title = w.HTML(f"<b>{escape(compiled.name)}</b> · torch.compile made {count} graph{'s' * (count != 1)}, "
                             f"{breaks} graph break{'s' * (breaks != 1)}")
         self.title.add_class("fxviz-compile-title")
+        self.hint = w.HTML(_missing_parts_html(compiled))
+        self.hint.add_class("fxviz-compile-hint")
         self._buttons: dict[tuple[int, str], w.Button] = {}
         self.listing = w.VBox([self._row(graph) for graph in compiled.graphs])
         self.listing.add_class("fxviz-compile-list")
@@ -71,7 +74,7 @@ class CompileExplorer(w.VBox):
         self.error = w.HTML()
         self.holder = w.VBox()
         style = w.HTML(f"<style>{CSS}</style>", layout=w.Layout(display="none"))
-        super().__init__([style, self.title, self.listing, self.info, self.error, self.holder])
+        super().__init__([style, self.title, self.hint, self.listing, self.info, self.error, self.holder])
         self.add_class("fxviz-compile")
         self.show(index, part)
 
@@ -142,6 +145,18 @@ def _ends_html(graph: Any) -> str:
     place = user_place(brk.get("user_line"))
     where = f' at <code title="{escape(brk.get("user_line") or "")}">{escape(place)}</code>' if place else ""
     return f'graph break: <b>{escape(brk["reason"])}</b>{where}'
+
+
+def _missing_parts_html(compiled: Compiled) -> str:
+    """Why AOT's graphs are missing and how to get them: a run without gradients
+    (``tracer="auto"``'s fallback) records no backward; a graph AOT cannot trace has none."""
+    lines = [f"graph {g.index}: AOT could not trace it ({escape(g.gm.meta['fxviz']['aot_error'])}); "
+             "its dynamo graph is shown" for g in compiled.graphs if g.gm.meta["fxviz"].get("aot_error")]
+    if not any("backward" in g.parts for g in compiled.graphs):
+        lines.append("No AOT backward graphs: the model ran without gradients. To see them, run "
+                     "<code>fxviz.compiled(model, x)</code> or <code>explore(model, x, tracer=\"dynamo\")</code> "
+                     "with grad mode on and parameters that require grad.")
+    return "".join(f'<div class="fxviz-hint">{line}</div>' for line in lines)
 
 
 def _info_html(graph: Any) -> str:

@@ -28,6 +28,8 @@ from torch.fx.experimental.proxy_tensor import get_proxy_mode
 from fxviz._torch_internals import TorchDispatchMode, current_autograd_node
 
 MARK = " · backward"
+#: the cluster of a training step's loss: the step's own ops after the model's last one
+LOSS = "loss"
 
 
 class _AutogradMarks(TorchDispatchMode):
@@ -62,13 +64,45 @@ def sequence_numbers() -> Iterator[None]:
         yield
 
 
+def loss_cluster(gm: torch.fx.GraphModule) -> int:
+    """Put the loss a training step computes after calling its model (``cross_entropy``
+    on the logits: ops of the step itself, outside every module, after the model's last
+    op) in a ``"loss"`` cluster, so its backward is drawn as ``"loss · backward"`` beside
+    it rather than at the top level; autograd's seed (``ones_like(loss)``) starts that
+    backward. Only ops that feed the returned values or the backward; returns their count."""
+    nodes = list(gm.graph.nodes)
+    first_backward = next((i for i, n in enumerate(nodes) if n.meta.get("autograd_backward")), None)
+    if first_backward is None:
+        return 0
+    last_model = max((i for i, n in enumerate(nodes[:first_backward]) if n.meta.get("nn_module_stack")), default=None)
+    if last_model is None:
+        return 0
+    tail = [n for n in nodes[last_model + 1 : first_backward]
+            if n.op == "call_function" and not n.meta.get("nn_module_stack") and not n.meta.get("module_path")]
+    feeding: set[torch.fx.Node] = set()
+    for node in reversed(tail):
+        if any(u.op == "output" or u.meta.get("autograd_backward") or u in feeding for u in node.users):
+            feeding.add(node)
+    seeds = {n for n in feeding if n.target is torch.ops.aten.ones_like.default}  # autograd's ones_like(loss)
+    loss = [n for n in tail if n in feeding and n not in seeds]
+    for node in loss:
+        node.meta["module_path"] = LOSS
+    for node in seeds:
+        if node.all_input_nodes and set(node.all_input_nodes) <= set(loss):
+            _mark(gm, node, LOSS)
+    return len(loss)
+
+
 def attribute_backward(gm: torch.fx.GraphModule, backward: set[torch.fx.Node] | None = None,
                        known: dict[torch.fx.Node, str] | None = None) -> int:
     """Set ``module_path`` (forward path + ``MARK``) and ``meta["backward_of"]`` on the
     backward nodes of ``gm`` (``backward``, when the caller knows them, with the module
-    ``known`` for some); returns how many were attributed. ``gm.meta["fxviz"]
-    ["backward_attribution"]`` says how: "seq_nr", "seq_nr (aligned)" or "heuristic"."""
+    ``known`` for some), the step's loss first (:func:`loss_cluster`); returns how many
+    were attributed. ``gm.meta["fxviz"]["backward_attribution"]`` says how: "seq_nr",
+    "seq_nr (aligned)" or "heuristic"; ``["gradient_outputs"]``: :func:`gradient_outputs`."""
     marked = {n for n in gm.graph.nodes if n.meta.get("autograd_backward")}
+    if marked:
+        loss_cluster(gm)
     guessed = backward is None and not marked
     known = known or {}
     if backward is not None:
@@ -95,9 +129,9 @@ def attribute_backward(gm: torch.fx.GraphModule, backward: set[torch.fx.Node] | 
             path = _from_inputs(node, backward, order)
         if path is None and guessed:
             continue  # told from the forward only by a missing stack trace: maybe the loss
-        _mark(gm, node, path or "")  # nothing to go by: the loss's backward, at top level
+        _mark(gm, node, path or "")  # nothing to go by: at the top level
         count += 1
-    gm.meta.setdefault("fxviz", {})["backward_attribution"] = how
+    gm.meta.setdefault("fxviz", {}).update(backward_attribution=how, gradient_outputs=gradient_outputs(gm))
     return count
 
 
@@ -121,3 +155,22 @@ def _mark(gm: torch.fx.GraphModule, node: torch.fx.Node, path: str) -> None:
     types = gm.meta.get("fxviz", {}).get("module_types", {})
     if path in types:
         types.setdefault(path + MARK, types[path])
+
+
+def gradient_outputs(gm: torch.fx.GraphModule) -> list[tuple[int, ...]]:
+    """Index paths of the output tuples, lists and dicts made only of backward nodes (the
+    gradients a step returns, ``autograd.grad``'s tuple or a ``{name: gradient}`` dict),
+    which the check and a comparison of two steps judge as gradients."""
+    return list(_gradient_paths(gm.graph.output_node().args[0]))
+
+
+def _gradient_paths(value: Any, path: tuple[int, ...] = ()) -> Iterator[tuple[int, ...]]:
+    items = list(value.values()) if isinstance(value, dict) else value
+    if not isinstance(items, (tuple, list)):
+        return
+    if items and all(isinstance(v, torch.fx.Node) and "backward_of" in v.meta for v in items):
+        yield path
+        return
+    if isinstance(value, (tuple, list)):
+        for i, item in enumerate(value):
+            yield from _gradient_paths(item, (*path, i))

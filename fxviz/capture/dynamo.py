@@ -21,12 +21,16 @@ from fxviz.errors import TraceError
 AOT_PARTS = ("aot_forward", "aot_backward")
 
 
-def capture(fn: Callable[..., Any], inputs: tuple, *, aot: bool = False, backward: bool = False) -> Capture:
+def capture(fn: Callable[..., Any], inputs: tuple, *, aot: bool = True, backward: bool = False) -> Capture:
     """Run ``fn(*inputs)`` under ``torch.compile`` with a recording backend: every graph
     in the order it ran (with the inputs it was first called with), its guards, and
     each graph break's reason and user line. ``aot``: each graph also goes through AOT
-    autograd, recording its ATen forward graph and, with ``backward`` (run as
-    ``torch.autograd.grad``: no ``.grad`` is written), its backward graph."""
+    autograd, recording its ATen forward graph (without ``backward``, AOT's inference
+    trace: it adds about a quarter to dynamo's own capture, bench/compiled.py, so
+    ``tracer="auto"``'s fallback has it too)
+    and, with ``backward`` (run as ``torch.autograd.grad``: no ``.grad`` is written),
+    its backward graph. A graph AOT cannot trace keeps its dynamo graph, with the reason
+    in ``meta["fxviz"]["aot_error"]``."""
     ran: list[torch.fx.GraphModule] = []  # in the order they first ran (a graph compiled, never run: not shown)
     guards: dict[str | None, list[str]] = {}
 
@@ -34,8 +38,11 @@ def capture(fn: Callable[..., Any], inputs: tuple, *, aot: bool = False, backwar
         gm.meta["fxviz_compile_id"] = api.compile_id()
         run = gm.forward
         if aot:
-            with messages.quiet():
-                run = api.aot_backend(_recorder(gm, "aot_forward"), _recorder(gm, "aot_backward"))(gm, example_inputs)
+            try:
+                with messages.quiet():
+                    run = api.aot_backend(_recorder(gm, "aot_forward"), _recorder(gm, "aot_backward"))(gm, example_inputs)
+            except Exception as exc:  # the dynamo graph still opens; the list says why it has no AOT parts
+                gm.meta["fxviz_aot_error"] = first_line(exc)
 
         def recorded(*args: Any) -> Any:
             if "fxviz_inputs" not in gm.meta:
@@ -69,14 +76,15 @@ def capture(fn: Callable[..., Any], inputs: tuple, *, aot: bool = False, backwar
         gm.meta["fxviz_break"] = _graph_break(gm, messages)
     breaks = [g.meta["fxviz_break"] for g in graphs if g.meta["fxviz_break"]]
     root = _model_of(fn)
-    names = {id(p): name for name, p in root.named_parameters()} if root is not None else {}
+    names = {id(t): name for name, t in (*root.named_parameters(), *root.named_buffers())} if root is not None else {}
     for index, gm in enumerate(graphs):
         cid = gm.meta["fxviz_compile_id"]
         _name_inputs(gm, names)
         parts = {part: _finished_part(gm, part, root, index, names) for part in AOT_PARTS}
         finish(gm, "dynamo", root, graph_index=index, graph_count=len(graphs), graph_breaks=breaks,
                graph_inputs=tuple(gm.meta["fxviz_inputs"]), guards=guards.get(cid, []),
-               guard_tree=trees.get(cid, ""), graph_break=gm.meta["fxviz_break"], **parts)
+               guard_tree=trees.get(cid, ""), graph_break=gm.meta["fxviz_break"],
+               aot_error=gm.meta.pop("fxviz_aot_error", None), **parts)
     return Capture(graphs, "dynamo", graph_breaks=breaks)
 
 
@@ -122,9 +130,10 @@ def _differentiate(outputs: Any, fn: Any, inputs: tuple) -> None:
 
 
 def _name_inputs(gm: torch.fx.GraphModule, names: dict[int, str]) -> None:
-    """Placeholders fed a parameter of the model get its qualified name and module
-    (dynamo and AOT lift parameters to inputs: ``primals_1`` is ``lin.weight``);
-    the model's own inputs are at the top level."""
+    """Placeholders fed a parameter or buffer of the model get its qualified name (the
+    drawing, node table, details and search name them by it) and module (dynamo and AOT
+    lift them to inputs: ``primals_1`` is ``lin.weight``); the model's own inputs are at
+    the top level."""
     for node, value in zip(gm.graph.find_nodes(op="placeholder"), gm.meta["fxviz_inputs"]):
         name = names.get(id(value))
         node.meta["module_path"] = name.rpartition(".")[0] if name else ""

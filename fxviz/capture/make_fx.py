@@ -2,7 +2,7 @@
 (training steps, torch.func transforms)."""
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -49,20 +49,7 @@ def capture(fn: Callable[..., Any], inputs: tuple, module: nn.Module | None = No
     if root is not None:
         _name_parameters(gm, root)
         attribute_backward(gm)
-        gm.meta["fxviz"]["gradient_outputs"] = list(_gradient_outputs(gm.graph.output_node().args[0]))
     return gm
-
-
-def _gradient_outputs(value: Any, path: tuple[int, ...] = ()) -> Iterator[tuple[int, ...]]:
-    """Index paths of the output tuples and lists made only of backward nodes (the
-    gradients a step returns), which the check judges as gradients."""
-    if not isinstance(value, (tuple, list)):
-        return
-    if value and all(isinstance(v, torch.fx.Node) and "backward_of" in v.meta for v in value):
-        yield path
-        return
-    for i, item in enumerate(value):
-        yield from _gradient_outputs(item, (*path, i))
 
 
 def _name_parameters(gm: torch.fx.GraphModule, root: nn.Module) -> None:
