@@ -89,3 +89,16 @@ def test_a_step_closing_over_a_meta_model_with_real_inputs_says_it_needs_real_te
     assert check.status == "not checked" and "needs real tensors" in check.message
     with pytest.raises(FxvizError, match="needs real tensors"):
         session.current.profile()
+
+
+def test_real_inputs_fed_straight_into_a_meta_model_get_advice_that_names_both_devices():
+    model = nn.Linear(4, 3, device="meta")
+
+    def step(x):
+        return model(x).sum()
+
+    with pytest.raises(FxvizError) as caught:
+        fxviz.Session(step, torch.randn(2, 4))
+    message = str(caught.value)
+    assert "the model's tensors are on meta but the example inputs on cpu" in message
+    assert "device='meta'" in message

@@ -219,10 +219,32 @@ def _own_failure(model: Any, inputs: tuple) -> TraceError | None:
     except Exception as exc:
         name = getattr(model, "__name__", type(model).__name__)
         error = TraceError(f"{caller()}(...): {name} itself fails on the example inputs{where(exc)}\n"
-                           f"  {first_line(exc)}\n  What to do: pass inputs the model accepts.")
+                           f"  {first_line(exc)}\n  What to do: {_device_advice(model, inputs)}")
         error.__cause__ = exc
         return error
     return None
+
+
+def _device_advice(model: Any, inputs: tuple) -> str:
+    """What to do when a model fails on its inputs: where the model's tensors and the
+    inputs live apart (a meta or fake model given real inputs, a GPU model CPU ones),
+    say so, the likeliest cause."""
+    from fxviz._runtime import closed_over_modules
+    from fxviz._torch_internals import is_fake, tree_leaves
+
+    def where_(t: torch.Tensor) -> str:
+        return "meta" if t.is_meta else "fake" if is_fake(t) else str(t.device)
+
+    modules = [model] if isinstance(model, nn.Module) else closed_over_modules(model)
+    held = {where_(t) for m in modules for t in [*m.parameters(), *m.buffers()]}
+    given = {where_(t) for t in tree_leaves(inputs) if isinstance(t, torch.Tensor)}
+    if held and given and not held & given:
+        home = sorted(held)[0]
+        make = ("under the model's FakeTensorMode" if home == "fake"
+                else f"where the model is (e.g. torch.randn(..., device={home!r}))")
+        return (f"the model's tensors are on {', '.join(sorted(held))} but the example inputs on "
+                f"{', '.join(sorted(given))}: make the inputs {make}, or move the model.")
+    return "pass inputs the model accepts."
 
 
 def _all_failed(model: Any, attempts: list[tuple[str, str]], errors: list[TraceError]) -> TraceError:
