@@ -3,6 +3,9 @@ built with ``weights=None`` (nothing is ever downloaded)."""
 from __future__ import annotations
 
 import functools
+import json
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -66,3 +69,25 @@ def chromium():
             yield browser
         finally:
             browser.close()
+
+
+@pytest.fixture
+def decode_in_node(tmp_path):
+    """``decode(module, function, payload)``: what ``function`` exported by the front-end
+    module ``widgets/<module>`` returns for ``payload`` (as JSON), run under node: how
+    the browser reads what the kernel sends. Skips where node is not installed."""
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("node is not installed")
+    widgets = Path(__file__).resolve().parents[1] / "widgets"
+
+    def decode(module: str, function: str, payload):
+        data = tmp_path / "sent.json"
+        data.write_text(json.dumps(payload))
+        script = (f"import {{ {function} }} from {json.dumps((widgets / module).as_uri())};"
+                  f"import {{ readFileSync }} from 'node:fs';"
+                  f"console.log(JSON.stringify({function}(JSON.parse(readFileSync({json.dumps(str(data))})))));")
+        out = subprocess.run([node, "--input-type=module", "-e", script], capture_output=True, text=True, check=True)
+        return json.loads(out.stdout)
+
+    return decode

@@ -85,7 +85,7 @@ def test_the_report_host_is_one_script_that_parses(tmp_path):
     subprocess.run([node, "--check", str(script)], check=True)
 
 
-def test_node_records_travel_column_by_column_and_the_browser_reads_them_back(tmp_path):
+def test_node_records_travel_column_by_column_and_the_browser_reads_them_back(decode_in_node):
     """What the view sends of each node is a few columns (inputs as places back, users
     not at all), much smaller than a record per node; gv_graph.js's nodesOf (under node)
     gives back the records the kernel holds, users included."""
@@ -101,16 +101,7 @@ def test_node_records_travel_column_by_column_and_the_browser_reads_them_back(tm
     assert sent["keys"] == ["name", "op", "target", "module_path", "shape", "time", "inputs"]
     assert sent["columns"][-1][:2] == [[], [1]] and sent["columns"][-1][30] == [1, 25]
     assert len(json.dumps(sent)) < 0.25 * len(json.dumps(records))
-    node = shutil.which("node")
-    if node is None:
-        pytest.skip("node is not installed")
-    data = tmp_path / "sent.json"
-    data.write_text(json.dumps(sent))
-    script = (f"import {{ nodesOf }} from {json.dumps((WIDGETS / 'gv_graph.js').as_uri())};"
-              f"import {{ readFileSync }} from 'node:fs';"
-              f"console.log(JSON.stringify(nodesOf(JSON.parse(readFileSync({json.dumps(str(data))})))));")
-    out = subprocess.run([node, "--input-type=module", "-e", script], capture_output=True, text=True, check=True)
-    assert json.loads(out.stdout) == records
+    assert decode_in_node("gv_graph.js", "nodesOf", sent) == records
 
 
 def test_select_sets_selected_and_rejects_unknown_names():

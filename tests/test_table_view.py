@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -58,7 +56,7 @@ def test_rows_travel_column_by_column_and_come_back_whole():
         [[type(row["flops"]), type(None)] for row in coded]
 
 
-def test_every_column_form_comes_back_whole_in_python_and_in_the_browser(tmp_path):
+def test_every_column_form_comes_back_whole_in_python_and_in_the_browser(decode_in_node):
     """Node indices as a start, FX names as stems and steps, module paths as runs, ops as
     codes, no times as one value: under 15 % of the records as JSON; columns.js (under node)
     reads back what rows_from_json does."""
@@ -75,16 +73,7 @@ def test_every_column_form_comes_back_whole_in_python_and_in_the_browser(tmp_pat
     assert forms["module_path"]["runs"][:4] == [0, 24, 1, 24] and len(forms["op"]["codes"]) == len(rows)
     assert rows_from_json(sent) == rows and [type(r["flops"]) for r in rows_from_json(sent)][:3] == [int, float, type(None)]
     assert len(json.dumps(sent)) < 0.15 * len(json.dumps(rows))
-    node = shutil.which("node")
-    if node is None:
-        pytest.skip("node is not installed")
-    data = tmp_path / "sent.json"
-    data.write_text(json.dumps(sent))
-    script = (f"import {{ rowsOf }} from {json.dumps((WIDGETS / 'columns.js').as_uri())};"
-              f"import {{ readFileSync }} from 'node:fs';"
-              f"console.log(JSON.stringify(rowsOf(JSON.parse(readFileSync({json.dumps(str(data))})))));")
-    out = subprocess.run([node, "--input-type=module", "-e", script], capture_output=True, text=True, check=True)
-    assert json.loads(out.stdout) == rows
+    assert decode_in_node("columns.js", "rowsOf", sent) == rows
 
 
 def test_row_clicks_and_header_clicks_reach_python():
