@@ -94,21 +94,24 @@ def profile(
               for key, given in (("flops", flops), ("bytes", moved))}
     df = _table(gm, nodes, counts, device, *measured)
     if device.type == "cuda":
-        _add_kernel_time(df, gm, inputs)
+        _add_kernel_time(df, gm, inputs, budget_s)
     taken = {**before, "load_after": conditions(device)["load"]}
     busy = max(taken["load"], taken["load_after"]) > taken["cpu_count"]
     df.attrs.update(conditions=taken, noisy=bool(busy or df.attrs["spread"] > NOISY_SPREAD))
     return df
 
 
-def _add_kernel_time(df: pd.DataFrame, gm: torch.fx.GraphModule, inputs: tuple) -> None:
+def _add_kernel_time(df: pd.DataFrame, gm: torch.fx.GraphModule, inputs: tuple, budget_s: float | None) -> None:
     """On CUDA, a node's time between events is its kernels' time only while the GPU
     is kept busy; a small model leaves it waiting for Python to launch the next node,
     and then the events time the host. So add what the kernels themselves took
-    (``kernel_us``, from torch.profiler) and how busy the device was."""
+    (``kernel_us``, from torch.profiler) and how busy the device was. Eight profiled
+    forwards (kernels run slower in the first ones), two where ``budget_s`` would not
+    fit eight."""
     from fxviz.aten_breakdown import profile_aten  # it imports this module
 
-    ops = profile_aten(gm, inputs, warmup=3, repeats=5)  # kernels run slower in the first profiled runs
+    fits = budget_s is None or 8 * df.attrs["profiled_forward_us"] / 1e6 < budget_s / 2
+    ops = profile_aten(gm, inputs, warmup=3, repeats=5) if fits else profile_aten(gm, inputs, warmup=1, repeats=1)
     kernels = ops[ops["kind"] == "kernel"].groupby("node")["device_total_us"].sum()
     df["kernel_us"] = df["node"].map(kernels).fillna(0.0)
     busy = df["kernel_us"].sum() / df.attrs["plain_forward_us"] if df.attrs["plain_forward_us"] > 0 else 1.0
