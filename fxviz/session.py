@@ -24,7 +24,6 @@ from fxviz._runtime import closed_over_modules
 from fxviz._torch_internals import is_fake, tree_leaves
 from fxviz.check import CheckResult, compare_outputs, random_like, run_outputs, seeded
 from fxviz.errors import FxvizError, NoSuchStep, PassError, TraceError
-from fxviz.graph import to_networkx
 from fxviz.passes.registry import PassSpec, resolve, selection_names
 from fxviz.shapes import annotated_run
 from fxviz.step import NEEDS_REAL_TENSORS, Action, Step
@@ -190,12 +189,10 @@ class Session:
     def _make_step(self, index: int, gm: torch.fx.GraphModule, action: Action, check_inputs: tuple[tuple, ...],
                    differs: bool, what: str, error: type[FxvizError]) -> Step:
         """One annotated run on the example inputs proves the graph runs (else ``error``,
-        and nothing changes), draws it, and is the check's first output."""
+        and nothing changes), notes what its drawing shows, and is the check's first output."""
         try:
             with gc_paused(), seeded(check_inputs[0]):  # linear cost on graphs of 100k nodes
                 first, notes = annotated_run(gm, check_inputs[0])  # notes, not gm's meta: gm is unchanged
-                graph = to_networkx(gm, notes)  # with the collector still paused: it never scans the notes
-                del notes
         except Exception as exc:
             cause = exc.__cause__ or exc
             node = exc.node if isinstance(exc, FxvizError) else None
@@ -227,7 +224,7 @@ class Session:
             outputs = [first, *rest] if fresh else rest
             return compare_outputs(reference, outputs, expected_to_differ=differs)
 
-        return Step(index, gm, action, check_inputs[0], check_inputs, graph, differs, check)
+        return Step(index, gm, action, check_inputs[0], check_inputs, notes, differs, check)
 
     def _reference(self) -> list:
         """The model's own outputs on the check inputs, computed when first needed and

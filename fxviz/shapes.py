@@ -5,7 +5,7 @@ from typing import Any
 
 import torch
 import torch.fx
-from torch.fx.node import map_aggregate
+from torch.fx.node import Node, map_aggregate, map_arg
 from torch.fx.passes.shape_prop import TensorMetadata
 
 from fxviz._runtime import preserved_buffers
@@ -19,50 +19,70 @@ class _Annotator(torch.fx.Interpreter):
     bytes it reads and writes in ``notes`` (node name -> the ``meta`` keys of
     :func:`annotate`), never in the graph itself.
 
-    Linear and cheap on graphs of 100,000 nodes: FLOPs are counted (under torch's
-    ``FlopCounterMode``, about 30 µs per operator) once per distinct call, meaning
-    the same target on inputs of the same shapes, dtypes and constant arguments (every
-    layer of a stack repeats its first), and reused for the others."""
+    Linear and cheap on graphs of 100,000 nodes, a few µs of Python per node over the op
+    itself: its own loop rather than ``Interpreter.run``'s (whose per-node dispatch cost
+    10x the ops of a small graph), each output described once (a tensor layout seen
+    before reuses its record), and FLOPs counted (under torch's ``FlopCounterMode``,
+    about 30 µs per operator) once per distinct call, meaning the same target on inputs
+    of the same shapes, dtypes and constant arguments (every layer of a stack repeats
+    its first), and reused for the others."""
 
     def __init__(self, gm: torch.fx.GraphModule):
-        super().__init__(gm)
+        super().__init__(gm, garbage_collect_values=False)  # run() drops values itself
         self.notes: dict[str, dict[str, Any]] = {}
         self._flops: dict[Any, int | None] = {}  # call signature -> FLOPs (None: not counted)
+        self._layouts: dict[Any, tuple[Any, Any, int]] = {}  # tensor layout -> (signature, metadata, bytes)
+        self._described: dict[torch.fx.Node, tuple[Any, dict[int, int]]] = {}  # live node -> (signature, tensor bytes)
 
-    def run_node(self, n: torch.fx.Node) -> Any:
-        # Interpreter.run_node without its per-node context manager, which only serves
-        # torch's own error context; the FxvizError below names the node instead.
-        try:
-            args, kwargs = self.fetch_args_kwargs_from_env(n)
+    def run(self, *args: Any) -> Any:
+        """The graph's outputs on ``args``; each value is dropped after its last use."""
+        self.args_iter = iter(self.graph.process_inputs(*args))
+        env, described = self.env, self._described = {}, {}
+        last_uses = _last_uses(self.graph)
+        for node in self.graph.nodes:
+            try:
+                value = env[node] = self._run_node(node)
+            except Exception as exc:
+                raise RunError(
+                    f"Running node '{node.name}' ({node.op} {node.target}) on the example inputs failed: "
+                    f"{type(exc).__name__}: {exc}. Check that the example inputs have the shapes "
+                    "and dtypes the model expects.", node=node.name
+                ) from exc
+            if node.op == "output":
+                return self.graph.process_outputs(value)
+            for done in last_uses.get(node, ()):
+                del env[done], described[done]
+        raise RunError("The graph has no output node.")
+
+    def _run_node(self, n: torch.fx.Node) -> Any:
+        args = map_arg(n.args, self.env.__getitem__)
+        kwargs = map_arg(n.kwargs, self.env.__getitem__) if n.kwargs else {}
+        computes = n.op.startswith("call_")
+        if computes:
             flops, result = self._counted(n, args, kwargs)
-        except Exception as exc:
-            raise RunError(
-                f"Running node '{n.name}' ({n.op} {n.target}) on the example inputs failed: "
-                f"{type(exc).__name__}: {exc}. Check that the example inputs have the shapes "
-                "and dtypes the model expects.", node=n.name
-            ) from exc
+        else:
+            flops, result = None, getattr(self, n.op)(n.target, args, kwargs)
+        signature, tensors, meta = self._describe(result)
+        self._described[n] = (signature, tensors)
         note: dict[str, Any] = {
             # flop_counter counts a multiply-add as 2 FLOPs in matmul/conv, the ops that own MACs.
             "flops": flops, "macs": None if flops is None else flops // 2,
-            "bytes": self._bytes_moved(n, args, kwargs, result) if n.op.startswith("call_") else None,
+            "bytes": self._bytes_moved(n, tensors) if computes else None,
         }
-        meta = tensor_metadata(result)
-        if _has_tensor(meta):
+        if meta.__class__ is TensorMetadata or _has_tensor(meta):
             note["tensor_meta"] = meta
         self.notes[n.name] = note
         return result
 
     def _counted(self, n: torch.fx.Node, args: tuple, kwargs: dict) -> tuple[int | None, Any]:
         """FLOPs of the node (None where no operator it ran has a formula) and its result."""
-        run = getattr(self, n.op)
-        if not n.op.startswith("call_"):
-            return None, run(n.target, args, kwargs)
+        run = _call_function if n.op == "call_function" else getattr(self, n.op)  # the first: Interpreter's, less a check
         try:
-            key = (n.op, n.target, _signature(args), _signature(kwargs))
-            hash(key)
+            key = (n.op, n.target, self._signature(n.args), self._signature(n.kwargs) if n.kwargs else ())
+            known = key in self._flops
         except TypeError:  # an unhashable target or constant: count this call
-            key = None
-        if key in self._flops:
+            key, known = None, False
+        if known:
             return self._flops[key], run(n.target, args, kwargs)
         with FlopCounter(display=False) as counter:
             result = run(n.target, args, kwargs)
@@ -71,16 +91,65 @@ class _Annotator(torch.fx.Interpreter):
             self._flops[key] = flops
         return flops, result
 
-    def _bytes_moved(self, n: torch.fx.Node, args: tuple, kwargs: dict, result: Any) -> int:
+    def _signature(self, arg: Any) -> Any:
+        """:func:`_signature` of an argument's value, its nodes' from their descriptions."""
+        if arg.__class__ is Node:
+            return self._described[arg][0]
+        if isinstance(arg, tuple | list):
+            return (type(arg), *map(self._signature, arg))
+        if isinstance(arg, dict):
+            return (dict, *((k, self._signature(v)) for k, v in arg.items()))
+        return _signature(arg)
+
+    def _describe(self, value: Any) -> tuple[Any, dict[int, int], Any]:
+        """A value's call signature part (:func:`_signature`), the bytes of each tensor in
+        it by id, and its metadata (:func:`tensor_metadata`)."""
+        if isinstance(value, torch.Tensor) and value.layout == torch.strided and not value.is_quantized:
+            try:
+                layout = (value.shape, value.dtype, value.device, value.stride(), value.requires_grad)
+                known = self._layouts.get(layout)
+            except TypeError:  # symbolic sizes: not cached
+                layout = known = None
+            if known is None:
+                known = ((value.shape, value.dtype, value.device, value.layout), tensor_metadata(value),
+                         value.numel() * value.element_size())
+                if layout is not None:
+                    self._layouts[layout] = known
+            signature, meta, size = known
+            return signature, {id(value): size}, meta
+        try:
+            signature = _signature(value)
+        except TypeError:  # a value with no signature gets one of its own: calls on it are counted each time
+            signature = object()
+        return signature, {id(t): t.numel() * t.element_size() for t in _tensors((value,))}, tensor_metadata(value)
+
+    def _bytes_moved(self, n: torch.fx.Node, tensors: dict[int, int]) -> int:
         """Bytes of the tensors a computing node reads (its inputs and, for a module,
         its parameters and buffers) and writes (its outputs), each tensor once: what a
         memory-bound op costs. An upper bound for views, which move nothing."""
-        tensors = _tensors((*args, *kwargs.values(), result))
+        moved = dict(tensors)
+        for producer in n.all_input_nodes:
+            moved.update(self._described[producer][1])
         if n.op == "call_module":
             module = self.fetch_attr(n.target)
-            tensors += [*module.parameters(), *module.buffers()]
-        sizes = {id(t): t.numel() * t.element_size() for t in tensors}
-        return sum(sizes.values())
+            moved.update((id(t), t.numel() * t.element_size()) for t in (*module.parameters(), *module.buffers()))
+        return sum(moved.values())
+
+
+def _call_function(target: Any, args: tuple, kwargs: dict) -> Any:
+    return target(*args, **kwargs)
+
+
+def _last_uses(graph: torch.fx.Graph) -> dict[torch.fx.Node, list[torch.fx.Node]]:
+    """Node -> the nodes whose values are not needed after it runs."""
+    seen: set[torch.fx.Node] = set()
+    last: dict[torch.fx.Node, list[torch.fx.Node]] = {}
+    for node in reversed(graph.nodes):
+        for producer in node.all_input_nodes:
+            if producer not in seen:
+                seen.add(producer)
+                last.setdefault(node, []).append(producer)
+    return last
 
 
 def _tensors(values: Any) -> list[torch.Tensor]:

@@ -4,12 +4,14 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
+import threading
 from typing import Any
 
 import torch.fx
 
 from fxviz.check import CheckResult
 from fxviz.errors import MeasureError
+from fxviz.graph import to_networkx
 from fxviz.passes.spec import PassSpec
 
 
@@ -34,9 +36,9 @@ class Step:
     action: Action
     example_inputs: tuple
     check_inputs: tuple[tuple, ...]
-    #: The annotated ``networkx.DiGraph`` (shapes, FLOPs), from the run that proved
-    #: the step runs; annotation never writes to ``gm``'s nodes.
-    graph: Any
+    #: What the run that proved the step runs noted per node (shapes, FLOPs; never
+    #: written to ``gm``'s nodes), until :attr:`graph` is built from it.
+    _notes: dict[str, dict[str, Any]] = field(repr=False)
     expected_to_differ: bool
     _checker: Callable[[], CheckResult] = field(repr=False)
     _profiles: dict = field(default_factory=dict)
@@ -60,6 +62,20 @@ class Step:
     @property
     def code(self) -> str:
         return self.gm.code
+
+    @property
+    def graph(self) -> Any:
+        """The annotated ``networkx.DiGraph`` (:func:`fxviz.to_networkx` with the run's
+        notes), built on first use: a session that only applies and checks passes on a
+        graph of 100,000 nodes never pays for it, and a drawing pays once."""
+        graph = self.__dict__.get("_graph")
+        if graph is None:
+            with _GRAPH_LOCK:  # a profiler thread and the drawing may ask at once
+                graph = self.__dict__.get("_graph")
+                if graph is None:
+                    graph = self.__dict__["_graph"] = to_networkx(self.gm, self._notes)
+                    self._notes.clear()
+        return graph
 
     @cached_property
     def check(self) -> CheckResult:
@@ -106,6 +122,8 @@ class Step:
         check = self.check.status if self.check_done else "check pending"
         return f"<Step {self.index}: {self.pass_name}, {check}>"
 
+
+_GRAPH_LOCK = threading.Lock()
 
 NEEDS_REAL_TENSORS = ("needs real tensors: the model or its inputs are on the meta device or fake; "
                       "the graph, shapes and FLOPs are exact, but outputs and timings need real weights "

@@ -49,3 +49,18 @@ def test_shapes_and_cost_appear_once_annotated(my_module):
     assert shape_text(g.nodes["topk"]["shape"]) == "(3), (3)"
     assert shape_text(g.nodes["linear"]["shape"]) == "5×5"
     assert g.nodes["x"]["module_path"] == ""
+
+
+def test_the_bulk_built_graph_is_the_one_networkx_builds(my_module):
+    """to_networkx fills networkx's dicts directly: the result must be what
+    add_nodes_from/add_edges_from give, and work with networkx's own algorithms."""
+    import networkx as nx
+
+    g = fxviz.to_networkx(fxviz.annotate(fxviz.trace(my_module), torch.randn(5, 4)))
+    reference = nx.DiGraph(**g.graph)
+    reference.add_nodes_from(g.nodes(data=True))
+    reference.add_edges_from(g.edges(data=True))
+    assert nx.utils.graphs_equal(g, reference)
+    assert list(g.successors("x")) == ["add"] and list(g.predecessors("output")) == ["topk"]
+    assert list(nx.topological_sort(g)) == list(g)
+    assert nx.utils.graphs_equal(g.copy(), g) and set(g.subgraph(["x", "add"]).edges) == {("x", "add")}

@@ -417,3 +417,23 @@ def test_a_session_over_a_plain_function_checks_and_cleans_up():
     assert cleaned.check.status == "match"
     assert len(cleaned.gm.graph.nodes) < len(session.steps[0].gm.graph.nodes)
     torch.testing.assert_close(cleaned.gm(x), torch.diag(-x.sin()))
+
+
+def test_a_steps_graph_is_built_once_on_first_use_even_from_two_threads():
+    """Applying passes headless never builds networkx graphs; the first reader (a drawing,
+    a profiler thread) builds it once, with the shapes the annotated run noted."""
+    import threading
+
+    from collections import OrderedDict
+
+    session = Session(nn.Sequential(OrderedDict(lin=nn.Linear(3, 4), act=nn.ReLU())), (torch.randn(2, 3),))
+    step = session.current
+    assert "_graph" not in step.__dict__ and "lin" in step._notes
+    seen = []
+    threads = [threading.Thread(target=lambda: seen.append(step.graph)) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len({id(g) for g in seen}) == 1 and seen[0] is step.graph
+    assert step.graph.nodes["lin"]["shape"] == (2, 4) and not step._notes

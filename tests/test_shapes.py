@@ -82,3 +82,45 @@ def test_annotated_run_leaves_the_graph_module_alone(my_module):
     torch.testing.assert_close(tuple(outputs), tuple(gm(x)))
     g = fxviz.to_networkx(gm, notes)
     assert g.nodes["x"]["shape"] == (5, 4) and g.nodes["topk"]["shape"] == ((3,), (3,)) and set(notes) == set(g)
+
+
+def test_bytes_count_each_tensor_once_through_tuples_and_aliases():
+    """A getitem reads the tuple its producer made (every tensor in it) and writes one of
+    them (already counted); an op that returns its input (contiguous) adds nothing."""
+
+    class Split(torch.nn.Module):
+        def forward(self, x):
+            a, b = x.chunk(2)
+            return a.contiguous() + b
+
+    g = fxviz.to_networkx(fxviz.annotate(fxviz.trace(Split()), torch.randn(4, 3)))
+    half = 2 * 3 * 4
+    assert g.nodes["getitem"]["bytes"] == 2 * half  # reads both halves, writes one of them
+    assert g.nodes["chunk"]["bytes"] == 4 * 3 * 4 + 2 * half
+    assert g.nodes["add"]["bytes"] == 3 * half
+
+
+def test_values_are_dropped_after_their_last_use():
+    """Peak memory of the annotated run follows the graph's live values, as a forward's does."""
+    from fxviz.shapes import _Annotator
+
+    live = []
+
+    class Chain(torch.nn.Module):
+        def forward(self, x):
+            for _ in range(6):
+                x = torch.relu(x) + 1
+            return x
+
+    gm = fxviz.trace(Chain())
+    annotator = _Annotator(gm)
+    real = annotator._run_node
+
+    def watched(node):
+        live.append(len(annotator.env))
+        return real(node)
+
+    annotator._run_node = watched
+    with torch.no_grad():
+        annotator.run(torch.randn(3))
+    assert len(gm.graph.nodes) == 14 and max(live) <= 2
