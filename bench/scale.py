@@ -279,7 +279,7 @@ def main() -> None:
     sizes = args.sizes.split(",")
     cols = ["nodes", "boxes", "capture", "session", "annotate", "to_networkx", "plan", "render", "layout", "check", "explore", "expand",
             "reveal", "search", "decode", "MB sent", "gm MB", "memory", "peak"]
-    print(f"{'graph':6} " + " ".join(f"{c:>11}" for c in cols) + f" {'session/capture':>16} {'+graph/capture':>15} {'first view':>11} {'load':>5}")
+    print(f"{'graph':6} " + " ".join(f"{c:>11}" for c in cols) + f" {'session/capture':>16} {'+graph/capture':>15} {'first view':>11} {'to explorer':>12} {'load':>5}")
     for case in (training_step(1), synthetic(200)):  # one-off imports and warm-up, outside any stage
         fxviz.Session(*case[:2], **case[2])
     for name in sizes:
@@ -288,12 +288,13 @@ def main() -> None:
         cells = [f"{r[c]:11d}" if isinstance(r[c], int) else f"{r[c]:11.3f}" for c in cols]
         print(f"{name:6} " + " ".join(cells) + f" {r['session'] / r['capture']:16.2f}"
               + f" {(r['session'] + r['to_networkx']) / r['capture']:15.2f} {first_view:11.3f}"
+              + f" {r['session'] - r['capture'] + r['to_networkx'] + r['explore']:12.3f}"
               + f" {os.getloadavg()[0]:5.1f}" + ("" if r["revealed"] else "  (reveal FAILED)") + ("  (layout TIMED OUT)" if r["layout"] != r["layout"] else ""))
         sys.stdout.flush()
     print("seconds per stage; session includes its own capture; capture = the Session's own; "
           "+graph/capture = (session + to_networkx) / capture; plan = the first "
           "plan (builds the box tree); render = plan again (tree cached) + DOT; first view = to_networkx + plan + "
-          "render + layout (what drawing a captured graph costs); explore = the whole Explorer built on the session; "
+          "render + layout (what drawing a captured graph costs); to explorer = session - capture + to_networkx + explore (from the end of capture to the Explorer drawn, Python side); explore = the whole Explorer built on the session; "
           "MB sent = the widgets' synced state as JSON; decode = the view's nodesOf on its node records (node); memory, peak = Session's retained and peak Python memory over "
           "the capture's alone (gm MB: what the GraphModule retains); load = 1-minute load average after the row")
 
