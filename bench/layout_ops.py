@@ -1,0 +1,109 @@
+"""What the Explorer's drawing costs at each operation on a big graph: the first view, an
+expand (one box clicked), a reveal (a node hidden in a collapsed box selected), expand a
+level and expand all, in that order on one drawing, as a user would. Per operation it
+prints the boxes, edges and clusters laid out, the seconds of ``dot`` and whether the
+drawing fell back to a coarser plan (its status line) or failed.
+
+Graphs are pickled networkx graphs (``fxviz.to_networkx``), so the same graph can be
+drawn by two checkouts: PYTHONPATH=<checkout> python -P bench/layout_ops.py G.pkl ...
+Make them with bench/scale.py's cases, e.g.
+``pickle.dump(fxviz.Session(*case[:2], **case[2]).current.graph, f)``.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import pickle
+import time
+from types import SimpleNamespace
+
+from fxviz.errors import FxvizError
+
+
+class View(SimpleNamespace):
+    """The parts of a GraphView that the drawing sets."""
+
+    def hold_sync(self):
+        return contextlib.nullcontext()
+
+
+def one_level(collapsed: list[str], graph) -> list[str]:
+    """gv_graph.js expandOneLevel: each collapsed module replaced by its direct submodules."""
+    out = set()
+    for _, attrs in graph.nodes(data=True):
+        path = attrs.get("module_path") or ""
+        for top in collapsed:
+            if path.startswith(top + "."):
+                out.add(f"{top}.{path[len(top) + 1:].split('.')[0]}")
+    return sorted(out)
+
+
+def counts(svg_source: str) -> tuple[int, int]:
+    """Edges and clusters in a DOT source."""
+    return svg_source.count(" -> "), svg_source.count("subgraph cluster_")
+
+
+def run(path: str) -> None:
+    from fxviz.widgets.graph_drawing import GraphDrawing
+
+    graph = pickle.load(open(path, "rb"))
+    step = SimpleNamespace(graph=graph, index=0)
+    view = View(collapsed=[], svg="", elements={}, legend=[], legend_mode="op", status="", selected="")
+    said: list[str] = []
+    drawing = GraphDrawing(view, said.append)
+    layouts: list[float] = []
+    import fxviz.render as render_module
+
+    real = render_module.layout_svg
+
+    def timed_layout(*args, **kwargs):
+        start = time.perf_counter()
+        try:
+            return real(*args, **kwargs)
+        finally:
+            layouts.append(time.perf_counter() - start)
+
+    render_module.layout_svg = timed_layout
+
+    def op(name: str, act) -> None:
+        layouts.clear()
+        said.clear()
+        start = time.perf_counter()
+        try:
+            act()
+        except FxvizError as exc:
+            said.append(str(exc))
+        total = time.perf_counter() - start
+        boxes = sum(e["kind"] in ("node", "collapsed", "stub") for e in view.elements.values())
+        edges, clusters = counts(drawing.source)
+        dots = "+".join(f"{s:.2f}" for s in layouts) or "-"
+        note = (said[-1][:90] if said else view.status.split(" · ", 2)[-1][:90])
+        print(f"{os.path.basename(path):10} {name:12} {boxes:6d} {edges:6d} {clusters:5d} {dots:>16} {total:7.2f}  {note}",
+              flush=True)
+
+    def follow(collapsed):  # the browser sets `collapsed`, the Explorer observes it
+        view.collapsed = collapsed
+        drawing.follow_click(collapsed, lambda: drawing.draw(step, {}, "", keep_on_error=True))
+
+    op("first", lambda: drawing.draw(step, {}, ""))
+    collapsed = list(view.collapsed)
+    target = max(collapsed, key=lambda p: -len(p)) if collapsed else None
+    op("expand", lambda: follow([p for p in collapsed if p != target]))
+    hidden = [n for n in graph if f"fx-{n}" not in view.elements]
+    op("reveal", lambda: drawing.reveal(hidden[-1], lambda name: drawing.draw(step, {}, "", name)))
+    op("expand-level", lambda: follow(one_level(list(view.collapsed), graph)))
+    op("expand-all", lambda: follow([]))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("graphs", nargs="+", help="pickled fxviz.to_networkx graphs")
+    args = parser.parse_args()
+    print(f"{'graph':10} {'operation':12} {'boxes':>6} {'edges':>6} {'clus':>5} {'dot s':>16} {'total s':>7}  note")
+    for path in args.graphs:
+        run(path)
+
+
+if __name__ == "__main__":
+    main()
