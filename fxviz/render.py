@@ -173,7 +173,7 @@ def _render(graph: nx.DiGraph, budget: int, fallback: bool, note: str, **options
         body=lines,
     )
     if plan.closed:
-        note = "; ".join(filter(None, [note, f"{len(plan.closed)} boxes left collapsed "
+        note = "; ".join(filter(None, [note, f"{len(plan.closed)} {'box' if len(plan.closed) == 1 else 'boxes'} left collapsed "
                                              f"to keep the drawing within {budget} boxes"]))
     coarser = None
     if fallback and plan.box_count > MIN_FALLBACK:
