@@ -150,3 +150,29 @@ def test_the_explorer_shows_the_coarser_drawing_and_says_why(drawing, monkeypatc
     assert drawing.draw(drawing.step, {}, "")
     assert view.svg.startswith("<svg") and "fewer are drawn" in view.status
     assert 0 < boxes(view) < before and not drawing.errors
+
+
+def dense_graph(n_modules: int, width: int) -> nx.DiGraph:
+    """``n_modules`` modules ``m.i`` of ``width`` nodes, each reading every earlier one
+    of its module (a dense block: few boxes, many crossing edges)."""
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x")
+    x.meta["module_path"] = ""
+    for i in range(n_modules):
+        earlier = [x]
+        for _ in range(width):
+            node = graph.call_function(torch.stack, (list(earlier),))
+            node.meta["module_path"] = f"m.{i}"
+            earlier.append(node)
+        x = earlier[-1]
+    graph.output(x).meta["module_path"] = None
+    return fxviz.to_networkx(torch.fx.GraphModule(nn.Module(), graph))
+
+
+def test_dense_boxes_are_bounded_by_layout_work_not_only_boxes():
+    graph = dense_graph(3, 20)
+    plan = plan_layout(graph, collapse=set(), expand=["m.0", "m.1", "m.2"], auto=True, max_nodes=200, long_edge=40)
+    assert plan.work <= WORK_PER_BOX * 200 and "m.0" in plan.opened  # the first asked always opens
+    assert plan.closed == ["m.1", "m.2"]  # 62 boxes would fit, their 630 crossing edges would not
+    loose = plan_layout(graph, collapse=set(), expand=["m.0", "m.1", "m.2"], auto=True, max_nodes=1000, long_edge=40)
+    assert loose.opened == ["m", "m.0", "m.1", "m.2"] and not loose.closed
