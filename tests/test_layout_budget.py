@@ -15,6 +15,7 @@ from torch import nn
 import fxviz
 import fxviz.render
 from fxviz.layout_plan import WORK_PER_BOX, plan_layout
+from fxviz.layout_tree import build_tree
 from fxviz.render import LayoutTimeout, render
 
 BUDGET = 60
@@ -176,3 +177,13 @@ def test_dense_boxes_are_bounded_by_layout_work_not_only_boxes():
     assert plan.closed == ["m.1", "m.2"]  # 62 boxes would fit, their 630 crossing edges would not
     loose = plan_layout(graph, collapse=set(), expand=["m.0", "m.1", "m.2"], auto=True, max_nodes=1000, long_edge=40)
     assert loose.opened == ["m", "m.0", "m.1", "m.2"] and not loose.closed
+
+
+def test_a_box_too_dense_to_open_quickly_has_its_children_grouped():
+    graph = dense_graph(1, 48)  # 48 nodes joined by 1,128 edges: dot needs over 10 s for them
+    tree = build_tree(graph)
+    assert [tree.boxes[key].label for _, key in tree.boxes["m.0"].items] == ["nodes 1–16", "nodes 17–32", "nodes 33–48"]
+    options = {"collapse": {"m.0"}, "auto": True, "max_nodes": BUDGET, "long_edge": 40}
+    plan = plan_layout(graph, expand=["stack_20"], **options)  # a reveal opens one group of 16
+    assert plan.unit_of["stack_20"] == ("node", "stack_20") and plan.box_count <= 16 + 4
+    assert plan.work <= WORK_PER_BOX * fxviz.render.MAX_NODES  # within what the default drawing allows
