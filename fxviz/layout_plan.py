@@ -82,9 +82,11 @@ def _plan(graph: nx.DiGraph, collapse: set[str], expand: list[str], auto: bool, 
     wishes = asked[1:]
     if not auto:
         return _build(tree, [p for p in tree.boxes if p and p not in collapse], [], long_edge)
-    budget = max_nodes
+    budget, plan = max_nodes, None
     for _ in range(8):  # shrink the box budget until the plan's boxes and work fit
         opened, closed = _choose_open(tree, collapse, must, wishes, budget)
+        if plan is not None and opened == plan.opened:  # what must open is all there is
+            return plan
         plan = _build(tree, opened, closed, long_edge)
         over = max(plan.box_count / max_nodes, plan.work / (WORK_PER_BOX * max_nodes))
         if over <= 1 or budget <= 1:

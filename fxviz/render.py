@@ -2,8 +2,10 @@
 
 Layout cost grows much faster than linearly with node count and explodes on long edges
 (``bench/scale.py`` times the layout stage), so what is laid out is kept small: clusters collapse into summary nodes
-above ``max_nodes``, edges spanning more than ``long_edge`` nodes are drawn as stubs
-next to the consumer, and ``dot`` runs under a timeout.
+above ``max_nodes`` (and above the layout work those boxes may make: edges, clusters,
+crossings), edges spanning more than ``long_edge`` nodes are drawn as stubs next to the
+consumer, and ``dot`` runs under a timeout; at the default budget a layout that still runs
+out of time (a busy machine) is redrawn coarser, with a note saying so.
 """
 from __future__ import annotations
 
@@ -146,7 +148,7 @@ def render(
                    expand=list(expand), auto_collapse=auto_collapse, long_edge=long_edge,
                    layout_timeout=layout_timeout, rankdir=rankdir)
     fallback = auto_collapse and max_nodes is None
-    return _render(graph, max_nodes or MAX_NODES, fallback, "", **options)
+    return _render(graph, MAX_NODES if max_nodes is None else max_nodes, fallback, "", **options)
 
 
 def _render(graph: nx.DiGraph, budget: int, fallback: bool, note: str, **options: Any) -> Rendering:
