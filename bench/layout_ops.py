@@ -4,17 +4,18 @@ level and expand all, in that order on one drawing, as a user would. Per operati
 prints the boxes, edges and clusters laid out, the seconds of ``dot`` and whether the
 drawing fell back to a coarser plan (its status line) or failed.
 
-Graphs are pickled networkx graphs (``fxviz.to_networkx``), so the same graph can be
-drawn by two checkouts: PYTHONPATH=<checkout> python -P bench/layout_ops.py G.pkl ...
-Make them with bench/scale.py's cases, e.g.
-``pickle.dump(fxviz.Session(*case[:2], **case[2]).current.graph, f)``.
+Graphs: bench/scale.py's cases by name (1k, 10k, 30k, 100k), other names are timm models
+(weights None, their own input size; ``--save DIR`` pickles each graph), or pickled ``fxviz.to_networkx`` graphs (``.pkl``), so that two checkouts draw
+the same graph: PYTHONPATH=<checkout> python -P bench/layout_ops.py 30k.pkl 100k.pkl
 """
 from __future__ import annotations
 
 import argparse
 import contextlib
 import os
+import pathlib
 import pickle
+import sys
 import time
 from types import SimpleNamespace
 
@@ -44,10 +45,34 @@ def counts(svg_source: str) -> tuple[int, int]:
     return svg_source.count(" -> "), svg_source.count("subgraph cluster_")
 
 
-def run(path: str) -> None:
+def load(name: str, save: pathlib.Path | None):
+    """A pickled graph, or the step graph of bench/scale.py's case ``name``."""
+    if name.endswith(".pkl"):
+        return pickle.loads(pathlib.Path(name).read_bytes())
+    import fxviz
+    import torch
+
+    sys.path.insert(0, str(pathlib.Path(__file__).parent))
+    from scale import CASES
+
+    torch.set_num_threads(1)
+    if name in CASES:
+        fn, inputs, options = CASES[name]()
+    else:
+        import timm
+
+        fn = timm.create_model(name, pretrained=False).eval()
+        inputs, options = (torch.randn(1, *fn.pretrained_cfg["input_size"]),), {}
+    graph = fxviz.Session(fn, inputs, **options).current.graph
+    if save is not None:
+        (save / f"{name}.pkl").write_bytes(pickle.dumps(graph))
+    return graph
+
+
+def run(path: str, save: pathlib.Path | None = None) -> None:
     from fxviz.widgets.graph_drawing import GraphDrawing
 
-    graph = pickle.load(open(path, "rb"))
+    graph = load(path, save)
     step = SimpleNamespace(graph=graph, index=0)
     view = View(collapsed=[], svg="", elements={}, legend=[], legend_mode="op", status="", selected="")
     said: list[str] = []
@@ -99,11 +124,12 @@ def run(path: str) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("graphs", nargs="+", help="pickled fxviz.to_networkx graphs")
+    parser.add_argument("graphs", nargs="+", help="bench/scale.py case names, or pickled fxviz.to_networkx graphs")
+    parser.add_argument("--save", type=pathlib.Path, help="pickle the graphs of named cases into this folder")
     args = parser.parse_args()
     print(f"{'graph':10} {'operation':12} {'boxes':>6} {'edges':>6} {'clus':>5} {'dot s':>16} {'total s':>7}  note")
     for path in args.graphs:
-        run(path)
+        run(path, args.save)
 
 
 if __name__ == "__main__":
