@@ -18,8 +18,10 @@ from fxviz.layout_tree import DENSE_EDGES, Box, BoxTree, build_tree
 MAX_STUBS_PER_CLUSTER = 8  # more far inputs into one cluster share one "↳ name and more" stub
 # dot's time follows boxes, edges, clusters and crossings (edges spanning many boxes, in
 # dense graphs): a plan's `work` sums them, and stays under WORK_PER_BOX per box of budget
-# (bench/layout_ops.py: at 4,000, dot takes 0.1-0.6 s on one quiet core; 18,000 took 3 s).
-WORK_PER_BOX = 16
+# (bench/layout_ops.py: at 8,000 dot takes 0.1-0.5 s on one quiet core, at 15,000 0.6-1.1 s,
+# at 47,000 (92 boxes, 1,400 crossing edges) 5.8 s).
+WORK_PER_BOX = 32
+ASKED = 4  # boxes the user asked open may fill ASKED times the budget: it bounds legibility, work bounds time
 
 Item = tuple[str, str]  # ("node", name) | ("cluster", path) | ("collapsed", path)
 Unit = tuple[str, str | int]  # ("node", name) | ("collapsed", path) | ("stub", k)
@@ -53,21 +55,23 @@ class LayoutPlan:
 
 
 def plan_layout(graph: nx.DiGraph, *, collapse: set[str], expand: Iterable[str], auto: bool,
-                max_nodes: int, long_edge: int) -> LayoutPlan:
+                max_nodes: int, long_edge: int, max_asked: int | None = None) -> LayoutPlan:
     """``collapse``: boxes drawn closed. ``expand``, most wanted first: FX node names,
     whose every enclosing box opens whatever ``collapse`` says (revealing a node), and
     boxes to open with their ancestors (unless one of them is in ``collapse``). Without
     ``auto`` every box not in ``collapse`` is open. With ``auto`` the drawing keeps within
-    ``max_nodes`` boxes (stubs included) and ``WORK_PER_BOX * max_nodes`` of layout work:
-    revealed nodes and the first box of ``expand`` open (a bounded chain of boxes); the
-    other boxes open in order while they fit (the rest are ``closed``); then more boxes,
-    shallow and structural first, while the drawing fits."""
+    ``WORK_PER_BOX * max_nodes`` of layout work and ``max_nodes`` boxes (stubs included),
+    or ``max_asked`` (default ``ASKED * max_nodes``) with boxes in ``expand``: revealed
+    nodes and the first box of ``expand`` open (a bounded chain of boxes); the other
+    boxes open in order while they fit (the rest are ``closed``); then more boxes,
+    shallow and structural first, while the drawing fits ``max_nodes``."""
     with gc_paused():  # every node gets a unit: no collection should rescan them meanwhile
-        return _plan(graph, collapse, list(expand), auto, max_nodes, long_edge)
+        return _plan(graph, collapse, list(expand), auto, max_nodes, long_edge,
+                     ASKED if max_asked is None else max_asked / max_nodes)
 
 
 def _plan(graph: nx.DiGraph, collapse: set[str], expand: list[str], auto: bool, max_nodes: int,
-          long_edge: int) -> LayoutPlan:
+          long_edge: int, ratio: float) -> LayoutPlan:
     tree = _tree(graph)
     collapse = {p for p in collapse if p in tree.boxes}
     must: list[str] = []
@@ -82,16 +86,20 @@ def _plan(graph: nx.DiGraph, collapse: set[str], expand: list[str], auto: bool, 
     wishes = asked[1:]
     if not auto:
         return _build(tree, [p for p in tree.boxes if p and p not in collapse], [], long_edge)
-    budget, plan = max_nodes, None
-    for _ in range(8):  # shrink the box budget until the plan's boxes and work fit
-        opened, closed = _choose_open(tree, collapse, must, wishes, budget)
-        if plan is not None and opened == plan.opened:  # what must open is all there is
+    budget, plan, over = max_nodes, None, 1.0
+    box_limit = max_nodes * (ratio if wishes else 1)
+    for _ in range(24):  # shrink the box budget until the plan's boxes and work fit
+        opened, closed = _choose_open(tree, collapse, must, wishes, budget, ratio)
+        if plan is None or opened != plan.opened:
+            plan = _build(tree, opened, closed, long_edge)
+            over = max(plan.box_count / box_limit, plan.work / (WORK_PER_BOX * max_nodes))
+            if over <= 1:
+                return plan
+        elif set(opened) <= set(must):  # what must open is all there is
             return plan
-        plan = _build(tree, opened, closed, long_edge)
-        over = max(plan.box_count / max_nodes, plan.work / (WORK_PER_BOX * max_nodes))
-        if over <= 1 or budget <= 1:
+        if budget <= 1:
             return plan
-        budget = int(budget / over * 0.9)
+        budget = min(int(budget / over * 0.9), budget * 3 // 4)
     return plan
 
 
@@ -119,9 +127,10 @@ def _tree(graph: nx.DiGraph) -> BoxTree:
 
 
 def _choose_open(tree: BoxTree, collapse: set[str], must: list[str], wishes: list[str],
-                 budget: int) -> tuple[list[str], list[str]]:
+                 budget: int, ratio: float) -> tuple[list[str], list[str]]:
     """Boxes to open, most wanted first, and the wishes left closed: ``must`` (chains
-    from the root), then each wish with its ancestors while the drawing fits, then whole
+    from the root), then each wish with its ancestors while the drawing fits ``ratio``
+    times the budget, then whole
     levels of boxes in order of information (modules and module ranges by depth, then
     node segments by depth). A level of modules opens whole or not at all (an even view);
     one of synthetic groups (ranges, segments) opens as far as it fits, in graph order,
@@ -141,7 +150,7 @@ def _choose_open(tree: BoxTree, collapse: set[str], must: list[str], wishes: lis
     closed = []
     for wish in wishes:
         chain = [p for p in reversed(tree.chain(wish)) if p not in opened]
-        if count + sum(len(boxes[p].items) - 1 for p in chain) <= budget:
+        if count + sum(len(boxes[p].items) - 1 for p in chain) <= ratio * budget:
             open_(chain)
         elif wish not in opened:
             closed.append(wish)

@@ -148,13 +148,14 @@ def render(
                    expand=list(expand), auto_collapse=auto_collapse, long_edge=long_edge,
                    layout_timeout=layout_timeout, rankdir=rankdir)
     fallback = auto_collapse and max_nodes is None
-    return _render(graph, MAX_NODES if max_nodes is None else max_nodes, fallback, "", **options)
+    return _render(graph, MAX_NODES if max_nodes is None else max_nodes, None, fallback, "", **options)
 
 
-def _render(graph: nx.DiGraph, budget: int, fallback: bool, note: str, **options: Any) -> Rendering:
+def _render(graph: nx.DiGraph, budget: int, asked: int | None, fallback: bool, note: str,
+            **options: Any) -> Rendering:
     plan = plan_layout(
         graph, collapse=options["collapse"], expand=options["expand"], auto=options["auto_collapse"],
-        max_nodes=budget, long_edge=options["long_edge"],
+        max_nodes=budget, long_edge=options["long_edge"], max_asked=asked,
     )
     if plan.box_count > MAX_BOXES:
         raise RenderError(
@@ -175,11 +176,12 @@ def _render(graph: nx.DiGraph, budget: int, fallback: bool, note: str, **options
         body=lines,
     )
     if plan.closed:
-        note = "; ".join(filter(None, [note, f"{len(plan.closed)} {'box' if len(plan.closed) == 1 else 'boxes'} left collapsed "
-                                             f"to keep the drawing within {budget} boxes"]))
+        note = "; ".join(filter(None, [note, f"{len(plan.closed)} {'box' if len(plan.closed) == 1 else 'boxes'} "
+                                             "left collapsed to keep the layout quick (open them one at a time)"]))
     coarser = None
-    if fallback and plan.box_count > MIN_FALLBACK:
-        coarser = partial(_render, graph, max(MIN_FALLBACK, min(budget, plan.box_count) // 2), True, **options)
+    if fallback and plan.box_count > MIN_FALLBACK:  # half the boxes, asked open or not
+        half = max(MIN_FALLBACK, plan.box_count // 2)
+        coarser = partial(_render, graph, min(budget, half), half, True, **options)
     return Rendering(dot, writer.elements, legend, tuple(sorted(plan.collapsed)), options["layout_timeout"],
                      plan.box_count, tuple(plan.opened), note, coarser)
 
