@@ -7,6 +7,7 @@ bounded by the box budget (every box's children are bounded, see layout_tree).
 from __future__ import annotations
 
 import weakref
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import networkx as nx
@@ -15,6 +16,12 @@ from fxviz._gc import gc_paused
 from fxviz.layout_tree import DENSE_EDGES, Box, BoxTree, build_tree
 
 MAX_STUBS_PER_CLUSTER = 8  # more far inputs into one cluster share one "↳ name and more" stub
+# dot's time follows boxes, edges, clusters and crossings (edges spanning many boxes, in
+# dense graphs): a plan's `work` sums them, and stays under WORK_PER_BOX per box of budget
+# (bench/layout_ops.py: at 8,000 dot takes 0.1-0.5 s on one quiet core, at 15,000 0.6-1.1 s,
+# at 47,000 (92 boxes, 1,400 crossing edges) 5.8 s).
+WORK_PER_BOX = 32
+ASKED = 4  # boxes the user asked open may fill ASKED times the budget: it bounds legibility, work bounds time
 
 Item = tuple[str, str]  # ("node", name) | ("cluster", path) | ("collapsed", path)
 Unit = tuple[str, str | int]  # ("node", name) | ("collapsed", path) | ("stub", k)
@@ -25,48 +32,82 @@ class LayoutPlan:
     children: dict[str, list[Item]] = field(default_factory=dict)
     labels: dict[str, str] = field(default_factory=dict)
     collapsed: set[str] = field(default_factory=set)  # collapsed boxes that are drawn
-    opened: set[str] = field(default_factory=set)  # boxes drawn open (clusters), root excluded
+    opened: list[str] = field(default_factory=list)  # boxes drawn open (clusters), most wanted first; no root
     members: dict[str, list[str]] = field(default_factory=dict)
     edges: list[tuple[Unit, Unit]] = field(default_factory=list)
     stubs: list[tuple[str, str]] = field(default_factory=list)  # (producer node, cluster path)
     shared_stubs: set[int] = field(default_factory=set)  # stubs standing for several producers
     unit_of: dict[str, Unit] = field(default_factory=dict)
     drawn: int = 0  # nodes and collapsed boxes drawn
+    span: int = 0  # drawing-order distance summed over the drawn edges (stubs excluded)
+    closed: list[str] = field(default_factory=list)  # boxes asked open (expand) that stay collapsed
 
     @property
     def box_count(self) -> int:
         return self.drawn + len(self.stubs)
 
+    @property
+    def work(self) -> float:
+        """What dot's time grows with: boxes, edges, clusters, and crossings (edges times
+        how many boxes they pass, per box: a dense block's edges cross each other)."""
+        boxes, edges = max(self.box_count, 1), len(self.edges)
+        return boxes + edges + 8 * len(self.opened) + self.span * edges / (5 * boxes)
 
-def plan_layout(graph: nx.DiGraph, *, collapse: set[str], expand: set[str], auto: bool,
-                max_nodes: int, long_edge: int) -> LayoutPlan:
-    """``collapse``: boxes drawn closed. ``expand``: boxes forced open with their
-    ancestors (unless one of them is in ``collapse``), or FX node names, whose every
-    enclosing box opens whatever ``collapse`` says (revealing a node). With ``auto``,
-    more boxes open, shallow and structural first, while the drawing stays within
-    ``max_nodes`` boxes; without it every box not in ``collapse`` is open."""
+
+def plan_layout(graph: nx.DiGraph, *, collapse: set[str], expand: Iterable[str], auto: bool,
+                max_nodes: int, long_edge: int, max_asked: int | None = None) -> LayoutPlan:
+    """``collapse``: boxes drawn closed. ``expand``, most wanted first: FX node names,
+    whose every enclosing box opens whatever ``collapse`` says (revealing a node), and
+    boxes to open with their ancestors (unless one of them is in ``collapse``). Without
+    ``auto`` every box not in ``collapse`` is open. With ``auto`` the drawing keeps within
+    ``WORK_PER_BOX * max_nodes`` of layout work and ``max_nodes`` boxes (stubs included),
+    or ``max_asked`` (default ``ASKED * max_nodes``) with boxes in ``expand``: revealed
+    nodes and the first box of ``expand`` open (a bounded chain of boxes); the other
+    boxes open in order while they fit (the rest are ``closed``); then more boxes,
+    shallow and structural first, while the drawing fits ``max_nodes``."""
     with gc_paused():  # every node gets a unit: no collection should rescan them meanwhile
-        return _plan(graph, collapse, expand, auto, max_nodes, long_edge)
+        return _plan(graph, collapse, list(expand), auto, max_nodes, long_edge,
+                     ASKED if max_asked is None else max_asked / max_nodes)
 
 
-def _plan(graph: nx.DiGraph, collapse: set[str], expand: set[str], auto: bool, max_nodes: int,
-          long_edge: int) -> LayoutPlan:
+def _plan(graph: nx.DiGraph, collapse: set[str], expand: list[str], auto: bool, max_nodes: int,
+          long_edge: int, ratio: float) -> LayoutPlan:
     tree = _tree(graph)
     collapse = {p for p in collapse if p in tree.boxes}
-    forced: set[str] = set()
+    must: list[str] = []
     for key in expand:
         if key in tree.box_of:  # a node: reveal it
             chain = tree.chain(tree.box_of[key])
             collapse.difference_update(chain)
-            forced.update(chain)
-        elif key in tree.boxes and not collapse.intersection(tree.chain(key)):
-            forced.update(tree.chain(key))
-    if auto:
-        opened = _choose_open(tree, collapse, forced, max_nodes)
-    else:
-        opened = {p for p in tree.boxes if p and p not in collapse}
-    plan = LayoutPlan()
-    _place(tree, opened, plan)
+            must.extend(reversed(chain))
+    asked = [k for k in expand if k in tree.boxes and k not in tree.box_of and not collapse.intersection(tree.chain(k))]
+    if asked:  # the first (the box just clicked) opens whatever the rest costs
+        must.extend(reversed(tree.chain(asked[0])))
+    wishes = asked[1:]
+    if not auto:
+        return _build(tree, [p for p in tree.boxes if p and p not in collapse], [], long_edge)
+    budget, plan, over = max_nodes, None, 1.0
+    box_limit = max_nodes * (ratio if wishes else 1)
+    for _ in range(24):  # shrink the box budget until the plan's boxes and work fit
+        opened, closed = _choose_open(tree, collapse, must, wishes, budget, ratio)
+        if plan is None or opened != plan.opened:
+            plan = _build(tree, opened, closed, long_edge)
+            over = max(plan.box_count / box_limit, plan.work / (WORK_PER_BOX * max_nodes))
+            if over <= 1:
+                return plan
+        elif set(opened) <= set(must):  # what must open is all there is
+            return plan
+        if budget <= 1:
+            return plan
+        budget = min(int(budget / over * 0.9), budget * 3 // 4)
+    return plan
+
+
+def _build(tree: BoxTree, opened: list[str], closed: list[str], long_edge: int) -> LayoutPlan:
+    plan = LayoutPlan(closed=closed)
+    _place(tree, set(opened), plan)
+    placed = set(plan.opened)
+    plan.opened = [p for p in opened if p in placed]
     _plan_edges(tree, plan, long_edge)
     return plan
 
@@ -85,14 +126,34 @@ def _tree(graph: nx.DiGraph) -> BoxTree:
     return cached[1]
 
 
-def _choose_open(tree: BoxTree, collapse: set[str], forced: set[str], budget: int) -> set[str]:
-    """Forced boxes, then whole levels of boxes in order of information (modules and
-    module ranges by depth, then node segments by depth) while the drawing fits. A level
-    of modules opens whole or not at all (an even view); one of synthetic groups (ranges,
-    segments) opens as far as it fits, in graph order, so a huge graph fills its budget."""
+def _choose_open(tree: BoxTree, collapse: set[str], must: list[str], wishes: list[str],
+                 budget: int, ratio: float) -> tuple[list[str], list[str]]:
+    """Boxes to open, most wanted first, and the wishes left closed: ``must`` (chains
+    from the root), then each wish with its ancestors while the drawing fits ``ratio``
+    times the budget, then whole
+    levels of boxes in order of information (modules and module ranges by depth, then
+    node segments by depth). A level of modules opens whole or not at all (an even view);
+    one of synthetic groups (ranges, segments) opens as far as it fits, in graph order,
+    so a huge graph fills its budget."""
     boxes = tree.boxes
-    opened = {""} | forced
-    count = sum(len(boxes[p].items) - 1 for p in opened) + 1
+    opened = {"": None}  # an ordered set
+    count = len(boxes[""].items)
+
+    def open_(paths: Iterable[str]) -> None:
+        nonlocal count
+        for path in paths:
+            if path not in opened:
+                opened[path] = None
+                count += len(boxes[path].items) - 1
+
+    open_(must)
+    closed = []
+    for wish in wishes:
+        chain = [p for p in reversed(tree.chain(wish)) if p not in opened]
+        if count + sum(len(boxes[p].items) - 1 for p in chain) <= ratio * budget:
+            open_(chain)
+        elif wish not in opened:
+            closed.append(wish)
 
     def candidates() -> list[Box]:
         found = []
@@ -110,19 +171,15 @@ def _choose_open(tree: BoxTree, collapse: set[str], forced: set[str], budget: in
     while True:
         pending = candidates()
         if not pending:
-            return opened
+            break
         rank = min((b.nodes_only, b.depth) for b in pending)
         level = [b for b in pending if (b.nodes_only, b.depth) == rank]
-        cost = sum(len(b.items) - 1 for b in level)
-        if count + cost > budget:
+        if count + sum(len(b.items) - 1 for b in level) > budget:
             if rank[0] or all(b.synthetic for b in level):  # groups: open those that fit, in order
-                for box in level:
-                    if count + len(box.items) - 1 <= budget:
-                        count += len(box.items) - 1
-                        opened.add(box.path)
-            return opened
-        count += cost
-        opened.update(b.path for b in level)
+                open_(b.path for b in level if count + len(b.items) - 1 <= budget)
+            break
+        open_(b.path for b in level)
+    return list(opened)[1:], closed
 
 
 def _hidden(box: Box) -> bool:
@@ -145,7 +202,7 @@ def _place(tree: BoxTree, opened: set[str], plan: LayoutPlan) -> None:
                 plan.drawn += 1
             elif key in opened:
                 children.append(("cluster", key))
-                plan.opened.add(key)
+                plan.opened.append(key)
                 plan.labels[key] = boxes[key].label
                 stack.append(key)
             else:
@@ -201,7 +258,8 @@ def _plan_edges(tree: BoxTree, plan: LayoutPlan, long_edge: int) -> None:
         ut, uh = unit_of[tail], unit_of[head]
         if ut == uh:
             continue
-        if abs(order[uh] - order[ut]) > long_edge:
+        distance = abs(order[uh] - order[ut])
+        if distance > long_edge:
             where = where_of[uh]
             key = (ut, where)
             if key not in stub_of and per_cluster.get(where, 0) >= MAX_STUBS_PER_CLUSTER:
@@ -212,7 +270,8 @@ def _plan_edges(tree: BoxTree, plan: LayoutPlan, long_edge: int) -> None:
                 stub_of[key] = len(plan.stubs)
                 per_cluster[where] = per_cluster.get(where, 0) + 1
                 plan.stubs.append((tail, where))
-            ut = ("stub", stub_of[key])
+            ut, distance = ("stub", stub_of[key]), 1
         if (ut, uh) not in seen:
             seen.add((ut, uh))
             plan.edges.append((ut, uh))
+            plan.span += distance

@@ -18,6 +18,11 @@ CHUNK = 32  # children per synthetic group
 REPEAT_RUN = 3  # this many identical sibling modules in a row start collapsed
 REPEAT_MIN_NODES = 6  # ...when each is a block worth hiding (not three conv-bn-relu)
 DENSE_EDGES = 3  # a box whose children are joined by more edges than this per child starts collapsed
+# A box whose children are joined by more edges than this has them grouped by SPLIT_CHUNK, so
+# that opening it (a click, a reveal) stays a quick layout: dot needs 0.6 s for 30 nodes that
+# each read every earlier one (435 edges), over 10 s for 48 (1,128; bench/layout_ops.py).
+SPLIT_EDGES = 400
+SPLIT_CHUNK = 16
 
 Item = tuple[str, str]  # ("node", FX name) | ("box", path)
 
@@ -128,15 +133,25 @@ def build_tree(graph: nx.DiGraph) -> BoxTree:
         _mark_repeats(boxes, signature, module_types)  # without shapes, "identical" is a guess
     for path in [p for p in boxes if not boxes[p].synthetic]:
         _group(boxes, boxes[path], graph)
-    box_of = {name: path for path, b in boxes.items() for kind, name in b.items if kind == "node"}
     edges = list(graph.edges)
-    _count_edges(boxes, box_of, edges)
+    box_of = _count_edges(boxes, edges)
+    crowded = {b.path: b.edges for b in boxes.values() if b.edges > SPLIT_EDGES and len(b.items) > SPLIT_CHUNK}
+    if crowded:
+        for path in crowded:
+            boxes[path].items = _chunk(boxes, boxes[path], boxes[path].items, graph, SPLIT_CHUNK)
+        box_of = _count_edges(boxes, edges)
+        for path, count in crowded.items():  # still as dense to look at: it starts collapsed
+            boxes[path].edges = max(boxes[path].edges, count)
     return BoxTree(boxes, box_of, edges)
 
 
-def _count_edges(boxes: dict[str, Box], box_of: dict[str, str], edges: list[tuple[str, str]]) -> None:
+def _count_edges(boxes: dict[str, Box], edges: list[tuple[str, str]]) -> dict[str, str]:
     """Per box, the distinct edges between its children: each graph edge counts in the
-    innermost box holding both ends (densenet's blocks join every layer to every later one)."""
+    innermost box holding both ends (densenet's blocks join every layer to every later one).
+    Returns each FX node's box."""
+    box_of = {name: path for path, b in boxes.items() for kind, name in b.items if kind == "node"}
+    for box in boxes.values():
+        box.edges = 0
     chains: dict[str, list[str]] = {}
 
     def chain(path: str) -> list[str]:  # the path, then its ancestors up to the root ""
@@ -160,6 +175,7 @@ def _count_edges(boxes: dict[str, Box], box_of: dict[str, str], edges: list[tupl
             pairs.add((lca, below_t, below_h))
     for lca, _t, _h in pairs:
         boxes[lca].edges += 1
+    return box_of
 
 
 def _mark_repeats(boxes: dict[str, Box], signature: dict[str, list], module_types: dict[str, str]) -> None:
@@ -197,18 +213,19 @@ def _group(boxes: dict[str, Box], owner: Box, graph: nx.DiGraph) -> None:
     owner.items = _chunk(boxes, owner, items, graph) if len(items) > MAX_ITEMS else items
 
 
-def _chunk(boxes: dict[str, Box], owner: Box, items: list[Item], graph: nx.DiGraph) -> list[Item]:
-    """``items`` as at most ``MAX_ITEMS`` groups of consecutive items, nested as needed."""
-    size = CHUNK
+def _chunk(boxes: dict[str, Box], owner: Box, items: list[Item], graph: nx.DiGraph,
+           chunk: int = CHUNK) -> list[Item]:
+    """``items`` as at most ``MAX_ITEMS`` groups of ``chunk`` consecutive items, nested as needed."""
+    size = chunk
     while -(-len(items) // size) > MAX_ITEMS:
-        size *= CHUNK
+        size *= chunk
     out: list[Item] = []
     for start in range(0, len(items), size):
         part = items[start : start + size]
         if len(part) == 1:
             out.append(part[0])
             continue
-        inner = _chunk(boxes, owner, part, graph) if size > CHUNK else part
+        inner = _chunk(boxes, owner, part, graph, chunk) if size > chunk else part
         out.append(("box", _make_group(boxes, owner, part, inner, graph)))
     return out
 

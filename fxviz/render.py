@@ -2,16 +2,18 @@
 
 Layout cost grows much faster than linearly with node count and explodes on long edges
 (``bench/scale.py`` times the layout stage), so what is laid out is kept small: clusters collapse into summary nodes
-above ``max_nodes``, edges spanning more than ``long_edge`` nodes are drawn as stubs
-next to the consumer, and ``dot`` runs under a timeout.
+above ``max_nodes`` (and above the layout work those boxes may make: edges, clusters,
+crossings), edges spanning more than ``long_edge`` nodes are drawn as stubs next to the
+consumer, and ``dot`` runs under a timeout; at the default budget a layout that still runs
+out of time (a busy machine) is redrawn coarser, with a note saying so.
 """
 from __future__ import annotations
 
 import shutil
 import subprocess
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, partial
 from typing import Any
 
 import graphviz
@@ -25,13 +27,17 @@ from fxviz.graph import shape_text, to_networkx
 from fxviz.layout_plan import LayoutPlan, Unit, plan_layout
 
 MAX_BOXES = 3000  # dot needs ~9 s for 4,000 boxes and grows ~n^2.5 beyond (bench/scale.py)
+MAX_NODES = 250  # the default box budget: dot lays it out in well under a second
+MIN_FALLBACK = 8  # a drawing whose layout ran out of time is redrawn with half the budget, down to this
 HIGHLIGHT_COLOR = "#e11d48"
 
 
 @dataclass(frozen=True)
 class Rendering:
     """A drawn graph: DOT source, the laid-out SVG (computed on first access) and the
-    maps a front-end needs: ``elements`` (SVG id -> what it stands for) and ``legend``."""
+    maps a front-end needs: ``elements`` (SVG id -> what it stands for) and ``legend``.
+    ``note``: what the drawing left out that was asked for (boxes kept closed to keep
+    within the budget, a coarser drawing after a layout ran out of time), or ""."""
 
     dot: graphviz.Digraph
     elements: dict[str, dict[str, Any]]
@@ -39,14 +45,51 @@ class Rendering:
     collapsed: tuple[str, ...]
     layout_timeout: float = 10.0
     box_count: int = 0  # boxes laid out: nodes, collapsed modules and stubs
-    expanded: tuple[str, ...] = ()  # boxes drawn open: pass as expand= to keep this view
+    expanded: tuple[str, ...] = ()  # boxes drawn open, most wanted first: pass as expand= to keep this view
+    note: str = ""
+    coarser: Callable[[str], Rendering] | None = None  # the same drawing with half the budget, given a note
 
     @cached_property
+    def _layout(self) -> str | None:  # None: dot ran out of time
+        try:
+            return layout_svg(self.dot.source, timeout=self.layout_timeout, box_count=self.box_count)
+        except LayoutTimeout:
+            return None
+
+    @property
     def svg(self) -> str:
-        return layout_svg(self.dot.source, timeout=self.layout_timeout, box_count=self.box_count)
+        """The laid-out SVG; a ``LayoutTimeout`` when dot ran past ``layout_timeout``."""
+        if self._layout is None:
+            raise LayoutTimeout(self.box_count, self.layout_timeout)
+        return self._layout
+
+    def drawn(self) -> Rendering:
+        """This rendering once laid out or, when its layout runs out of time and the
+        planner chose what it opens (auto_collapse at the default budget), the first
+        coarser one (half the budget, then half again) that dot lays out in time; its
+        ``note`` says so. Its ``svg`` raises only when even the coarsest runs out."""
+        rendering = self
+        while rendering._layout is None and rendering.coarser is not None:
+            coarser = rendering.coarser(f"laying out {self.box_count} boxes took longer than "
+                                        f"{self.layout_timeout:g} s (a busy machine?), so fewer are drawn")
+            if coarser.box_count >= rendering.box_count:  # what must be open is all there is
+                break
+            rendering = coarser
+        return rendering
 
     def _repr_svg_(self) -> str:
-        return self.svg
+        return self.drawn().svg
+
+
+class LayoutTimeout(RenderError):
+    """``dot`` ran past its time limit (and was stopped)."""
+
+    def __init__(self, box_count: int, timeout: float):
+        super().__init__(
+            f"Laying out {box_count} boxes took longer than {timeout:g} s, so it was stopped. "
+            "Collapse more module clusters (collapse=[...]), lower max_nodes, "
+            "or allow more time with layout_timeout=..."
+        )
 
 
 def layout_svg(source: str, *, timeout: float = 10.0, box_count: int = 0) -> str:
@@ -63,11 +106,7 @@ def layout_svg(source: str, *, timeout: float = 10.0, box_count: int = 0) -> str
             [exe, "-Tsvg"], input=source.encode(), capture_output=True, timeout=timeout, check=False
         )
     except subprocess.TimeoutExpired:
-        raise RenderError(
-            f"Laying out {box_count} boxes took longer than {timeout:g} s, so it was stopped. "
-            "Collapse more module clusters (collapse=[...]), lower max_nodes, "
-            "or allow more time with layout_timeout=..."
-        ) from None
+        raise LayoutTimeout(box_count, timeout) from None
     if done.returncode != 0:
         raise RenderError(f"Graphviz failed: {done.stderr.decode(errors='replace').strip()}")
     svg = done.stdout.decode()
@@ -84,7 +123,7 @@ def render(
     collapse: Iterable[str] = (),
     expand: Iterable[str] = (),
     auto_collapse: bool = True,
-    max_nodes: int = 250,
+    max_nodes: int | None = None,
     long_edge: int = 40,
     layout_timeout: float = 10.0,
     rankdir: str = "TB",
@@ -96,27 +135,39 @@ def render(
     node name -> added/faster/slower/unchanged), or any other name for a heat scale of
     ``values`` (node name -> number).
     ``collapse``/``expand``: boxes (module paths, or the groups ``Rendering.collapsed``
-    names) drawn as one summary node / forced open; an FX node name in ``expand`` opens
-    every box around it. With ``auto_collapse``, boxes open level by level (modules
-    first, runs of identical blocks stay collapsed) while at most ``max_nodes`` boxes
-    are drawn, so a graph of any size opens at the most detailed level that fits.
+    names) drawn as one summary node / opened, most wanted first; an FX node name in
+    ``expand`` opens every box around it. With ``auto_collapse``, the drawing keeps within
+    ``max_nodes`` boxes (``MAX_NODES`` by default) and the layout work they make: boxes
+    asked open beyond it (after the first) stay collapsed, and boxes open level by level
+    (modules first, runs of identical blocks stay collapsed) while it fits, so a graph of
+    any size opens at the most detailed level that fits. At the default budget, a layout
+    that runs out of time falls back to a coarser drawing (see ``Rendering.drawn``).
     """
     graph = to_networkx(source) if isinstance(source, torch.fx.GraphModule) else source
+    options = dict(color_by=color_by, values=values, marks=marks, highlight=set(highlight), collapse=set(collapse),
+                   expand=list(expand), auto_collapse=auto_collapse, long_edge=long_edge,
+                   layout_timeout=layout_timeout, rankdir=rankdir)
+    fallback = auto_collapse and max_nodes is None
+    return _render(graph, MAX_NODES if max_nodes is None else max_nodes, None, fallback, "", **options)
+
+
+def _render(graph: nx.DiGraph, budget: int, asked: int | None, fallback: bool, note: str,
+            **options: Any) -> Rendering:
     plan = plan_layout(
-        graph, collapse=set(collapse), expand=set(expand), auto=auto_collapse,
-        max_nodes=max_nodes, long_edge=long_edge,
+        graph, collapse=options["collapse"], expand=options["expand"], auto=options["auto_collapse"],
+        max_nodes=budget, long_edge=options["long_edge"], max_asked=asked,
     )
     if plan.box_count > MAX_BOXES:
         raise RenderError(
             f"{plan.box_count} boxes are too many to lay out legibly (limit {MAX_BOXES}). "
             "Collapse module clusters (collapse=[...]) or keep auto_collapse=True."
         )
-    fill, legend = _fills(graph, plan, color_by, values, marks)
-    writer = _DotWriter(graph, plan, fill, set(highlight))
+    fill, legend = _fills(graph, plan, options["color_by"], options["values"], options["marks"])
+    writer = _DotWriter(graph, plan, fill, options["highlight"])
     lines = writer.lines()
     dot = graphviz.Digraph(
         name="fxviz",
-        graph_attr={"rankdir": rankdir, "nodesep": "0.25", "ranksep": "0.35", "fontname": "Helvetica",
+        graph_attr={"rankdir": options["rankdir"], "nodesep": "0.25", "ranksep": "0.35", "fontname": "Helvetica",
                     "bgcolor": "transparent", "id": "fxgraph"},
         node_attr={"shape": "box", "style": "rounded,filled", "fontname": "Helvetica",
                    "fontsize": "11", "margin": "0.08,0.04", "height": "0.3", "penwidth": "0.8",
@@ -124,8 +175,15 @@ def render(
         edge_attr={"arrowsize": "0.6", "color": "#6b7280", "penwidth": "0.8"},
         body=lines,
     )
-    return Rendering(dot, writer.elements, legend, tuple(sorted(plan.collapsed)), layout_timeout,
-                     plan.box_count, tuple(sorted(plan.opened)))
+    if plan.closed:
+        note = "; ".join(filter(None, [note, f"{len(plan.closed)} {'box' if len(plan.closed) == 1 else 'boxes'} "
+                                             "left collapsed to keep the layout quick (open them one at a time)"]))
+    coarser = None
+    if fallback and plan.box_count > MIN_FALLBACK:  # half the boxes, asked open or not
+        half = max(MIN_FALLBACK, plan.box_count // 2)
+        coarser = partial(_render, graph, min(budget, half), half, True, **options)
+    return Rendering(dot, writer.elements, legend, tuple(sorted(plan.collapsed)), options["layout_timeout"],
+                     plan.box_count, tuple(plan.opened), note, coarser)
 
 
 def to_dot(source: torch.fx.GraphModule | nx.DiGraph, **options: Any) -> graphviz.Digraph:
@@ -134,8 +192,8 @@ def to_dot(source: torch.fx.GraphModule | nx.DiGraph, **options: Any) -> graphvi
 
 
 def to_svg(source: torch.fx.GraphModule | nx.DiGraph, **options: Any) -> str:
-    """The laid-out SVG of :func:`render`, ready to embed in HTML."""
-    return render(source, **options).svg
+    """The laid-out SVG of :func:`render` (``Rendering.drawn``), ready to embed in HTML."""
+    return render(source, **options).drawn().svg
 
 
 def _fills(graph: nx.DiGraph, plan: LayoutPlan, color_by: str | None, values: Mapping[str, float] | None,

@@ -59,7 +59,7 @@ def test_expanding_a_range_shows_its_modules_and_a_node_name_reveals_it():
     graph = flat_graph(300, 0)
     first = plan(graph, max_nodes=20)
     (range_path,) = [p for p in first.collapsed if first.labels[p] == "blocks 0–31"]
-    opened = plan(graph, max_nodes=20, expand=first.opened | {range_path}, collapse=first.collapsed - {range_path})
+    opened = plan(graph, max_nodes=20, expand=[range_path, *first.opened], collapse=first.collapsed - {range_path})
     assert {first.labels[range_path]} <= set(opened.labels.values())
     assert ("collapsed", "blocks.5") in [item for item in opened.children[range_path]]
     hidden = "tanh_700"  # inside blocks.233, collapsed in a closed range

@@ -1,6 +1,8 @@
 """The Explorer's drawing of the current step: which boxes are open, laying out only a
 new DOT, keeping the picture on screen when a drawing the user asked for fails, and
-revealing a node hidden in a collapsed box."""
+revealing a node hidden in a collapsed box. Every drawing keeps within render's box
+budget: the boxes the user opened last win, older ones close when there is no room,
+and a layout that runs out of time gives a coarser drawing; the status line says so."""
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -19,9 +21,10 @@ class GraphDrawing:
 
     def __init__(self, view: GraphView, say: Callable[[str], None]):
         self.view, self._say = view, say
-        self.collapsed: list[str] | None = None  # the collapsed boxes on screen
-        self.open: set[str] = set()  # boxes the view keeps open (the first draw's, then the user's)
+        self.collapsed: list[str] | None = None  # the collapsed boxes on screen, in drawing order
+        self.open: list[str] = []  # boxes the view keeps open, most wanted (latest opened) first
         self.source = ""  # the DOT on screen: the same DOT is not laid out twice
+        self.note = ""  # what the drawing on screen left out (Rendering.note)
 
     def draw(self, step: Any, coloring: dict[str, Any], note: str, reveal: str = "", *,
              keep_on_error: bool = False) -> bool:
@@ -33,10 +36,12 @@ class GraphDrawing:
         view = self.view
         status = " · ".join(filter(None, [f"{len(step.graph)} nodes", f"step {step.index}", note]))
         try:
-            rendering = render(step.graph, collapse=view.collapsed,
-                               expand=self.open | ({reveal} if reveal else set()), **coloring)
+            rendering = render(step.graph, collapse=view.collapsed, expand=[reveal, *self.open] if reveal else self.open,
+                               **coloring)
             same = rendering.dot.source == self.source  # e.g. timings arrived in "op" colouring
-            svg = None if same else rendering.svg
+            if not same:
+                rendering = rendering.drawn()  # a coarser drawing if dot runs out of time
+                svg = rendering.svg
         except FxvizError as exc:  # e.g. a layout that would take too long: no stale picture
             if keep_on_error and self.source:
                 self._say(f"{exc} The drawing on screen is kept.")
@@ -49,11 +54,12 @@ class GraphDrawing:
                 view.status = f"step {step.index} not drawn: see the error above"
             return False
         if same:
-            view.status = status
+            view.status = " · ".join(filter(None, [status, self.note]))
             return True
-        self.collapsed = list(rendering.collapsed)
-        self.open = set(rendering.expanded)
-        self.source = rendering.dot.source
+        self.collapsed = [e["name"] for e in rendering.elements.values() if e["kind"] == "collapsed"]
+        self.open = list(rendering.expanded)
+        self.source, self.note = rendering.dot.source, rendering.note
+        status = " · ".join(filter(None, [status, self.note]))
         with view.hold_sync():
             view.svg, view.elements, view.legend = svg, rendering.elements, rendering.legend
             view.legend_mode = coloring.get("color_by") or "op"
@@ -83,6 +89,7 @@ class GraphDrawing:
         if collapsed == self.collapsed:  # our own draw, not a click
             return
         new, before = set(collapsed), self.open
-        self.open = (self.open | (set(self.collapsed or ()) - new)) - new
+        opened = [p for p in self.collapsed or () if p not in new]  # in drawing order: top first
+        self.open = opened + [p for p in self.open if p not in new and p not in opened]
         if not redraw():
             self.open = before
