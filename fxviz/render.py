@@ -66,7 +66,7 @@ class Rendering:
     def drawn(self) -> Rendering:
         """This rendering once laid out or, when its layout runs out of time and the
         planner chose what it opens (auto_collapse at the default budget), the first
-        coarser one (half the budget, then half again) that dot lays out in time; its
+        coarser one (half the budget and the time, then half again) that dot lays out in time; its
         ``note`` says so. Its ``svg`` raises only when even the coarsest runs out."""
         rendering = self
         while rendering._layout is None and rendering.coarser is not None:
@@ -181,7 +181,9 @@ def _render(graph: nx.DiGraph, budget: int, asked: int | None, fallback: bool, n
     coarser = None
     if fallback and plan.box_count > MIN_FALLBACK:  # half the boxes, asked open or not
         half = max(MIN_FALLBACK, plan.box_count // 2)
-        coarser = partial(_render, graph, min(budget, half), half, True, **options)
+        # Half the time too (at least 1 s): the whole fallback waits at most about twice layout_timeout.
+        coarser = partial(_render, graph, min(budget, half), half, True,
+                          **{**options, "layout_timeout": max(1.0, options["layout_timeout"] / 2)})
     return Rendering(dot, writer.elements, legend, tuple(sorted(plan.collapsed)), options["layout_timeout"],
                      plan.box_count, tuple(plan.opened), note, coarser)
 

@@ -122,13 +122,13 @@ def test_plans_bound_boxes_and_layout_work(expand):
         assert {n for n in expand if n in graph} <= {u[1] for u in plan.unit_of.values() if u[0] == "node"}
 
 
-def slow_dot_above(monkeypatch, limit: int) -> list[int]:
+def slow_dot_above(monkeypatch, limit: int) -> list[tuple[int, float]]:
     """A dot that runs out of time on DOT sources longer than ``limit`` characters;
-    returns the sizes it was asked to lay out."""
+    returns the sizes it was asked to lay out, each with its timeout."""
     real, asked = subprocess.run, []
 
     def run(cmd, *, input, timeout, **kwargs):
-        asked.append(len(input))
+        asked.append((len(input), timeout))
         if len(input) > limit:
             raise subprocess.TimeoutExpired(cmd, timeout)
         return real(cmd, input=input, timeout=timeout, **kwargs)
@@ -145,6 +145,9 @@ def test_a_layout_that_runs_out_of_time_falls_back_to_a_coarser_drawing(monkeypa
     assert drawn.box_count < full.box_count and drawn.svg.startswith("<svg")
     assert "took longer than 10 s" in drawn.note and "fewer are drawn" in drawn.note
     assert len(asked) >= 2  # the full drawing, then coarser ones
+    # each coarser try gets half the time of the one before (at least 1 s): the wait is bounded
+    timeouts = [timeout for _, timeout in asked]
+    assert timeouts[:2] == [10.0, 5.0] and min(timeouts) >= 1.0
     with pytest.raises(LayoutTimeout, match="longer than 10 s"):  # an explicit budget is what was asked for
         render(graph, max_nodes=250).drawn().svg
 
