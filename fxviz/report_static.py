@@ -66,7 +66,7 @@ def graph_svg(graph: Any) -> tuple[str, str]:
     from fxviz.render import render
 
     try:
-        return render(graph).svg, ""
+        return render(graph).drawn().svg, ""
     except FxvizError as exc:
         return "", str(exc)
 

@@ -44,16 +44,20 @@ class Views:
         return self._by_dot[key]
 
     def svgs(self, workers: int = 4) -> list[str | RenderError]:
-        """Lay out every variant (``dot`` runs in parallel subprocesses); a layout that
-        fails or times out gives its error, which the page shows instead."""
-        def layout(rendering: Rendering) -> str | RenderError:
+        """Lay out every variant (``dot`` runs in parallel subprocesses); one that runs
+        out of time is replaced by its coarser drawing (``Rendering.drawn``), and a
+        layout that fails gives its error, which the page shows instead."""
+        def layout(rendering: Rendering) -> tuple[Rendering, str | RenderError]:
+            drawn = rendering.drawn()
             try:
-                return rendering.svg
+                return drawn, drawn.svg
             except RenderError as exc:
-                return exc
+                return rendering, exc
 
         with ThreadPoolExecutor(workers) as pool:
-            return list(pool.map(layout, self.variants))
+            done = list(pool.map(layout, self.variants))
+        self.variants = [rendering for rendering, _ in done]
+        return [svg for _, svg in done]
 
 
 def module_paths(graph: nx.DiGraph) -> set[str]:

@@ -196,3 +196,16 @@ def test_a_box_too_dense_to_open_quickly_has_its_children_grouped():
     plan = plan_layout(graph, expand=["stack_20"], **options)  # a reveal opens one group of 16
     assert plan.unit_of["stack_20"] == ("node", "stack_20") and plan.box_count <= 16 + 4
     assert plan.work <= WORK_PER_BOX * fxviz.render.MAX_NODES  # within what the default drawing allows
+
+
+def test_a_report_view_that_runs_out_of_time_is_drawn_coarser_with_its_own_elements(monkeypatch):
+    from fxviz.report_views import Views
+
+    views = Views()
+    views.add(render(nested_graph()))
+    full = views.variants[0]
+    slow_dot_above(monkeypatch, len(full.dot.source.encode()) - 1)
+    [svg] = views.svgs(workers=1)
+    drawn = views.variants[0]
+    assert svg.startswith("<svg") and drawn.box_count < full.box_count and "fewer are drawn" in drawn.note
+    assert drawn.elements and all(f'id="{key.replace("-", "&#45;")}"' in svg for key in drawn.elements)
