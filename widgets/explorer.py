@@ -48,7 +48,7 @@ from fxviz.session import Session
 from . import coloring
 from .graph_drawing import GraphDrawing
 from .graph_view import GraphView
-from .node_records import COLUMNS, rows, view_record
+from .node_records import COLUMNS, node_columns, time_columns
 from .panel_code import CodePanel
 from .panel_details import DetailsPanel
 from .panel_passes import PassPanel, step_badge
@@ -178,7 +178,7 @@ class Explorer(w.VBox):
             bundle["text/html"] = static_html(
                 title=self._name,
                 lines=[self.step_label.value, check_text(step), self.graph.status], svg=self.graph.svg,
-                rows=records_frame(self.table.rows, COLUMNS),
+                rows=records_frame(self.table.records(), COLUMNS),
                 note="A static copy of the Explorer as first displayed: run the notebook to explore it.")
         return bundle
 
@@ -272,10 +272,10 @@ class Explorer(w.VBox):
             self.badge.value = step_badge(step)
             self.passes.show_history(self.session)
             timings = self.profiler.known(step)
-            table = rows(step.graph, timings)
-            self.graph.nodes = {r["name"]: view_record(r, step.graph) for r in table}
+            (rows, records), times = node_columns(step.graph), time_columns(step.graph, timings)
+            with self.graph.hold_sync(), self.table.hold_sync():  # each made once: often nothing to send
+                self.graph.nodes, self.graph.times, self.table.rows, self.table.extra = records, times, rows, times
             self._draw()
-            self.table.rows = table
             self.details.show(step.graph, self.graph.selected, timings)
             self.timing.show(self.session, timings)
 

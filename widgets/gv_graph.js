@@ -12,16 +12,17 @@
 /** @typedef {{nodeIds: Map<string, string>, modules: Array<[string, string]>}} ElementIndex */
 /** @typedef {{selected?: string, collapsed?: string[]}} Changes */
 
-import { isColumnWise, valuesOf } from "./columns.js";
+import { addColumns, isColumnWise, parsed, valuesOf } from "./columns.js";
 
 /**
- * The node records as the view uses them, from what the kernel sends (column-wise, a
- * `name` column, `inputs` as how many places back each input is; users derived from
- * the inputs) or a plain name -> record map (kept as it is).
- * @param {Nodes | import("./columns.js").ColumnWise | null | undefined} value
+ * The node records as the view uses them, from what the kernel sends (column-wise or
+ * its JSON text, a `name` column, `inputs` as how many places back each input is; users
+ * derived from the inputs) or a plain name -> record map (kept as it is).
+ * @param {Nodes | import("./columns.js").ColumnWise | string | null | undefined} sent
  * @returns {Nodes}
  */
-export function nodesOf(value) {
+export function nodesOf(sent) {
+  const value = parsed(sent);
   if (!isColumnWise(value)) return /** @type {Nodes} */ (value || {});
   const { keys, n } = value;
   const columns = value.columns.map((c) => valuesOf(c, n));
@@ -47,6 +48,23 @@ export function nodesOf(value) {
     }
   }
   return nodes;
+}
+
+/**
+ * Each record's tooltip `time` ("12.5 µs (3.1 %)") from `sent`: the nodes' `time_us` and
+ * `share` columns in the order of `nodes` (FX names are identifiers: an object keeps
+ * them in that order); times of other nodes, or none, clear the times written before
+ * (a record sent with its own `time` keeps it).
+ * @param {Nodes} nodes @param {unknown} sent
+ */
+export function addTimes(nodes, sent) {
+  /** @type {Array<Record<string, any>>} */
+  const records = Object.values(nodes);
+  const had = records.some((r) => "time_us" in r);
+  if (!addColumns(records, sent, ["time_us", "share"]).length && !had) return;
+  for (const r of records) {
+    r.time = typeof r.time_us === "number" ? `${r.time_us.toFixed(1)} µs (${(r.share ?? 0).toFixed(1)} %)` : undefined;
+  }
 }
 
 /**

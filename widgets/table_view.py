@@ -1,14 +1,14 @@
 """The node table: a small anywidget with sortable columns and a synced selection.
 
-Python owns the data (``columns`` and ``rows``); the browser sorts and reports row
-clicks by setting ``selected``. Setting ``selected`` from Python marks the row and
-scrolls it into view. Rows travel column by column (:mod:`.columns`: a key is sent
-once, not once per row, and each column in a short form; decoded by ``columns.js``,
-which the graph view shares).
+Python owns the data (``columns``, ``rows`` and ``extra``); the browser sorts and
+reports row clicks by setting ``selected``. Setting ``selected`` from Python marks the
+row and scrolls it into view. Rows travel column by column as one JSON text
+(:class:`.columns.Columns`: a key is sent once, not once per row, and each column in a
+short form; decoded by ``columns.js``, which the graph view shares); columns known
+later (times) travel apart in ``extra``, so that their arrival resends only them.
 """
 from __future__ import annotations
 
-import math
 import pathlib
 from typing import Any
 
@@ -16,9 +16,13 @@ import anywidget
 import traitlets
 
 from . import esm
-from .columns import rows_from_json, rows_to_json
+from .columns import Columns, as_columns
 
 _HERE = pathlib.Path(__file__).parent
+
+
+def _json(value: Columns, _: Any) -> str:
+    return value.json()
 
 
 class TableView(anywidget.AnyWidget):
@@ -29,21 +33,22 @@ class TableView(anywidget.AnyWidget):
 
     #: [{"key": str, "label": str, "numeric": bool, "digits": int}]
     columns = traitlets.List(traitlets.Dict()).tag(sync=True)
-    #: [{"name": str, <key>: str | number | None, ...}]
-    rows = traitlets.List(traitlets.Dict()).tag(sync=True, to_json=lambda rows, _: rows_to_json(rows),
-                                                from_json=lambda value, _: rows_from_json(value))
+    #: the rows, [{"name": str, <key>: str | number | None, ...}], as :class:`.columns.Columns`
+    #: (a list of dicts given is made one; NaN becomes None)
+    rows = traitlets.Any(Columns()).tag(sync=True, to_json=_json)
+    #: more columns of the same rows, in the same order (e.g. times measured later), as
+    #: Columns; no columns: none
+    extra = traitlets.Any(Columns()).tag(sync=True, to_json=_json)
     #: the ``name`` of the selected row, or ""
     selected = traitlets.Unicode("").tag(sync=True)
     sort_by = traitlets.Unicode("").tag(sync=True)
     descending = traitlets.Bool(False).tag(sync=True)
 
-    @traitlets.validate("rows")
-    def _clean_rows(self, proposal: dict[str, Any]) -> list[dict[str, Any]]:
-        """NaN is not JSON: a missing number travels as None. Only rows with a NaN are
-        copied (100k copies of rows without one would cost a full garbage collection)."""
-        return [{k: None if _nan(v) else v for k, v in row.items()} if any(map(_nan, row.values())) else row
-                for row in proposal["value"]]
+    @traitlets.validate("rows", "extra")
+    def _as_columns(self, proposal: dict[str, Any]) -> Columns:
+        return as_columns(proposal["value"])
 
-
-def _nan(value: Any) -> bool:
-    return isinstance(value, float) and math.isnan(value)
+    def records(self) -> list[dict[str, Any]]:
+        """Every row whole: ``rows`` with the ``extra`` columns (for Python readers)."""
+        extra = self.extra if len(self.extra) == len(self.rows) else ({} for _ in self.rows)
+        return [row | more for row, more in zip(self.rows, extra)]
