@@ -45,6 +45,7 @@ def test_columns_are_encoded_once_and_extra_columns_travel_apart():
     assert list(rows.columns) == ["name", "op"] and rows.json() is rows.json()
     assert every.json().startswith('{"n":2,"keys":["name","op","time_us"],"columns":[["a","b"],["x","y"]')
     assert every._texts is rows._texts and set(every._texts) == {"name", "op", "time_us"}
+    assert json.loads(Columns({"t": [float("nan"), float("inf"), 1.5]}).json())["columns"] == [[None, None, 1.5]]
     table = TableView(columns=COLUMNS, rows=rows)
     sent = []
     table.observe(lambda change: sent.append(change["name"]), ["rows", "extra"])

@@ -39,6 +39,7 @@ from typing import Any
 
 import ipywidgets as w
 
+from fxviz._gc import gc_paused
 from fxviz.errors import FxvizError, UsageError
 from fxviz.markup import escape
 from fxviz.passes import NothingToDo
@@ -272,8 +273,8 @@ class Explorer(w.VBox):
             self.badge.value = step_badge(step)
             self.passes.show_history(self.session)
             timings = self.profiler.known(step)
-            (rows, records), times = node_columns(step.graph), time_columns(step.graph, timings)
-            with self.graph.hold_sync(), self.table.hold_sync():  # each made once: often nothing to send
+            with gc_paused(), self.graph.hold_sync(), self.table.hold_sync():  # each made once, when first sent
+                (rows, records), times = node_columns(step.graph), time_columns(step.graph, timings)
                 self.graph.nodes, self.graph.times, self.table.rows, self.table.extra = records, times, rows, times
             self._draw()
             self.details.show(step.graph, self.graph.selected, timings)

@@ -33,6 +33,7 @@ COLUMNS = [
     {"key": "share", "label": "share (%)", "numeric": True, "digits": 1},
 ]
 TIME_KEYS = ("time_us", "share")  # measured later: sent apart from the rest
+TIME_COLUMNS = ("median_us", "share")  # theirs in a profile's table
 TABLE_KEYS = tuple(c["key"] for c in COLUMNS if c["key"] not in TIME_KEYS)
 #: the graph view's: display strings, and ``inputs`` as how many places back each input is
 VIEW_KEYS = ("name", "op", "target", "module_path", "shape", "inputs")
@@ -70,10 +71,10 @@ def time_columns(graph: Any, timings: Timings | None) -> Columns:
         return NO_TIMES
     if graph in _TIMED and _TIMED[graph][0] is table:
         return _TIMED[graph][1]
-    times = dict(zip(table["node"], zip(table["median_us"], table["share"])))
-    measured = [times.get(name, (None, None)) for name in graph]
-    columns = Columns({"time_us": [_number(t) for t, _ in measured], "share": [_number(s) for _, s in measured]},
-                      len(measured))
+    # Vectorised (a loop over 100k nodes costs ~0.1 s); to the ns: no false digits to send.
+    measured = table.set_index("node")[list(TIME_COLUMNS)].reindex(list(graph)).round({"median_us": 3, "share": 5})
+    columns = Columns({key: measured[column].astype(object).where(measured[column].notna(), None).tolist()
+                       for key, column in zip(TIME_KEYS, TIME_COLUMNS)}, len(measured))
     _TIMED[graph] = table, columns
     return columns
 
@@ -83,7 +84,3 @@ def rows(graph: Any, timings: Timings | None) -> list[dict[str, Any]]:
     table, _ = node_columns(graph)
     times = time_columns(graph, timings)
     return [row | extra for row, extra in zip(table, times if times.columns else repeat(dict.fromkeys(TIME_KEYS)))]
-
-
-def _number(x: Any) -> float | None:
-    return None if x is None or x != x else float(x)  # NaN: not measured
