@@ -53,6 +53,8 @@ def test_columns_are_encoded_once_and_extra_columns_travel_apart():
     table.extra = every.pick(["time_us"])
     assert sent == ["extra"]
     assert table.records() == [{"name": "a", "op": "x", "time_us": 1.0}, {"name": "b", "op": "y", "time_us": None}]
+    frame = table.frame()  # under the columns' labels
+    assert list(frame) == ["name", "time"] and frame["time"].fillna(-1).tolist() == [1.0, -1]
     table.extra = Columns({"time_us": [1.0]})  # not these rows' (another step's): none
     assert table.records() == [{"name": "a", "op": "x"}, {"name": "b", "op": "y"}]
 

@@ -43,7 +43,7 @@ from fxviz._gc import gc_paused
 from fxviz.errors import FxvizError, UsageError
 from fxviz.markup import escape
 from fxviz.passes import NothingToDo
-from fxviz.report_static import check_text, records_frame, static_html
+from fxviz.report_static import check_text, static_html
 from fxviz.session import Session
 
 from . import coloring
@@ -179,7 +179,7 @@ class Explorer(w.VBox):
             bundle["text/html"] = static_html(
                 title=self._name,
                 lines=[self.step_label.value, check_text(step), self.graph.status], svg=self.graph.svg,
-                rows=records_frame(self.table.records(), COLUMNS),
+                rows=self.table.frame(),
                 note="A static copy of the Explorer as first displayed: run the notebook to explore it.")
         return bundle
 
