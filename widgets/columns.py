@@ -120,11 +120,12 @@ def _column(values: list) -> list | dict[str, Any]:
     True are one dict key, but not one JSON value); lists and dicts stay as they are.
     C-level loops (map, compress) where a Python one would cost ~0.1 s at 100k rows."""
     types = set(map(type, values))
-    if list in types or dict in types:
+    if list in types or dict in types or tuple in types:
         return values
     if types == {int} and len(values) > 1 and values == list(range(values[0], values[0] + len(values))):
         return {"start": values[0]}
-    keys = values if types <= {str, type(None)} else list(zip(map(type, values), values))
+    # Keyed by (type, value) only where types mix: tuples per row cost ~20 ms at 100k rows.
+    keys = values if len(types - {type(None)}) <= 1 else list(zip(map(type, values), values))
     distinct = {k: i for i, k in enumerate(dict.fromkeys(keys))}
     if len(distinct) == 1:
         return {"values": [values[0]]}

@@ -39,7 +39,6 @@ from typing import Any
 
 import ipywidgets as w
 
-from fxviz._gc import gc_paused
 from fxviz.errors import FxvizError, UsageError
 from fxviz.markup import escape
 from fxviz.passes import NothingToDo
@@ -49,7 +48,7 @@ from fxviz.session import Session
 from . import coloring
 from .graph_drawing import GraphDrawing
 from .graph_view import GraphView
-from .node_records import COLUMNS, node_columns, time_columns
+from .node_records import COLUMNS, show_nodes
 from .panel_code import CodePanel
 from .panel_details import DetailsPanel
 from .panel_passes import PassPanel, step_badge
@@ -273,9 +272,7 @@ class Explorer(w.VBox):
             self.badge.value = step_badge(step)
             self.passes.show_history(self.session)
             timings = self.profiler.known(step)
-            with gc_paused(), self.graph.hold_sync(), self.table.hold_sync():  # each made once, when first sent
-                (rows, records), times = node_columns(step.graph), time_columns(step.graph, timings)
-                self.graph.nodes, self.graph.times, self.table.rows, self.table.extra = records, times, rows, times
+            show_nodes(step.graph, timings, self.graph, self.table)  # made once per step: often nothing to send
             self._draw()
             self.details.show(step.graph, self.graph.selected, timings)
             self.timing.show(self.session, timings)

@@ -76,8 +76,8 @@ class NodeRecords(Mapping):
         record = self.columns[i]
         del record["name"]
         if "inputs" in record:
-            record["inputs"] = [self._names[i - back] for back in record["inputs"]]
-            record["users"] = self._users_of()[i]
+            record["inputs"] = [self._names[i - back] for back in record["inputs"] or ()]
+            record["users"] = list(self._users_of()[i])
         return record
 
     def _index(self) -> dict[str, int]:
@@ -89,7 +89,7 @@ class NodeRecords(Mapping):
         if self._users is None:
             self._users = [[] for _ in self._names]
             for i, back in enumerate(self.columns.columns["inputs"]):
-                for places in back:
+                for places in back or ():  # None: a record given without inputs
                     self._users[i - places].append(self._names[i])
         return self._users
 
