@@ -57,7 +57,7 @@ def test_the_explorers_panels_work_on_a_fake_tensor_session():
         assert "<svg" in explorer.graph.svg and not explorer.error.value
         assert ">not checked<" in explorer.badge.value and "needs real tensors" in explorer.badge.value
         rows = {r["name"]: r for r in explorer.table.rows}
-        assert rows["_0"]["shape"] == "2×8×14×14" and rows["_0"]["flops"] > 0 and rows["_0"].get("time_us") is None
+        assert rows["_0"]["shape"] == "2×8×14×14" and rows["_0"]["flops"] > 0 and rows["_0"]["time_us"] is None
         explorer.select("_0")
         assert "2×8×14×14" in explorer.details.body.value and "float32" in explorer.details.body.value
         timing = explorer.timing.summary.value

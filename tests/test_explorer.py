@@ -327,8 +327,8 @@ def test_timing_panel_table_chart_and_node_times(convbn):
     chart = convbn.timing.chart.value  # an inline SVG in the theme's colours, transparent: no white card
     assert chart.startswith("<svg") and "var(--jp-ui-font-color1" in chart and "#ffffff" not in chart.lower()
     assert "conv1" in convbn.timing.table.value
-    rows = {r["name"]: r for r in convbn.table.records()}  # times travel apart from the rows
-    assert rows["conv1"]["time_us"] > 0 and rows["conv1"]["flops"] > 0 and "time_us" not in convbn.table.rows[0]
+    rows = {r["name"]: r for r in convbn.table.rows}
+    assert rows["conv1"]["time_us"] > 0 and rows["conv1"]["flops"] > 0 and "time_us" not in convbn.table.data[0]
     assert sum(r["share"] for r in rows.values()) == pytest.approx(100)
     times = dict(zip(convbn.graph.nodes, convbn.graph.times))  # the view's tooltip times (made in the browser)
     assert times["conv1"] == {"time_us": rows["conv1"]["time_us"], "share": rows["conv1"]["share"]}
@@ -379,10 +379,10 @@ def test_code_diff_layouts_unified_fits_a_narrow_panel(convbn):
 
 def test_background_profiling_never_holds_up_the_graph(image):
     explorer = explore(Slow().eval(), image, profile="background", profile_kwargs=FAST)
-    assert explorer.graph.svg and explorer.table.records()[1].get("time_us") is None
+    assert explorer.graph.svg and explorer.table.rows[1].get("time_us") is None
     assert "Profiling this step" in explorer.timing.summary.value
     assert explorer.profiler.progress.layout.display == ""  # the progress bar shows
-    wait_for(lambda: explorer.table.records()[1].get("time_us") is not None)
+    wait_for(lambda: explorer.table.rows[1].get("time_us") is not None)
     assert "forward" in explorer.timing.summary.value
     wait_for(lambda: explorer.profiler.progress.layout.display == "none")
     explorer.close()
@@ -398,7 +398,7 @@ def test_a_failure_in_profiling_shows_in_the_timing_panel(image, fault, shown):
         explorer = explore(session, profile="sync", profile_kwargs=FAST)
     finally:
         FAULTS["profile"] = None
-    assert shown in explorer.timing.summary.value and explorer.table.records()[1].get("time_us") is None
+    assert shown in explorer.timing.summary.value and explorer.table.rows[1].get("time_us") is None
     assert session.index == 0 and len(session.steps) == 1
     explorer.timing.profile_button.click()  # retried on request: now it works
     assert "forward" in explorer.timing.summary.value

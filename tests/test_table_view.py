@@ -21,9 +21,9 @@ COLUMNS = [{"key": "name", "label": "name"}, {"key": "time_us", "label": "time",
 
 def test_synced_state_and_defaults():
     table = TableView()
-    assert {"columns", "rows", "extra", "selected", "sort_by", "descending"} <= set(table.trait_names(sync=True))
+    assert {"columns", "data", "extra", "selected", "sort_by", "descending"} <= set(table.trait_names(sync=True))
     state = table.get_state()
-    assert (json.loads(state["rows"]), state["selected"], state["sort_by"], state["descending"]) == (
+    assert (json.loads(state["data"]), state["selected"], state["sort_by"], state["descending"]) == (
         {"n": 0, "keys": [], "columns": []}, "", "", False)
     assert "export default { render }" in table._esm
 
@@ -31,13 +31,13 @@ def test_synced_state_and_defaults():
 def test_missing_numbers_travel_as_null():
     table = TableView(columns=COLUMNS, rows=[{"name": "x", "time_us": float("nan")}, {"name": "y", "time_us": 2.5}])
     assert list(table.rows) == [{"name": "x", "time_us": None}, {"name": "y", "time_us": 2.5}]
-    sent = json.loads(table.get_state()["rows"])  # the rows travel as one JSON text
+    sent = json.loads(table.get_state()["data"])  # the rows travel as one JSON text
     assert sent == {"n": 2, "keys": ["name", "time_us"], "columns": [["x", "y"], [None, 2.5]]}
 
 
 def test_columns_are_encoded_once_and_extra_columns_travel_apart():
     """The same Columns set again sends nothing; its picks share its encodings; columns
-    measured later (``extra``) change only ``extra``; ``records()`` reads rows whole."""
+    measured later (``extra``) change only ``extra``; ``rows`` reads them whole."""
     from fxviz.widgets.columns import Columns
 
     every = Columns({"name": ["a", "b"], "op": ["x", "y"], "time_us": [1.0, None]})
@@ -48,15 +48,17 @@ def test_columns_are_encoded_once_and_extra_columns_travel_apart():
     assert json.loads(Columns({"t": [float("nan"), float("inf"), 1.5]}).json())["columns"] == [[None, None, 1.5]]
     table = TableView(columns=COLUMNS, rows=rows)
     sent = []
-    table.observe(lambda change: sent.append(change["name"]), ["rows", "extra"])
-    table.rows = rows
+    table.observe(lambda change: sent.append(change["name"]), ["data", "extra"])
+    table.data = rows
     table.extra = every.pick(["time_us"])
     assert sent == ["extra"]
-    assert table.records() == [{"name": "a", "op": "x", "time_us": 1.0}, {"name": "b", "op": "y", "time_us": None}]
+    assert list(table.rows) == [{"name": "a", "op": "x", "time_us": 1.0}, {"name": "b", "op": "y", "time_us": None}]
     frame = table.frame()  # under the columns' labels
     assert list(frame) == ["name", "time"] and frame["time"].fillna(-1).tolist() == [1.0, -1]
-    table.extra = Columns({"time_us": [1.0]})  # not these rows' (another step's): none
-    assert table.records() == [{"name": "a", "op": "x"}, {"name": "b", "op": "y"}]
+    table.extra = Columns({"time_us": [1.0]})  # not these rows' (another step's): none, None in the column
+    assert list(table.rows) == [{"name": "a", "op": "x", "time_us": None}, {"name": "b", "op": "y", "time_us": None}]
+    table.rows = [{"name": "c", "time_us": 2.0}]  # rows set whole: no extra columns left
+    assert (list(table.rows), len(table.extra)) == ([{"name": "c", "time_us": 2.0}], 0)
 
 
 def test_rows_travel_column_by_column_and_come_back_whole():

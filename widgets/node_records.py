@@ -87,7 +87,7 @@ def show_nodes(graph: Any, timings: Timings | None, view: GraphView, table: Tabl
     in one message each; what they hold already is not sent again."""
     with view.hold_sync(), table.hold_sync():
         (rows, records), times = node_columns(graph), time_columns(graph, timings)
-        view.nodes, view.times, table.rows, table.extra = records, times, rows, times
+        view.nodes, view.times, table.data, table.extra = records, times, rows, times
 
 
 def rows(graph: Any, timings: Timings | None) -> list[dict[str, Any]]:

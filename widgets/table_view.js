@@ -237,9 +237,9 @@ function render({ model, el }) {
     tbody.replaceChildren(spacer(range.start), ...trs, spacer(sorted.length - range.end));
   }
 
-  /** The rows, decoded once per value the kernel sends, with the `extra` columns written in. */
+  /** The rows (`data`), decoded once per value the kernel sends, with the `extra` columns written in. */
   function currentRows() {
-    const value = model.get("rows"), extra = model.get("extra");
+    const value = model.get("data"), extra = model.get("extra");
     if (value !== sentRows) [sentRows, sentExtra, rows, extraKeys] = [value, undefined, rowsOf(value), []];
     if (extra !== sentExtra) {
       sentExtra = extra;
@@ -288,7 +288,7 @@ function render({ model, el }) {
   };
   const onSort = () => { renderHead(); renderBody(); };
   const onSelected = () => markSelected(true);
-  model.on("change:rows", onRows);
+  model.on("change:data", onRows);
   model.on("change:extra", onRows);
   model.on("change:columns", onSort);
   model.on("change:sort_by", onSort);
@@ -297,7 +297,7 @@ function render({ model, el }) {
   onSort();
   markSelected(true);
   return () => {
-    model.off("change:rows", onRows);
+    model.off("change:data", onRows);
     model.off("change:extra", onRows);
     model.off("change:columns", onSort);
     model.off("change:sort_by", onSort);
