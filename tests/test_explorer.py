@@ -379,10 +379,10 @@ def test_code_diff_layouts_unified_fits_a_narrow_panel(convbn):
 
 def test_background_profiling_never_holds_up_the_graph(image):
     explorer = explore(Slow().eval(), image, profile="background", profile_kwargs=FAST)
-    assert explorer.graph.svg and explorer.table.rows[1].get("time_us") is None
+    assert explorer.graph.svg and explorer.table.rows[1]["time_us"] is None
     assert "Profiling this step" in explorer.timing.summary.value
     assert explorer.profiler.progress.layout.display == ""  # the progress bar shows
-    wait_for(lambda: explorer.table.rows[1].get("time_us") is not None)
+    wait_for(lambda: explorer.table.rows[1]["time_us"] is not None)
     assert "forward" in explorer.timing.summary.value
     wait_for(lambda: explorer.profiler.progress.layout.display == "none")
     explorer.close()
@@ -398,7 +398,7 @@ def test_a_failure_in_profiling_shows_in_the_timing_panel(image, fault, shown):
         explorer = explore(session, profile="sync", profile_kwargs=FAST)
     finally:
         FAULTS["profile"] = None
-    assert shown in explorer.timing.summary.value and explorer.table.rows[1].get("time_us") is None
+    assert shown in explorer.timing.summary.value and explorer.table.rows[1]["time_us"] is None
     assert session.index == 0 and len(session.steps) == 1
     explorer.timing.profile_button.click()  # retried on request: now it works
     assert "forward" in explorer.timing.summary.value
