@@ -16,11 +16,14 @@ WIDGETS = Path(__file__).resolve().parents[1] / "widgets"
 
 from fxviz.widgets.graph_view import MODULES, GraphView, esm_source  # noqa: E402 (after the skip)
 
-CONTRACT = {"svg", "elements", "legend", "legend_mode", "nodes", "selected", "collapsed", "color_mode",
+CONTRACT = {"svg", "elements", "legend", "legend_mode", "nodes", "times", "selected", "collapsed", "color_mode",
             "color_modes", "status"}
 NODES = {"x": {"op": "placeholder", "target": "x", "module_path": "", "shape": "1×3", "time": ""},
          "relu": {"op": "call_function", "target": "torch.relu", "module_path": "act",
                   "shape": "1×3", "time": "1 µs"}}
+
+
+EMPTY = '{"n":0,"keys":[],"columns":[]}'  # no records, as JSON text
 
 
 def from_browser(widget: GraphView, **state) -> None:
@@ -35,7 +38,8 @@ def test_contract_traitlets_are_synced_with_their_defaults():
     assert CONTRACT <= synced
     state = w.get_state()
     assert {k: state[k] for k in CONTRACT} == {
-        "svg": "", "elements": {}, "legend": [], "legend_mode": "", "nodes": {}, "selected": "", "collapsed": [],
+        "svg": "", "elements": {}, "legend": [], "legend_mode": "", "nodes": EMPTY, "times": EMPTY, "selected": "",
+        "collapsed": [],
         "color_mode": "op", "color_modes": [
             {"name": "op", "label": "op kind", "unit": ""},
             {"name": "time", "label": "time share", "unit": "% of the step's node time"},
@@ -102,6 +106,10 @@ def test_node_records_travel_column_by_column_and_the_browser_reads_them_back(de
     assert sent["columns"][-1][:2] == [[], [1]] and sent["columns"][-1][30] == [1, 25]
     assert len(json.dumps(sent)) < 0.25 * len(json.dumps(records))
     assert decode_in_node("gv_graph.js", "nodesOf", sent) == records
+    view = GraphView(nodes=records)  # the widget holds them column by column, sends one JSON text
+    assert json.loads(view.get_state()["nodes"]) == sent
+    assert decode_in_node("gv_graph.js", "nodesOf", view.get_state()["nodes"]) == records
+    assert len(view.nodes) == n and "n30" in view.nodes and view.nodes["n30"] == records["n30"]
 
 
 def test_select_sets_selected_and_rejects_unknown_names():

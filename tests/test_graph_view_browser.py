@@ -469,6 +469,33 @@ def test_tooltip_shows_node_record_as_text(page):
     assert page.evaluate("window.pwned") is None
 
 
+def test_times_sent_apart_reach_the_tooltip(page):
+    """Node records as the widget sends them (one JSON text, no times) and the times
+    arriving later in their own small message: the tooltip shows each node's time;
+    times of another step's nodes (another length) show none."""
+    from fxviz.widgets.columns import Columns
+    from fxviz.widgets.graph_view import GraphView
+
+    view = GraphView(nodes={n: {k: v for k, v in r.items() if k != "time"} for n, r in NODES.items()})
+    mount(page, {**graph(), "nodes": view.get_state(["nodes"])["nodes"]})
+    tip = page.locator(".fxviz-gv-tip")
+    page.hover("#fx-encoder_0")
+    tip.wait_for(state="visible")
+    assert "time" not in tip.text_content()
+    n = len(NODES)
+    view.times = Columns({"time_us": [None, 4.125, *[1.0] * (n - 2)], "share": [None, 31.04, *[9.0] * (n - 2)]})
+    page.evaluate("s => harness.model.fromPython(s)", view.get_state(["times"]))
+    page.mouse.move(1, 1)
+    page.hover("#fx-encoder_0")
+    page.wait_for_function("document.querySelector('.fxviz-gv-tip').textContent.includes('µs')")
+    assert "time4.1 µs (31.0 %)module" in tip.text_content()
+    view.times = Columns({"time_us": [1.0], "share": [100.0]})
+    page.evaluate("s => harness.model.fromPython(s)", view.get_state(["times"]))
+    page.mouse.move(1, 1)
+    page.hover("#fx-encoder_0")
+    page.wait_for_function("!document.querySelector('.fxviz-gv-tip').textContent.includes('µs')")
+
+
 HOSTILE = """
 <script>window.pwned = 'script'</script>
 <g id="fx-evil" class="node" onclick="window.pwned='onclick'" onmouseover="window.pwned='hover'">

@@ -18,8 +18,8 @@ from test_explorer_scale import Stack  # noqa: E402
 from test_graph_view import from_browser  # noqa: E402
 from test_graph_view_browser import ARTIFACTS, pytestmark, server  # noqa: E402, F401  (fixture)
 
-GRAPH_KEYS = ["svg", "elements", "legend", "nodes", "selected", "collapsed", "color_mode", "color_modes", "status"]
-TABLE_KEYS = ["columns", "rows", "selected", "sort_by", "descending"]
+GRAPH_KEYS = ["svg", "elements", "legend", "nodes", "times", "selected", "collapsed", "color_mode", "color_modes", "status"]
+TABLE_KEYS = ["columns", "data", "extra", "selected", "sort_by", "descending"]
 
 
 @pytest.fixture(scope="module")

@@ -21,18 +21,44 @@ COLUMNS = [{"key": "name", "label": "name"}, {"key": "time_us", "label": "time",
 
 def test_synced_state_and_defaults():
     table = TableView()
-    assert {"columns", "rows", "selected", "sort_by", "descending"} <= set(table.trait_names(sync=True))
+    assert {"columns", "data", "extra", "selected", "sort_by", "descending"} <= set(table.trait_names(sync=True))
     state = table.get_state()
-    assert (state["rows"], state["selected"], state["sort_by"], state["descending"]) == (
+    assert (json.loads(state["data"]), state["selected"], state["sort_by"], state["descending"]) == (
         {"n": 0, "keys": [], "columns": []}, "", "", False)
     assert "export default { render }" in table._esm
 
 
 def test_missing_numbers_travel_as_null():
     table = TableView(columns=COLUMNS, rows=[{"name": "x", "time_us": float("nan")}, {"name": "y", "time_us": 2.5}])
-    assert table.rows == [{"name": "x", "time_us": None}, {"name": "y", "time_us": 2.5}]
-    sent = json.loads(json.dumps(table.get_state()["rows"], allow_nan=False))
+    assert list(table.rows) == [{"name": "x", "time_us": None}, {"name": "y", "time_us": 2.5}]
+    sent = json.loads(table.get_state()["data"])  # the rows travel as one JSON text
     assert sent == {"n": 2, "keys": ["name", "time_us"], "columns": [["x", "y"], [None, 2.5]]}
+
+
+def test_columns_are_encoded_once_and_extra_columns_travel_apart():
+    """The same Columns set again sends nothing; its picks share its encodings; columns
+    measured later (``extra``) change only ``extra``; ``rows`` reads them whole."""
+    from fxviz.widgets.columns import Columns
+
+    every = Columns({"name": ["a", "b"], "op": ["x", "y"], "time_us": [1.0, None]})
+    rows = every.pick(["name", "op", "missing"])
+    assert list(rows.columns) == ["name", "op"] and rows.json() is rows.json()
+    assert every.json().startswith('{"n":2,"keys":["name","op","time_us"],"columns":[["a","b"],["x","y"]')
+    assert every._texts is rows._texts and set(every._texts) == {"name", "op", "time_us"}
+    assert json.loads(Columns({"t": [float("nan"), float("inf"), 1.5]}).json())["columns"] == [[None, None, 1.5]]
+    table = TableView(columns=COLUMNS, rows=rows)
+    sent = []
+    table.observe(lambda change: sent.append(change["name"]), ["data", "extra"])
+    table.data = rows
+    table.extra = every.pick(["time_us"])
+    assert sent == ["extra"]
+    assert list(table.rows) == [{"name": "a", "op": "x", "time_us": 1.0}, {"name": "b", "op": "y", "time_us": None}]
+    frame = table.frame()  # under the columns' labels
+    assert list(frame) == ["name", "time"] and frame["time"].fillna(-1).tolist() == [1.0, -1]
+    table.extra = Columns({"time_us": [1.0]})  # not these rows' (another step's): none, None in the column
+    assert list(table.rows) == [{"name": "a", "op": "x", "time_us": None}, {"name": "b", "op": "y", "time_us": None}]
+    table.rows = [{"name": "c", "time_us": 2.0}]  # rows set whole: no extra columns left
+    assert (list(table.rows), len(table.extra)) == ([{"name": "c", "time_us": 2.0}], 0)
 
 
 def test_rows_travel_column_by_column_and_come_back_whole():
@@ -74,6 +100,7 @@ def test_every_column_form_comes_back_whole_in_python_and_in_the_browser(decode_
     assert rows_from_json(sent) == rows and [type(r["flops"]) for r in rows_from_json(sent)][:3] == [int, float, type(None)]
     assert len(json.dumps(sent)) < 0.15 * len(json.dumps(rows))
     assert decode_in_node("columns.js", "rowsOf", sent) == rows
+    assert decode_in_node("columns.js", "rowsOf", json.dumps(sent)) == rows  # as the widget sends it: JSON text
 
 
 def test_row_clicks_and_header_clicks_reach_python():

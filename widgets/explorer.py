@@ -42,13 +42,13 @@ import ipywidgets as w
 from fxviz.errors import FxvizError, UsageError
 from fxviz.markup import escape
 from fxviz.passes import NothingToDo
-from fxviz.report_static import check_text, records_frame, static_html
+from fxviz.report_static import check_text, static_html
 from fxviz.session import Session
 
 from . import coloring
 from .graph_drawing import GraphDrawing
 from .graph_view import GraphView
-from .node_records import COLUMNS, rows, view_record
+from .node_records import COLUMNS, show_nodes
 from .panel_code import CodePanel
 from .panel_details import DetailsPanel
 from .panel_passes import PassPanel, step_badge
@@ -178,7 +178,7 @@ class Explorer(w.VBox):
             bundle["text/html"] = static_html(
                 title=self._name,
                 lines=[self.step_label.value, check_text(step), self.graph.status], svg=self.graph.svg,
-                rows=records_frame(self.table.rows, COLUMNS),
+                rows=self.table.frame(),
                 note="A static copy of the Explorer as first displayed: run the notebook to explore it.")
         return bundle
 
@@ -272,10 +272,8 @@ class Explorer(w.VBox):
             self.badge.value = step_badge(step)
             self.passes.show_history(self.session)
             timings = self.profiler.known(step)
-            table = rows(step.graph, timings)
-            self.graph.nodes = {r["name"]: view_record(r, step.graph) for r in table}
+            show_nodes(step.graph, timings, self.graph, self.table)  # made once per step: often nothing to send
             self._draw()
-            self.table.rows = table
             self.details.show(step.graph, self.graph.selected, timings)
             self.timing.show(self.session, timings)
 

@@ -13,7 +13,7 @@
  * they are; anywidget needs one module, so graph_view.py joins them with this file
  * (local imports dropped) into `GraphView._esm`.
  */
-import { nodesOf } from "./gv_graph.js";
+import { addTimes, nodesOf } from "./gv_graph.js";
 import { tooltipFor } from "./gv_labels.js";
 import { buildDom, elementMaker } from "./gv_dom.js";
 import { createTooltip } from "./gv_tooltip.js";
@@ -69,11 +69,16 @@ function render({ model, el }) {
     legend, tip } = buildDom(h);
   el.replaceChildren(root);
 
-  /** The decoded node records, decoded once per value the kernel sends. */
-  let sentNodes = /** @type {unknown} */ (undefined), decoded = /** @type {Nodes} */ ({});
+  /** The decoded node records, decoded once per value the kernel sends; times (sent
+   * apart, when measured) are written into them. */
+  let sentNodes = /** @type {unknown} */ (undefined), sentTimes = sentNodes, decoded = /** @type {Nodes} */ ({});
   const nodes = () => {
-    const value = model.get("nodes");
-    if (value !== sentNodes) [sentNodes, decoded] = [value, nodesOf(value)];
+    const value = model.get("nodes"), times = model.get("times");
+    if (value !== sentNodes) [sentNodes, sentTimes, decoded] = [value, undefined, nodesOf(value)];
+    if (times !== sentTimes) {
+      sentTimes = times;
+      addTimes(decoded, times);
+    }
     return decoded;
   };
   const elements = () => /** @type {Elements} */ (model.get("elements") || {});

@@ -11,7 +11,7 @@ consistent state (e.g. an ``svg`` and its ``elements``).
 from __future__ import annotations
 
 import pathlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import anywidget
@@ -22,7 +22,7 @@ from fxviz.errors import InputError
 from fxviz.report_static import static_html
 
 from . import esm
-from .columns import rows_to_json
+from .columns import Columns, as_columns
 
 _HERE = pathlib.Path(__file__).parent
 MODULES = esm.GRAPH_VIEW
@@ -34,22 +34,70 @@ def esm_source() -> str:
     return esm.join(MODULES)
 
 
-def nodes_to_json(nodes: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """``nodes`` as the browser gets them: column by column (:func:`rows_to_json`, the
-    node table's form) with a ``name`` column, and each node's inputs as how many places
-    back in ``nodes`` they are (``[1]``: the node just before); ``users`` is not sent,
-    the browser (gv_graph.js ``nodesOf``) derives it from the inputs. At 100k nodes
-    this is a few MB instead of a record per node. No nodes: ``{}``, as they are."""
-    if not nodes:
-        return {}
-    at = {name: i for i, name in enumerate(nodes)}
-    rows = []
-    for i, (name, record) in enumerate(nodes.items()):
-        row = {k: v for k, v in record.items() if k not in ("inputs", "users")}
-        if "inputs" in record or "users" in record:
-            row["inputs"] = [i - at[p] for p in record.get("inputs", ()) if p in at]
-        rows.append({"name": name, **row})
-    return rows_to_json(rows)
+class NodeRecords(Mapping):
+    """The view's node records by FX name, held column by column (``columns``: a
+    ``name`` column, display strings, and each node's ``inputs`` as how many places back
+    in graph order they are, ``[1]``: the node just before). Read as a mapping, a record
+    has its ``inputs`` and ``users`` by name (users derived from the inputs, as the
+    browser does, gv_graph.js ``nodesOf``); nothing is decoded until read."""
+
+    __eq__, __hash__ = object.__eq__, object.__hash__  # one payload, not 100k records to compare
+
+    def __init__(self, columns: Columns):
+        self.columns = columns
+        self._names: list[str] = list(columns.columns.get("name", ()))
+        self._at: dict[str, int] | None = None
+        self._users: list[list[str]] | None = None
+
+    @classmethod
+    def from_dict(cls, nodes: Mapping[str, Mapping[str, Any]]) -> NodeRecords:
+        """From ``{name: {"op", ..., "inputs": [names], "users": [names]}}``: ``users``
+        is dropped (derived), ``inputs`` kept as places back."""
+        at = {name: i for i, name in enumerate(nodes)}
+        rows = []
+        for i, (name, record) in enumerate(nodes.items()):
+            row = {"name": name, **{k: v for k, v in record.items() if k not in ("inputs", "users")}}
+            if "inputs" in record or "users" in record:
+                row["inputs"] = [i - at[p] for p in record.get("inputs", ()) if p in at]
+            rows.append(row)
+        return cls(Columns.from_rows(rows))
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._index()
+
+    def __getitem__(self, name: str) -> dict[str, Any]:
+        i = self._index()[name]
+        record = self.columns[i]
+        del record["name"]
+        if "inputs" in record:
+            record["inputs"] = [self._names[i - back] for back in record["inputs"] or ()]
+            record["users"] = list(self._users_of()[i])
+        return record
+
+    def _index(self) -> dict[str, int]:
+        if self._at is None:
+            self._at = {name: i for i, name in enumerate(self._names)}
+        return self._at
+
+    def _users_of(self) -> list[list[str]]:
+        if self._users is None:
+            self._users = [[] for _ in self._names]
+            for i, back in enumerate(self.columns.columns["inputs"]):
+                for places in back or ():  # None: a record given without inputs
+                    self._users[i - places].append(self._names[i])
+        return self._users
+
+
+def nodes_to_json(nodes: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """``nodes`` (a name -> record dict) as the browser gets them (:class:`NodeRecords`),
+    as a JSON-able dict; no nodes: ``{}``."""
+    return NodeRecords.from_dict(nodes).columns.encoded() if nodes else {}
 
 
 class GraphView(anywidget.AnyWidget):
@@ -65,10 +113,14 @@ class GraphView(anywidget.AnyWidget):
     elements = traitlets.Dict().tag(sync=True)
     #: [{"label": str, "color": "#rrggbb"}]
     legend = traitlets.List(traitlets.Dict()).tag(sync=True)
-    #: FX node name -> {"op", "target", "module_path", "shape", "time"} (display strings),
-    #: optionally "inputs"/"users" (lists of node names) for walking with the arrow keys;
-    #: sent column by column (:func:`nodes_to_json`)
-    nodes = traitlets.Dict().tag(sync=True, to_json=lambda nodes, _: nodes_to_json(nodes))
+    #: FX node name -> {"op", "target", "module_path", "shape"} (display strings),
+    #: optionally "inputs"/"users" (lists of node names) for walking with the arrow keys:
+    #: a :class:`NodeRecords` (a dict given is made one), sent as its JSON text
+    nodes = traitlets.Any(NodeRecords(Columns())).tag(sync=True, to_json=lambda nodes, _: nodes.columns.json())
+    #: each node's "time_us" and "share" (the tooltip's time), as :class:`.columns.Columns`
+    #: in the order of ``nodes`` (rows given are made one); sent apart: timings arriving
+    #: resend only them
+    times = traitlets.Any(Columns()).tag(sync=True, to_json=lambda times, _: times.json())
     #: FX node name, or "" for none
     selected = traitlets.Unicode("").tag(sync=True)
     #: module paths drawn as one summary node
@@ -82,6 +134,15 @@ class GraphView(anywidget.AnyWidget):
     color_modes = traitlets.List(traitlets.Dict()).tag(sync=True)
     #: one line for the toolbar, e.g. "71 nodes · step 2"
     status = traitlets.Unicode("").tag(sync=True)
+
+    @traitlets.validate("nodes")
+    def _nodes_as_records(self, proposal: dict[str, Any]) -> NodeRecords:
+        value = proposal["value"]
+        return value if isinstance(value, NodeRecords) else NodeRecords.from_dict(value or {})
+
+    @traitlets.validate("times")
+    def _times_as_columns(self, proposal: dict[str, Any]) -> Columns:
+        return as_columns(proposal["value"])
 
     @traitlets.default("color_modes")
     def _every_mode(self) -> list[dict[str, str]]:

@@ -71,7 +71,7 @@ async function main(doc) {
     collapsed: [], color_mode: "op", color_modes: data.color_modes, status: "" }, onSave);
   graphView.render({ model, el: graphEl });
   // The Explorer's node table; a row click selects like a click in the graph.
-  const table = new HostModel({ columns: data.columns, rows: [], selected: "", sort_by: "index",
+  const table = new HostModel({ columns: data.columns, data: [], selected: "", sort_by: "index",
     descending: false }, (changes) => {
     if ("selected" in changes) select(changes.selected);
   });
@@ -172,7 +172,7 @@ async function main(doc) {
     const s = step();
     if (!tableBox.open) return;
     const rows = await blob(s.rows);
-    if (s === step()) table.update({ rows, selected: model.get("selected") });
+    if (s === step()) table.update({ data: rows, selected: model.get("selected") });
   }
 
   /** @param {string} name */

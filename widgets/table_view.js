@@ -7,7 +7,7 @@
 /** @typedef {{key: string, label: string, numeric?: boolean, digits?: number, width?: number}} Column */
 /** @typedef {Record<string, string | number | null>} Row  rows carry a unique `name` */
 
-import { rowsOf } from "./columns.js";
+import { addColumns, rowsOf } from "./columns.js";
 
 export { rowsOf } from "./columns.js";
 
@@ -36,11 +36,15 @@ function isMissing(v) {
   return v === null || v === undefined || v === "" || (typeof v === "number" && Number.isNaN(v));
 }
 
+// One collator for every comparison: localeCompare with options makes one per call
+// (sorting 100k names under node: 1.6 s, with this 0.07 s).
+const NATURAL = new Intl.Collator(undefined, { numeric: true });
+
 /** Numbers by value, text naturally ("relu_2" before "relu_10").
  * @param {string | number} x @param {string | number} y */
 export function compareValues(x, y) {
   if (typeof x === "number" && typeof y === "number") return x - y;
-  return String(x).localeCompare(String(y), undefined, { numeric: true });
+  return NATURAL.compare(String(x), String(y));
 }
 
 /**
@@ -130,7 +134,10 @@ function render({ model, el }) {
   root.append(table);
   el.replaceChildren(root);
   /** @type {Row[]} */
-  let sorted = [];
+  let sorted = [], rows = [];
+  let sentRows = /** @type {unknown} */ (undefined), sentExtra = sentRows;
+  /** @type {string[]} */
+  let extraKeys = [];
   /** @type {Map<string, number>} */
   let position = new Map(); // row name -> index in `sorted`
   /** @type {Map<string, number>} */
@@ -230,9 +237,20 @@ function render({ model, el }) {
     tbody.replaceChildren(spacer(range.start), ...trs, spacer(sorted.length - range.end));
   }
 
+  /** The rows (`data`), decoded once per value the kernel sends, with the `extra` columns written in. */
+  function currentRows() {
+    const value = model.get("data"), extra = model.get("extra");
+    if (value !== sentRows) [sentRows, sentExtra, rows, extraKeys] = [value, undefined, rowsOf(value), []];
+    if (extra !== sentExtra) {
+      sentExtra = extra;
+      extraKeys = addColumns(rows, extra, extraKeys);
+    }
+    return rows;
+  }
+
   function renderBody() {
     const { sort_by, descending } = state();
-    sorted = sortRows(rowsOf(model.get("rows")), sort_by, descending);
+    sorted = sortRows(currentRows(), sort_by, descending);
     position = new Map(sorted.map((row, i) => [String(row.name), i]));
     renderWindow(true);
   }
@@ -258,10 +276,20 @@ function render({ model, el }) {
   const resize = new ResizeObserver(() => renderWindow(false));
   resize.observe(root);
 
-  const onRows = () => renderBody();
+  // Rows and their extra columns often change together (a new step): sort once.
+  let queued = false;
+  const onRows = () => {
+    if (queued) return;
+    queued = true;
+    queueMicrotask(() => {
+      queued = false;
+      renderBody();
+    });
+  };
   const onSort = () => { renderHead(); renderBody(); };
   const onSelected = () => markSelected(true);
-  model.on("change:rows", onRows);
+  model.on("change:data", onRows);
+  model.on("change:extra", onRows);
   model.on("change:columns", onSort);
   model.on("change:sort_by", onSort);
   model.on("change:descending", onSort);
@@ -269,7 +297,8 @@ function render({ model, el }) {
   onSort();
   markSelected(true);
   return () => {
-    model.off("change:rows", onRows);
+    model.off("change:data", onRows);
+    model.off("change:extra", onRows);
     model.off("change:columns", onSort);
     model.off("change:sort_by", onSort);
     model.off("change:descending", onSort);

@@ -1,24 +1,30 @@
 """The node table: a small anywidget with sortable columns and a synced selection.
 
-Python owns the data (``columns`` and ``rows``); the browser sorts and reports row
-clicks by setting ``selected``. Setting ``selected`` from Python marks the row and
-scrolls it into view. Rows travel column by column (:mod:`.columns`: a key is sent
-once, not once per row, and each column in a short form; decoded by ``columns.js``,
-which the graph view shares).
+Python owns the data (``columns`` and the rows: ``data``, with more columns in
+``extra``); the browser sorts and reports row clicks by setting ``selected``. Setting
+``selected`` from Python marks the row and scrolls it into view. Rows travel column by
+column as one JSON text (:class:`.columns.Columns`: a key is sent once, not once per
+row, and each column in a short form; decoded by ``columns.js``, which the graph view
+shares); columns known later (times) travel apart in ``extra``, so that their arrival
+resends only them. Python reads and sets the rows whole as ``rows``.
 """
 from __future__ import annotations
 
-import math
 import pathlib
 from typing import Any
 
 import anywidget
+import pandas as pd
 import traitlets
 
 from . import esm
-from .columns import rows_from_json, rows_to_json
+from .columns import Columns, as_columns
 
 _HERE = pathlib.Path(__file__).parent
+
+
+def _json(value: Columns, _: Any) -> str:
+    return value.json()
 
 
 class TableView(anywidget.AnyWidget):
@@ -29,21 +35,42 @@ class TableView(anywidget.AnyWidget):
 
     #: [{"key": str, "label": str, "numeric": bool, "digits": int}]
     columns = traitlets.List(traitlets.Dict()).tag(sync=True)
-    #: [{"name": str, <key>: str | number | None, ...}]
-    rows = traitlets.List(traitlets.Dict()).tag(sync=True, to_json=lambda rows, _: rows_to_json(rows),
-                                                from_json=lambda value, _: rows_from_json(value))
+    #: the rows, [{"name": str, <key>: str | number | None, ...}], as :class:`.columns.Columns`
+    #: (a list of dicts given is made one; NaN becomes None)
+    data = traitlets.Any(Columns()).tag(sync=True, to_json=_json)
+    #: more columns of the same rows, in the same order (e.g. times measured later), as
+    #: Columns; no columns, or another number of rows: none
+    extra = traitlets.Any(Columns()).tag(sync=True, to_json=_json)
     #: the ``name`` of the selected row, or ""
     selected = traitlets.Unicode("").tag(sync=True)
     sort_by = traitlets.Unicode("").tag(sync=True)
     descending = traitlets.Bool(False).tag(sync=True)
 
-    @traitlets.validate("rows")
-    def _clean_rows(self, proposal: dict[str, Any]) -> list[dict[str, Any]]:
-        """NaN is not JSON: a missing number travels as None. Only rows with a NaN are
-        copied (100k copies of rows without one would cost a full garbage collection)."""
-        return [{k: None if _nan(v) else v for k, v in row.items()} if any(map(_nan, row.values())) else row
-                for row in proposal["value"]]
+    def __init__(self, rows: Any = None, **kwargs: Any):
+        super().__init__(**kwargs)
+        if rows is not None:
+            self.rows = rows
 
+    @traitlets.validate("data", "extra")
+    def _as_columns(self, proposal: dict[str, Any]) -> Columns:
+        return as_columns(proposal["value"])
 
-def _nan(value: Any) -> bool:
-    return isinstance(value, float) and math.isnan(value)
+    @property
+    def rows(self) -> Columns:
+        """Every row whole: ``data`` with the ``extra`` columns, None for a column of
+        ``columns`` that neither has (no times yet). Set (Columns or a list of dicts):
+        ``data``, and no ``extra``."""
+        n = len(self.data)
+        every = self.data.columns | (self.extra.columns if len(self.extra) == n else {})
+        return Columns(every | {c["key"]: [None] * n for c in self.columns if c["key"] not in every}, n)
+
+    @rows.setter
+    def rows(self, value: Any) -> None:
+        with self.hold_sync():
+            self.data, self.extra = value, Columns()
+
+    def frame(self) -> pd.DataFrame:
+        """Every row whole under the ``columns``' labels, built column by column (a
+        static copy of 100k rows: no dict per row)."""
+        every = self.rows.columns
+        return pd.DataFrame({c["label"]: every[c["key"]] for c in self.columns}, columns=[c["label"] for c in self.columns])
