@@ -251,6 +251,22 @@ def test_a_pass_on_selected_nodes_with_parameters(my_module):
     explorer.close()
 
 
+def test_typed_node_names_autocomplete_on_small_graphs_and_are_checked_on_big_ones(my_module, monkeypatch):
+    import fxviz.widgets.panel_passes as panel_passes
+
+    explorer = explore(my_module, torch.randn(5, 4), profile="off")
+    assert explorer.passes.nodes.allowed_tags == names(explorer)
+    monkeypatch.setattr(panel_passes, "AUTOCOMPLETE_NODES", 3)  # this graph is now "big"
+    explorer.passes.select.value = "fake_quantize"
+    explorer.passes.scope.value = "selected nodes"
+    explorer.passes.show(explorer.session, "")
+    assert explorer.passes.nodes.allowed_tags == []  # not resent: any name is taken...
+    explorer.passes.nodes.value = ["linear", "no_such_node"]
+    explorer.passes.apply.click()  # ...and apply names the one the graph lacks
+    assert "no_such_node" in explorer.error.value and explorer.session.index == 0
+    explorer.close()
+
+
 def test_hostile_module_names_are_escaped_everywhere(image):
     explorer = explore(Hostile(), torch.randn(2, 3), profile="sync", profile_kwargs=FAST)
     node = next(n for n in names(explorer) if n not in ("x", "relu", "output"))

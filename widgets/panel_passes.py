@@ -41,6 +41,9 @@ def badge_html(check: Any) -> str:
     return f'<span class="fxviz-badge-{slug}" title="{escape(check.message)}">{escape(text)}</span>'
 
 
+AUTOCOMPLETE_NODES = 5000
+
+
 class PassPanel(w.VBox):
     """Pass picker, parameter form, scope, apply button and the step history.
     ``goto(index)`` is called when a step in the history is clicked."""
@@ -83,8 +86,12 @@ class PassPanel(w.VBox):
             if self.select.value is None:  # ipywidgets leaves a new Dropdown unselected
                 self.select.value = names[0]
         names = [n.name for n in session.current.gm.graph.nodes]
-        self.nodes.value = [n for n in self.nodes.value if n in names]  # valid before and after
-        self.nodes.allowed_tags = names
+        known = set(names)
+        self.nodes.value = [n for n in self.nodes.value if n in known]  # valid before and after
+        # Typed names autocomplete from the graph's; past a few thousand that list is
+        # megabytes resent on every step and a datalist no one scrolls, so any name is
+        # taken and apply says which ones the graph lacks.
+        self.nodes.allowed_tags = names if len(names) <= AUTOCOMPLETE_NODES else []
         self.select_node(selected)
         self.show_history(session)
         self._gm = session.current.gm
