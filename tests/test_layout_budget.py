@@ -68,7 +68,7 @@ def boxes(view) -> int:
 def click(drawing, collapsed: list[str]) -> None:
     """What the browser does: set ``collapsed``, which the Explorer follows."""
     drawing.view.collapsed = collapsed
-    drawing.follow_click(collapsed, lambda: drawing.draw(drawing.step, {}, "", keep_on_error=True))
+    drawing.follow_click(collapsed, lambda reveal: drawing.draw(drawing.step, {}, "", reveal, keep_on_error=True))
 
 
 def clusters(view) -> set[str]:

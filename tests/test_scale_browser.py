@@ -106,5 +106,18 @@ def test_30k_nodes_open_scroll_and_reveal_a_search_hit(explorer, chromium, serve
     assert page.evaluate("window.scrollY") == 0
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "scale-reveal.png"))
+
+    # Expand all on 30k nodes: Python opens what fits the layout budget, keeps the rest
+    # collapsed, and the status line says so; the drawing stays bounded.
+    page.click("#graph button[data-action=expand-all]")
+    kernel.deliver()
+    page.wait_for_function("document.querySelector('#graph .fxviz-gv-status').textContent"
+                           ".includes('left collapsed to keep the layout quick')")
+    assert 5 < page.locator("#graph g.node").count() <= 4 * 260
+    assert explorer.graph.collapsed and "left collapsed" in explorer.graph.status
+    # ...and the selected node, inside a box the budget could have left shut, stays drawn.
+    assert page.locator(f"#fx-{hidden}.fxviz-selected").count() == 1
+    assert not page.locator("#graph button[data-action=selection]").is_disabled()
+    page.screenshot(path=str(ARTIFACTS / "scale-expand-all.png"))
     context.close()
     assert errors == []

@@ -309,7 +309,8 @@ class Explorer(w.VBox):
 
     def _on_collapsed(self, change: dict[str, Any]) -> None:
         with self._ui:
-            self._drawing.follow_click(change["new"], lambda: self._draw(keep_on_error=True))
+            self._drawing.follow_click(change["new"], lambda reveal: self._draw(reveal, keep_on_error=True),
+                                       self.graph.selected)
 
 
 def _named(widget: Any, css_class: str) -> Any:

@@ -83,13 +83,15 @@ class GraphDrawing:
         finally:
             self.revealing = False
 
-    def follow_click(self, collapsed: list[str], redraw: Callable[[], bool]) -> None:
+    def follow_click(self, collapsed: list[str], redraw: Callable[[str], bool], selected: str = "") -> None:
         """A collapse or expand clicked in the view: keep the user's boxes open and
-        redraw; a drawing that cannot be laid out leaves everything as it was."""
+        redraw with ``redraw(reveal)``; a drawing that cannot be laid out leaves
+        everything as it was. An expand (Expand all on a graph bigger than the budget
+        included) keeps the ``selected`` node drawn: its boxes open first."""
         if collapsed == self.collapsed:  # our own draw, not a click
             return
         new, before = set(collapsed), self.open
         opened = [p for p in self.collapsed or () if p not in new]  # in drawing order: top first
         self.open = opened + [p for p in self.open if p not in new and p not in opened]
-        if not redraw():
+        if not redraw(selected if opened else ""):
             self.open = before
