@@ -67,7 +67,8 @@ class Rendering:
         """This rendering once laid out or, when its layout runs out of time and the
         planner chose what it opens (auto_collapse at the default budget), the first
         coarser one (half the budget and the time, then half again) that dot lays out in time; its
-        ``note`` says so. Its ``svg`` raises only when even the coarsest runs out."""
+        ``note`` says so. When even the coarsest runs out, this rendering, whose ``svg``
+        raises about the drawing asked for."""
         rendering = self
         while rendering._layout is None and rendering.coarser is not None:
             coarser = rendering.coarser(f"laying out {self.box_count} boxes took longer than "
@@ -75,7 +76,7 @@ class Rendering:
             if coarser.box_count >= rendering.box_count:  # what must be open is all there is
                 break
             rendering = coarser
-        return rendering
+        return self if rendering._layout is None else rendering  # none in time: the error names the drawing asked for
 
     def _repr_svg_(self) -> str:
         return self.drawn().svg
@@ -181,9 +182,11 @@ def _render(graph: nx.DiGraph, budget: int, asked: int | None, fallback: bool, n
     coarser = None
     if fallback and plan.box_count > MIN_FALLBACK:  # half the boxes, asked open or not
         half = max(MIN_FALLBACK, plan.box_count // 2)
-        # Half the time too (at least 1 s): the whole fallback waits at most about twice layout_timeout.
+        # Half the time too (at least 1 s, never more than this one's): the whole fallback
+        # waits at most about twice layout_timeout.
+        timeout = options["layout_timeout"]
         coarser = partial(_render, graph, min(budget, half), half, True,
-                          **{**options, "layout_timeout": max(1.0, options["layout_timeout"] / 2)})
+                          **{**options, "layout_timeout": min(timeout, max(1.0, timeout / 2))})
     return Rendering(dot, writer.elements, legend, tuple(sorted(plan.collapsed)), options["layout_timeout"],
                      plan.box_count, tuple(plan.opened), note, coarser)
 

@@ -6,7 +6,7 @@ string is escaped here. Colours follow JupyterLab's theme variables with light f
 """
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import Any
 
 import pandas as pd
@@ -90,9 +90,3 @@ def session_html(session: Any) -> str:
                        lines=[*steps, why], svg=svg, rows=node_rows(current.graph),
                        note="s.to_html(path) writes the whole session as one interactive page.")
 
-
-def records_frame(records: Iterable[Mapping[str, Any]], columns: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
-    """A table widget's rows (dicts) under its column labels."""
-    cols = list(columns)
-    return pd.DataFrame([{c["label"]: r.get(c["key"]) for c in cols} for r in records],
-                        columns=[c["label"] for c in cols])

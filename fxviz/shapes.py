@@ -9,7 +9,7 @@ from torch.fx.node import Node, map_aggregate, map_arg
 from torch.fx.passes.shape_prop import TensorMetadata
 
 from fxviz._runtime import preserved_buffers
-from fxviz._torch_internals import FlopCounter, extract_tensor_metadata, tree_leaves
+from fxviz._torch_internals import FlopCounter, OpOverload, extract_tensor_metadata, op_schema, tree_leaves
 from fxviz.errors import RunError
 from fxviz.capture import as_inputs
 
@@ -64,6 +64,10 @@ class _Annotator(torch.fx.Interpreter):
             flops, result = None, getattr(self, n.op)(n.target, args, kwargs)
         signature, tensors, meta = self._describe(result)
         self._described[n] = (signature, tensors)
+        if computes and _may_write_inputs(n):  # x.unsqueeze_(0), x.resize_(...): its inputs change shape
+            for producer in n.all_input_nodes:
+                if producer in self.env:
+                    self._described[producer] = self._describe(self.env[producer])[:2]
         note: dict[str, Any] = {
             # flop_counter counts a multiply-add as 2 FLOPs in matmul/conv, the ops that own MACs.
             "flops": flops, "macs": None if flops is None else flops // 2,
@@ -134,6 +138,18 @@ class _Annotator(torch.fx.Interpreter):
             module = self.fetch_attr(n.target)
             moved.update((id(t), t.numel() * t.element_size()) for t in (*module.parameters(), *module.buffers()))
         return sum(moved.values())
+
+
+def _may_write_inputs(n: torch.fx.Node) -> bool:
+    """Whether a call may change its inputs in place: a method or function named with a
+    trailing underscore (``add_``, ``torch.relu_``), an ATen op whose schema writes, or
+    a module (``ReLU(inplace=True)``, or anything its forward does)."""
+    if n.op == "call_module":
+        return True
+    if isinstance(n.target, OpOverload):
+        return op_schema(n.target).is_mutable
+    name = n.target if n.op == "call_method" else getattr(n.target, "__name__", "")
+    return isinstance(name, str) and name.endswith("_") and not name.endswith("__")
 
 
 def _call_function(target: Any, args: tuple, kwargs: dict) -> Any:

@@ -152,6 +152,17 @@ def test_a_layout_that_runs_out_of_time_falls_back_to_a_coarser_drawing(monkeypa
         render(graph, max_nodes=250).drawn().svg
 
 
+def test_when_no_drawing_fits_in_time_the_error_names_the_one_asked_for(monkeypatch):
+    """A short layout_timeout is never stretched by the fallback (each try gets at most
+    the one before's), and when every try runs out, the error is about the drawing asked for."""
+    full = render(nested_graph(), layout_timeout=0.2)
+    asked = slow_dot_above(monkeypatch, 0)  # every layout runs out of time
+    drawn = full.drawn()
+    assert drawn is full and len(asked) >= 3 and max(timeout for _, timeout in asked) == 0.2
+    with pytest.raises(LayoutTimeout, match=f"Laying out {full.box_count} boxes took longer than 0.2 s"):
+        drawn.svg
+
+
 def test_the_explorer_shows_the_coarser_drawing_and_says_why(drawing, monkeypatch):
     view = drawing.view
     before = boxes(view)

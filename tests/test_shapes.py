@@ -124,3 +124,23 @@ def test_values_are_dropped_after_their_last_use():
     with torch.no_grad():
         annotator.run(torch.randn(3))
     assert len(gm.graph.nodes) == 14 and max(live) <= 2
+
+
+def test_an_in_place_op_that_changes_a_shape_is_seen_by_later_nodes():
+    """After x.unsqueeze_(0) and x.resize_(...), later calls on x count FLOPs and bytes
+    for its new shape, not the shape it was made with."""
+
+    class Reshaped(torch.nn.Module):
+        def forward(self, x, w):
+            a = torch.mm(x, w)
+            x.unsqueeze_(0)
+            b = torch.matmul(x, w)
+            x.squeeze_(0)
+            x.resize_(2, 4)
+            c = torch.mm(x, w)
+            return a, b, c
+
+    g = fxviz.to_networkx(fxviz.annotate(fxviz.trace(Reshaped()), (torch.randn(4, 4), torch.randn(4, 4))))
+    assert g.nodes["mm"]["flops"] == 2 * 4 * 4 * 4
+    assert g.nodes["mm_1"]["flops"] == 2 * 2 * 4 * 4 and g.nodes["mm_1"]["shape"] == (2, 4)
+    assert g.nodes["resize_"]["bytes"] == 4 * 2 * 4  # one tensor, counted once, as the call left it

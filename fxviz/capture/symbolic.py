@@ -161,7 +161,7 @@ def trace_error(exc: BaseException, path: str | None, culprit: nn.Module | None,
                                                        if leaves_added else "")]
     else:
         fixes = []
-    fixes += [f"pass concrete_args={{...}} to fix the argument that steers the branch, or wrap "
+    fixes += ["pass concrete_args={...} to fix the argument that steers the branch, or wrap "
               "free functions with torch.fx.wrap",
               f"or let {fn} pick the capture: tracer='auto' (the default) falls back to torch.export, "
               "make_fx and dynamo's graphs"]
