@@ -251,3 +251,16 @@ def test_the_loss_a_step_computes_gets_a_loss_cluster_and_its_backward_one():
     assert updates and all(path[n.name] != "loss" for n in updates)  # the optimizer's step is not the loss
     svg = fxviz.to_svg(gm, auto_collapse=False)
     assert ">loss<" in svg and ">loss · backward<" in svg  # the clusters' titles
+
+
+def test_a_dropped_training_step_session_frees_its_graph():
+    """make_fx keeps its last traced graph (nodes, with values in their meta) in a module
+    global; fxviz drops it, so a closed 30k-node session does not live on in torch."""
+    import gc
+    import weakref
+
+    session = fxviz.Session(train_step, (torch.randn(2, 3, 8, 8), torch.tensor([0, 1])), tracer="make_fx")
+    nodes = [weakref.ref(n) for n in session.current.gm.graph.nodes]
+    del session
+    gc.collect()
+    assert len(nodes) > 50 and [n for n in nodes if n() is not None] == []

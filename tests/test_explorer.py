@@ -2,9 +2,11 @@
 from dropdowns, ``.click()`` buttons; then read what each panel shows."""
 from __future__ import annotations
 
+import gc
 import html
 import re
 import time
+import weakref
 
 import pytest
 import torch
@@ -285,6 +287,24 @@ def test_changes_from_another_cell_refresh_it_until_closed(convbn):
     convbn.close()
     convbn.session.undo()
     assert convbn.step_label.value.startswith("step 1 of 1")
+
+
+def test_a_closed_explorer_frees_its_session_and_graph(image):
+    """Every widget of a closed Explorer, its session and the step's graph can be
+    collected: a notebook that opens big graphs one after another keeps none of them."""
+    from ipywidgets.widgets.widget import _instances  # every open widget, by comm id
+
+    before = set(_instances)
+    torch.manual_seed(0)
+    explorer = explore(ConvBN().eval(), image, profile="sync", profile_kwargs=FAST)
+    explorer.select("conv1")
+    gone = [weakref.ref(o) for o in (explorer, explorer.session, explorer.session.current.gm,
+                                     explorer.graph, explorer.table)]
+    explorer.close()
+    del explorer
+    gc.collect()
+    assert [ref() for ref in gone] == [None] * len(gone)
+    assert set(_instances) <= before  # layouts included: none is left open
 
 
 def test_colour_modes(convbn):

@@ -112,7 +112,7 @@ class Explorer(w.VBox):
         self.passes = PassPanel(goto=lambda index: self._act(session.goto, index))
         self.timing = TimingPanel(self.profiler, profile_step=lambda: self._request_profiles(force=True))
         for panel in (self.details, self.code, self.passes, self.timing):  # scroll beside the graph
-            panel.layout = w.Layout(max_height="620px", overflow="auto")
+            panel.layout.max_height, panel.layout.overflow = "620px", "auto"  # its own Layout: a new one orphans it
             panel.add_class("fxviz-tab-panel")  # explorer.css: its rows keep their height
         self.tabs = _named(w.Tab([self.details, self.code, self.passes, self.timing],
                                  titles=("Details", "Code", "Passes", "Timing"), layout=w.Layout(width="40%")),
@@ -191,6 +191,7 @@ class Explorer(w.VBox):
             self.profiler.close()
         for child in self.children:
             close_tree(child)
+        self.layout.close()
         super().close()
 
     # --- user actions ----------------------------------------------------------

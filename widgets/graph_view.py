@@ -103,10 +103,10 @@ def nodes_to_json(nodes: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
 class GraphView(anywidget.AnyWidget):
     """Interactive Graphviz SVG of an FX graph; see docs/CONTRACTS.md for the ids."""
 
-    # Read into strings when the class is created (anywidget watches a Path only with
-    # ANYWIDGET_HMR=1, which a joined module cannot offer).
+    # Strings, never Paths: anywidget wraps a Path in a FileContents whose change
+    # signal holds every widget made from the class strongly, so none is ever freed.
     _esm = esm_source()
-    _css = _HERE / "graph_view.css"
+    _css = (_HERE / "graph_view.css").read_text()
 
     svg = traitlets.Unicode("").tag(sync=True)
     #: SVG id -> {"kind": "node"|"cluster"|"collapsed"|"stub", "name": str}

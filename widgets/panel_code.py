@@ -82,7 +82,7 @@ class CodeView(anywidget.AnyWidget):
     """HTML in its own scroller, scrolled to the marked line (``.hll``) whenever it
     changes, without ever scrolling the notebook."""
 
-    _esm = pathlib.Path(__file__).parent / "code_view.js"
+    _esm = (pathlib.Path(__file__).parent / "code_view.js").read_text()  # a string: a Path would keep every CodeView alive
     html = traitlets.Unicode("").tag(sync=True)
 
 

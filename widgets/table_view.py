@@ -31,7 +31,7 @@ class TableView(anywidget.AnyWidget):
     """A sortable table whose rows each have a unique ``name``."""
 
     _esm = esm.join(esm.TABLE_VIEW)
-    _css = _HERE / "table_view.css"
+    _css = (_HERE / "table_view.css").read_text()  # a string: a Path would keep every TableView alive (GraphView)
 
     #: [{"key": str, "label": str, "numeric": bool, "digits": int}]
     columns = traitlets.List(traitlets.Dict()).tag(sync=True)

@@ -110,6 +110,15 @@ def has_values(tensor: torch.Tensor) -> bool:
     return not (tensor.is_meta or isinstance(tensor, (FakeTensor, FunctionalTensor)))
 
 
+def forget_last_trace() -> None:
+    """Drop the graph make_fx keeps from its last trace (every node, with the values in
+    their meta) in a module global for export's leak check, read only right after
+    export's own trace: else a closed session's whole graph lives until the next one."""
+    from torch.fx.experimental import proxy_tensor
+
+    getattr(proxy_tensor, "_FAKE_TENSOR_ID_TO_PROXY_MAP_FOR_EXPORT", {}).clear()
+
+
 class FlopCounter(FlopCounterMode):
     """A FlopCounterMode that also says whether any operator it has a formula for ran:
     FLOPs of an operator without one (BatchNorm, ReLU, add) are unknown, not zero.

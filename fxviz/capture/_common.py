@@ -25,6 +25,7 @@ import torch
 import torch.fx
 from torch import nn
 
+from fxviz._torch_internals import forget_last_trace
 from fxviz.errors import TraceError
 
 _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep  # the separator: torchvision is not torch
@@ -258,6 +259,7 @@ def source_line(node: torch.fx.Node) -> str | None:
 
 def finish(gm: torch.fx.GraphModule, method: str, root: Any, **extra: Any) -> torch.fx.GraphModule:
     """Module paths and source lines on every node, and ``gm.meta["fxviz"]``."""
+    forget_last_trace()  # every front end but symbolic tracing runs make_fx, which keeps its graph
     for node in gm.graph.nodes:
         if node.op == "output":
             node.meta["module_path"] = None
