@@ -179,8 +179,9 @@ def _to_networkx(gm: torch.fx.GraphModule, notes: Mapping[str, Mapping[str, Any]
         for position, producer in _uses(node):
             edge = producers.get(producer.name)
             if edge is None:  # FX graphs are in topological order: the producer's entry exists
-                edge = producers[producer.name] = succ[producer.name][name] = {"uses": ()}
-            edge["uses"] = shared(edge["uses"] + (position,))
+                producers[producer.name] = succ[producer.name][name] = {"uses": position}
+            else:  # x + x: one edge, both positions
+                edge["uses"] = shared(edge["uses"] + position)
     # networkx's own dict-of-dicts, filled in bulk: add_nodes_from and add_edges_from
     # cost a third of the conversion at 100k nodes (a caught TypeError per node).
     graph._node.update(records)
@@ -192,27 +193,29 @@ def _to_networkx(gm: torch.fx.GraphModule, notes: Mapping[str, Mapping[str, Any]
 _NO_COSTS: Mapping[str, Any] = {}
 
 
-_ARG_POSITIONS = tuple(f"args[{i}]" for i in range(16))
+_ARG_POSITIONS = tuple((f"args[{i}]",) for i in range(16))  # shared by every edge with one use
+_CONTAINERS = (tuple, list, dict)  # FX's immutable_list and immutable_dict among them
 
 
-def _uses(node: Node) -> list[tuple[str, Node]]:
-    found: list[tuple[str, Node]] = []
-
-    def walk(value: Any, where: str) -> None:
-        if isinstance(value, Node):
-            found.append((where, value))
-        elif isinstance(value, (tuple, list)):
-            for i, v in enumerate(value):
-                walk(v, f"{where}[{i}]")
-        elif isinstance(value, dict):
-            for k, v in value.items():
-                walk(v, f"{where}[{k!r}]")
-
-    for i, arg in enumerate(node.args):
-        if isinstance(arg, Node) and i < len(_ARG_POSITIONS):  # most arguments: one node, no walk
-            found.append((_ARG_POSITIONS[i], arg))
-        elif isinstance(arg, (tuple, list, dict, Node)):
-            walk(arg, f"args[{i}]")
+def _uses(node: Node) -> list[tuple[tuple[str, ...], Node]]:
+    """(argument position, as a 1-tuple; producer) for each node among the arguments."""
+    args = node.args
+    if not node.kwargs and len(args) <= len(_ARG_POSITIONS) and not any(isinstance(a, _CONTAINERS) for a in args):
+        return [(_ARG_POSITIONS[i], a) for i, a in enumerate(args) if isinstance(a, Node)]  # most nodes
+    found: list[tuple[tuple[str, ...], Node]] = []
+    for i, arg in enumerate(args):
+        _walk(arg, f"args[{i}]", found)
     for key, arg in node.kwargs.items():
-        walk(arg, f"kwargs[{key!r}]")
+        _walk(arg, f"kwargs[{key!r}]", found)
     return found
+
+
+def _walk(value: Any, where: str, found: list) -> None:
+    if isinstance(value, Node):
+        found.append(((where,), value))
+    elif isinstance(value, (tuple, list)):
+        for i, v in enumerate(value):
+            _walk(v, f"{where}[{i}]", found)
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            _walk(v, f"{where}[{k!r}]", found)

@@ -37,6 +37,20 @@ def test_repeated_use_is_one_edge_listing_every_position():
     assert g.edges["x", "mul"]["uses"] == ("args[0]", "args[1]")
 
 
+def test_uses_inside_lists_and_keywords_are_edges_too():
+    """FX keeps a list argument as its own immutable_list and kwargs apart: both are walked."""
+    class Nested(torch.nn.Module):
+        def forward(self, x, y):
+            return torch.cat([x, y, x], dim=0).clamp(min=x.min(), max=y)
+
+    g = fxviz.to_networkx(fxviz.trace(Nested()))
+    assert g.edges["x", "cat"]["uses"] == ("args[0][0]", "args[0][2]")
+    assert g.edges["y", "cat"]["uses"] == ("args[0][1]",)
+    assert g.edges["min_1", "clamp"]["uses"] == ("kwargs['min']",)
+    assert g.edges["y", "clamp"]["uses"] == ("kwargs['max']",)
+    assert g.edges["cat", "clamp"]["uses"] == ("args[0]",)
+
+
 def test_shapes_and_cost_appear_once_annotated(my_module):
     gm = fxviz.annotate(fxviz.trace(my_module), torch.randn(5, 4))
     g = fxviz.to_networkx(gm)
