@@ -499,3 +499,22 @@ def test_keys_undo_and_redo_and_nodes_know_their_inputs_and_users(convbn):
     assert convbn.session.index == 0 and "bn1" in names(convbn)
     press("redo")
     assert convbn.session.index == 1 and "bn1" not in names(convbn)
+
+
+def test_every_anywidget_class_holds_its_front_end_as_text():
+    """anywidget turns a Path ``_esm``/``_css`` into a FileContents whose change signal
+    holds every instance strongly: no widget made from such a class is ever freed."""
+    import anywidget
+
+    import fxviz.widgets  # noqa: F401  (imports every widget class)
+
+    def subclasses(cls):
+        for sub in cls.__subclasses__():
+            yield sub
+            yield from subclasses(sub)
+
+    ours = [c for c in subclasses(anywidget.AnyWidget) if c.__module__.startswith("fxviz.")]
+    assert {c.__name__ for c in ours} >= {"GraphView", "TableView", "CodeView"}
+    for cls in ours:
+        for key in ("_esm", "_css"):
+            assert isinstance(cls.__dict__.get(key, ""), str), f"{cls.__name__}.{key} is {type(cls.__dict__[key])}"
