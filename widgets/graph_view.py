@@ -104,7 +104,8 @@ class GraphView(anywidget.AnyWidget):
     """Interactive Graphviz SVG of an FX graph; see docs/CONTRACTS.md for the ids."""
 
     # Strings, never Paths: anywidget wraps a Path in a FileContents whose change
-    # signal holds every widget made from the class strongly, so none is ever freed.
+    # signal holds every widget made from the class strongly, so none is ever freed
+    # (manzt/anywidget#929, open).
     _esm = esm_source()
     _css = (_HERE / "graph_view.css").read_text()
 
