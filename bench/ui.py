@@ -156,20 +156,25 @@ def main() -> None:
     missing = labdriver.missing_requirements()
     if missing:
         sys.exit(f"bench/ui.py needs {missing}")
+    load_before = os.getloadavg()[0]
+    times, notes = in_lab("bench-ui-jupyterlab.log", 1400, lambda page, lab: measure(page, lab, args.size, args.repeats))
+    report(times, notes, args.size, (load_before, os.getloadavg()[0]))
+
+
+def in_lab(log_name: str, width: int, work):
+    """``work(page, lab)`` in a fresh headless JupyterLab and a Chromium page ``width`` x 1000."""
     from playwright.sync_api import sync_playwright
 
-    load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as tmp:
-        lab = labdriver.start_lab(Path(tmp), "bench-ui-jupyterlab.log")
+        lab = labdriver.start_lab(Path(tmp), log_name)
         try:
             with sync_playwright() as p:
                 browser = labdriver.launch_chromium(p)
-                page = browser.new_page(viewport={"width": 1400, "height": 1000})
-                times, notes = measure(page, lab, args.size, args.repeats)
+                result = work(browser.new_page(viewport={"width": width, "height": 1000}), lab)
                 browser.close()
+                return result
         finally:
             labdriver.stop_lab(lab)
-    report(times, notes, args.size, (load_before, os.getloadavg()[0]))
 
 
 def report(times: dict[str, list[float]], notes: list[str], size: int, load: tuple[float, float]) -> None:
