@@ -18,6 +18,7 @@ retains and its peak while it is made, over what the GraphModule alone retains.
 Ratios (Session/capture, memory) are measured in the same run; the targets are
 Session <= 1.3x capture, memory <= 2x, and at 100k nodes a first view in < 2 s after
 capture, expand < 1 s and search < 0.1 s.
+These times are the kernel's; bench/ui_scale.py times the 100k first view in the browser.
 Run from the repository root: .venv/bin/python -P bench/scale.py [--sizes 1k,10k,30k,100k]
 """
 from __future__ import annotations
