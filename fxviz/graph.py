@@ -194,7 +194,7 @@ _NO_COSTS: Mapping[str, Any] = {}
 
 
 _ARG_POSITIONS = tuple((f"args[{i}]",) for i in range(16))  # shared by every edge with one use
-_CONTAINERS = (tuple, list, dict)  # FX's immutable_list and immutable_dict among them
+_CONTAINERS = (tuple, list, dict, slice)  # FX's immutable_list and immutable_dict among them
 
 
 def _uses(node: Node) -> list[tuple[tuple[str, ...], Node]]:
@@ -219,3 +219,6 @@ def _walk(value: Any, where: str, found: list) -> None:
     elif isinstance(value, dict):
         for k, v in value.items():
             _walk(v, f"{where}[{k!r}]", found)
+    elif isinstance(value, slice):  # x[:, :n] with n computed: FX keeps the node in the slice
+        for part in ("start", "stop", "step"):
+            _walk(getattr(value, part), f"{where}.{part}", found)

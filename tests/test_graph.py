@@ -1,3 +1,4 @@
+import pytest
 import torch
 
 import fxviz
@@ -51,6 +52,19 @@ def test_uses_inside_lists_and_keywords_are_edges_too():
     assert g.edges["cat", "clamp"]["uses"] == ("args[0]",)
 
 
+def test_a_node_inside_a_slice_is_an_edge():
+    """x[:, :n] with n computed from x: the slice holds the node, and the drawing shows
+    where n goes (it used to end nowhere)."""
+    class Half(torch.nn.Module):
+        def forward(self, x):
+            return x[:, : x.size(1) // 2]
+
+    gm = fxviz.trace(Half())
+    g = fxviz.to_networkx(gm)
+    assert g.edges["floordiv", "getitem"]["uses"] == ("args[1][1].stop",)
+    assert {(p.name, n.name) for n in gm.graph.nodes for p in n.all_input_nodes} == set(g.edges)
+
+
 def test_shapes_and_cost_appear_once_annotated(my_module):
     gm = fxviz.annotate(fxviz.trace(my_module), torch.randn(5, 4))
     g = fxviz.to_networkx(gm)
@@ -78,3 +92,11 @@ def test_the_bulk_built_graph_is_the_one_networkx_builds(my_module):
     assert list(g.successors("x")) == ["add"] and list(g.predecessors("output")) == ["topk"]
     assert list(nx.topological_sort(g)) == list(g)
     assert nx.utils.graphs_equal(g.copy(), g) and set(g.subgraph(["x", "add"]).edges) == {("x", "add")}
+
+
+@pytest.mark.parametrize("tracer", ["symbolic", "make_fx", "export"])
+def test_edges_are_exactly_the_nodes_inputs(resnet18, tracer):
+    """Every input FX records for a node (inside tuples, lists, dicts, slices) is an edge, and nothing else is."""
+    gm = fxviz.trace(resnet18, torch.randn(1, 3, 32, 32), tracer=tracer)
+    g = fxviz.to_networkx(gm)
+    assert {(p.name, n.name) for n in gm.graph.nodes for p in n.all_input_nodes} == set(g.edges)
