@@ -36,6 +36,10 @@ def test_aten_graphs_fold_both_batchnorms_and_still_match(tracer):
     fused = [n.target for n in step.gm.graph.find_nodes(op="get_attr") if "fused" in str(n.target)]
     assert len(fused) == 4  # weight and bias per conv, beside the conv's own tensors
     assert session.steps[0].check.status == "match"  # step 0 keeps its tensors
+    read = {str(n.target) for n in step.gm.graph.find_nodes(op="get_attr") if n.users}
+    unread = {str(n.target) for n in step.gm.graph.find_nodes(op="get_attr") if not n.users}
+    assert read == set(fused)  # the old conv weights and every BN parameter are gone from the drawing
+    assert all(t.endswith("num_batches_tracked") for t in unread)  # as export left them in step 0
 
 
 def test_batchnorm_subclass_traced_to_functional_call_is_folded():

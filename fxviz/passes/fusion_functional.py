@@ -90,6 +90,7 @@ def _why_not(gm: torch.fx.GraphModule, conv: torch.fx.Node, bn: torch.fx.Node, a
 
 
 def _fold(gm: torch.fx.GraphModule, conv: torch.fx.Node, bn: torch.fx.Node, args: dict) -> None:
+    read = [*conv.all_input_nodes, *(args[k] for k in ("weight", "bias", "running_mean", "running_var"))]
     mean, var = _tensor(gm, args["running_mean"]), _tensor(gm, args["running_var"])
     gamma = _tensor(gm, args["weight"])
     beta = _tensor(gm, args["bias"])
@@ -120,6 +121,9 @@ def _fold(gm: torch.fx.GraphModule, conv: torch.fx.Node, bn: torch.fx.Node, args
     for user in list(bn.users):
         gm.graph.erase_node(user)
     gm.graph.erase_node(bn)
+    for node in dict.fromkeys(read):  # the parameters only the folded pair read: no dangling boxes
+        if isinstance(node, torch.fx.Node) and node.op == "get_attr" and not node.users:
+            gm.graph.erase_node(node)
 
 
 def _stored(gm: torch.fx.GraphModule, beside: torch.fx.Node, name: str, value: torch.Tensor) -> torch.fx.Node:
