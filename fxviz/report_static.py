@@ -6,6 +6,7 @@ string is escaped here. Colours follow JupyterLab's theme variables with light f
 """
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable
 from typing import Any
 
@@ -27,15 +28,16 @@ STYLE = """<style>
 
 
 def static_html(*, title: str, lines: Iterable[str], svg: str, rows: pd.DataFrame | None = None,
-                note: str = "") -> str:
+                note: str = "", total: int | None = None) -> str:
     """A titled block: text ``lines``, the graph ``svg`` (already safe markup), the node
-    table ``rows`` (first :data:`MAX_ROWS`) and a ``note``."""
+    table ``rows`` (first :data:`MAX_ROWS`, of ``total`` nodes: default, all rows) and a ``note``."""
     parts = [STYLE, '<div class="fxviz-static">', f"<div><b>{escape(title)}</b></div>"]
     parts += [f"<div>{escape(line)}</div>" for line in lines if line]
     parts.append(f'<div class="fxviz-static-graph">{svg}</div>' if svg else "<div>(no graph drawn)</div>")
     if rows is not None and len(rows):
         shown = rows.head(MAX_ROWS)
-        more = f" (first {MAX_ROWS} of {len(rows)})" if len(rows) > MAX_ROWS else ""
+        total = len(rows) if total is None else total
+        more = f" (first {min(MAX_ROWS, len(rows))} of {total})" if total > min(MAX_ROWS, len(rows)) else ""
         parts += [f"<details><summary>Nodes{escape(more)}</summary>",
                   shown.to_html(index=False, escape=True, border=0, na_rep=""), "</details>"]
     if note:
@@ -44,12 +46,13 @@ def static_html(*, title: str, lines: Iterable[str], svg: str, rows: pd.DataFram
     return "".join(parts)
 
 
-def node_rows(graph: Any) -> pd.DataFrame:
-    """One row per node of an annotated graph: index, name, op, target, module, shape."""
+def node_rows(graph: Any, limit: int | None = None) -> pd.DataFrame:
+    """One row per node of an annotated graph (the first ``limit``): index, name, op,
+    target, module, shape."""
     return pd.DataFrame([
         {"#": a["index"], "name": n, "op": a["op"], "target": a["target"],
          "module": a["module_path"] or "", "shape": shape_text(a["shape"])}
-        for n, a in graph.nodes(data=True)
+        for n, a in itertools.islice(graph.nodes(data=True), limit)
     ])
 
 

@@ -1,6 +1,8 @@
 """The Explorer on graphs too large to draw whole: it opens within the box budget, the
 table and search cover every node, a node hidden in a collapsed box is revealed when
 selected, and expanding a box opens only that box."""
+import asyncio
+
 import pytest
 import torch
 from torch import nn
@@ -57,6 +59,32 @@ def test_a_large_graph_opens_within_budget_with_every_node_in_table_and_search(b
     assert 5 < len(boxes) <= 260
     assert len(big.table.rows) == len(big.graph.nodes) == len(graph)  # all nodes, drawn or not
     assert "blocks 0–31 · Chain" in big.graph.svg  # identical blocks in ranges, collapsed
+
+
+def test_a_large_graph_is_drawn_first_and_its_rows_follow_the_cell(big):
+    """In a kernel (an event loop runs), the node table and the view's records of a large
+    graph are sent once the cell is done, so the first drawing does not wait for them;
+    whatever reads them sooner (the static copy, ``rows``, ``select``) still sees them."""
+    session, n = big.session, len(big.session.current.graph)
+
+    async def cells():
+        first = Explorer(session, profile="off")
+        seen = {"svg": "blocks 0–31 · Chain" in first.graph.svg, "rows": len(first.table.data),
+                "records": len(first.graph.nodes)}
+        static = first._repr_mimebundle_()["text/html"]  # displayed: its first rows, still nothing sent
+        seen["static"] = "sigmoid_1" in static and f"(first 200 of {n})" in static and len(first.table.data) == 0
+        second = Explorer(session, profile="off")
+        seen["read at once"] = len(second.table.rows)  # the same cell reads them: filled on demand
+        await asyncio.sleep(0)  # the cell is done: the kernel's loop runs what waited
+        seen["after"] = (len(first.table.data), len(first.graph.nodes), first.table.pending, first.graph.pending)
+        for explorer in (first, second):
+            explorer.close()
+        return seen
+
+    seen = asyncio.run(cells())
+    assert seen["svg"] and seen["rows"] == seen["records"] == 0 and seen["static"]
+    assert seen["read at once"] == n
+    assert seen["after"] == (n, n, None, None)
 
 
 def test_selecting_a_hidden_node_reveals_it_and_keeps_the_rest(big):

@@ -1,9 +1,48 @@
 """The Jupyter layer of fxviz: the Explorer workbench and its graph view.
 
-Imported only on demand (``fxviz.explore``), so ``import fxviz`` needs no ipywidgets.
+Imported only on demand (``fxviz.explore``, defined here), so ``import fxviz`` needs no ipywidgets.
 """
-from .explorer import Explorer, explore
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from fxviz.errors import UsageError
+from fxviz.session import Session
+
+from .explorer import Explorer
 from .graph_view import GraphView
 from .table_view import TableView
 
 __all__ = ["Explorer", "GraphView", "TableView", "explore"]
+
+
+def explore(model_or_session: Any, *example_inputs: Any, profile: str = "background",
+            profile_kwargs: Mapping[str, Any] | None = None, **session_kwargs: Any) -> Explorer:
+    """The Explorer on ``Session(model, example_inputs, **session_kwargs)``, or on an
+    existing Session. ``profile``: "background" (a worker thread, with a progress bar),
+    "sync" (inline; for tests) or "off" (only on request); timings are
+    ``step.profile(**profile_kwargs)`` (default ``budget_s=1.0``)."""
+    if isinstance(model_or_session, Session):
+        if example_inputs or session_kwargs:
+            raise UsageError("explore(session) takes no example inputs or session options: the session has them.")
+        session = model_or_session
+    elif not example_inputs:
+        raise UsageError("explore(model, *example_inputs) needs example inputs, "
+                        "e.g. explore(model, torch.randn(1, 3, 224, 224)).")
+    else:
+        from fxviz.capture import called_as
+
+        with called_as("explore"):  # errors name the call the user wrote
+            if session_kwargs.get("tracer") == "dynamo":  # every graph, listed above the Explorer
+                from .compile_view import explore_compiled
+
+                return explore_compiled(model_or_session, example_inputs, session_kwargs,
+                                        profile=profile, profile_kwargs=profile_kwargs)
+            session = Session(model_or_session, example_inputs, **session_kwargs)
+    if session.capture.method == "dynamo" and len(session.capture.graphs) > 1:
+        from .compile_view import CompileExplorer
+
+        return CompileExplorer.around(session, profile=profile, profile_kwargs=profile_kwargs)
+    return Explorer(session, profile=profile, profile_kwargs=profile_kwargs)
+

@@ -39,10 +39,10 @@ from typing import Any
 
 import ipywidgets as w
 
-from fxviz.errors import FxvizError, UsageError
+from fxviz.errors import FxvizError
 from fxviz.markup import escape
 from fxviz.passes import NothingToDo
-from fxviz.report_static import check_text, static_html
+from fxviz.report_static import MAX_ROWS, check_text, node_rows, static_html
 from fxviz.session import Session
 
 from . import coloring
@@ -54,43 +54,16 @@ from .panel_details import DetailsPanel
 from .panel_passes import PassPanel, step_badge
 from .panel_timing import TimingPanel
 from .profiling import Profiler
+from ._later import after_cell
 from ._tree import close_tree
 from .table_view import TableView
 
 CSS = (pathlib.Path(__file__).parent / "explorer.css").read_text()
 DEFAULT_PROFILE_KWARGS = {"budget_s": 1.0}
 CODE_TAB = 1
-EAGER_CODE_NODES = 2000  # above this, the Code tab is drawn only while it is open
-
-
-def explore(model_or_session: Any, *example_inputs: Any, profile: str = "background",
-            profile_kwargs: Mapping[str, Any] | None = None, **session_kwargs: Any) -> Explorer:
-    """The Explorer on ``Session(model, example_inputs, **session_kwargs)``, or on an
-    existing Session. ``profile``: "background" (a worker thread, with a progress bar),
-    "sync" (inline; for tests) or "off" (only on request); timings are
-    ``step.profile(**profile_kwargs)`` (default ``budget_s=1.0``)."""
-    if isinstance(model_or_session, Session):
-        if example_inputs or session_kwargs:
-            raise UsageError("explore(session) takes no example inputs or session options: the session has them.")
-        session = model_or_session
-    elif not example_inputs:
-        raise UsageError("explore(model, *example_inputs) needs example inputs, "
-                        "e.g. explore(model, torch.randn(1, 3, 224, 224)).")
-    else:
-        from fxviz.capture import called_as
-
-        with called_as("explore"):  # errors name the call the user wrote
-            if session_kwargs.get("tracer") == "dynamo":  # every graph, listed above the Explorer
-                from .compile_view import explore_compiled
-
-                return explore_compiled(model_or_session, example_inputs, session_kwargs,
-                                        profile=profile, profile_kwargs=profile_kwargs)
-            session = Session(model_or_session, example_inputs, **session_kwargs)
-    if session.capture.method == "dynamo" and len(session.capture.graphs) > 1:
-        from .compile_view import CompileExplorer
-
-        return CompileExplorer.around(session, profile=profile, profile_kwargs=profile_kwargs)
-    return Explorer(session, profile=profile, profile_kwargs=profile_kwargs)
+# Above this many nodes the Code tab is drawn only while it is open, and the node table
+# and the view's node records (~0.5 s to build and send at 100k) follow the first drawing.
+LARGE_GRAPH = 2000
 
 
 class Explorer(w.VBox):
@@ -149,11 +122,27 @@ class Explorer(w.VBox):
         self.export_button.on_click(lambda _: self._act(self.export))
         self.passes.apply.on_click(lambda _: self._act(self._apply))
         self._unsubscribe = session.subscribe(self._on_session)
+        if len(session.current.graph) > LARGE_GRAPH:  # drawn first; rows right after the cell
+            self.graph.pending = self.table.pending = self._fill
         self._refresh()
+        if self.graph.pending:
+            after_cell(self._fill)
 
     def select(self, name: str) -> None:
         """Select FX node ``name`` ("" clears) in the graph, table, details and code."""
         self.graph.select(name)
+
+    def _fill(self) -> None:
+        """The node table and the view's node records, when put off past the first drawing
+        (a large graph); idempotent: whoever reads them first (a select, a repr) fills them."""
+        with self._ui:
+            if self.graph.pending is None or self._unsubscribe is None:  # filled, or closed
+                return
+            self.graph.pending = self.table.pending = None
+            try:
+                self._show_nodes()
+            except Exception as exc:  # a callback's error: shown, not lost in the kernel's log
+                self._say(f"The Explorer could not list the nodes: {type(exc).__name__}: {exc}")
 
     def export(self, path: str | pathlib.Path | None = None) -> pathlib.Path:
         """Write the session as one self-contained HTML page (``Session.to_html``) with the
@@ -178,7 +167,9 @@ class Explorer(w.VBox):
             bundle["text/html"] = static_html(
                 title=self._name,
                 lines=[self.step_label.value, check_text(step), self.graph.status], svg=self.graph.svg,
-                rows=self.table.frame(),
+                # its first rows only while the table waits for the cell to end (a large graph)
+                rows=node_rows(step.graph, MAX_ROWS) if self.table.pending else self.table.frame(),
+                total=len(step.graph),
                 note="A static copy of the Explorer as first displayed: run the notebook to explore it.")
         return bundle
 
@@ -273,10 +264,15 @@ class Explorer(w.VBox):
             self.badge.value = step_badge(step)
             self.passes.show_history(self.session)
             timings = self.profiler.known(step)
-            show_nodes(step.graph, timings, self.graph, self.table)  # made once per step: often nothing to send
+            if self.graph.pending is None:
+                self._show_nodes()
             self._draw()
             self.details.show(step.graph, self.graph.selected, timings)
             self.timing.show(self.session, timings)
+
+    def _show_nodes(self) -> None:
+        step = self.session.current  # made once per step: often nothing to send
+        show_nodes(step.graph, self.profiler.known(step), self.graph, self.table)
 
     def _draw(self, reveal: str = "", *, keep_on_error: bool = False) -> bool:
         """Draw the current step in the chosen colour mode (see ``GraphDrawing.draw``)."""
@@ -298,7 +294,7 @@ class Explorer(w.VBox):
     def _show_code(self) -> None:
         """The Code tab; on a large graph only while it is open: highlighting the code of
         thousands of nodes takes seconds, which no other tab's user should wait for."""
-        if self.tabs.selected_index == CODE_TAB or len(self.session.current.graph) <= EAGER_CODE_NODES:
+        if self.tabs.selected_index == CODE_TAB or len(self.session.current.graph) <= LARGE_GRAPH:
             name, graph = self.graph.selected, self.session.current.graph
             self.code.show(self.session, name, graph.nodes[name]["op"] if name in graph else "")
 

@@ -149,6 +149,10 @@ class GraphView(anywidget.AnyWidget):
     def _every_mode(self) -> list[dict[str, str]]:
         return colour_modes.views()  # read when a view is made: a mode added since is offered
 
+    #: set by an owner that sends ``nodes`` after the first drawing (the Explorer, on a
+    #: large graph); called before they are read
+    pending: Callable[[], None] | None = None
+
     def __init__(self, **kwargs: Any):
         super().__init__(**kwargs)
         self._actions: list[Callable[[str], Any]] = []
@@ -167,6 +171,8 @@ class GraphView(anywidget.AnyWidget):
 
     def select(self, name: str) -> None:
         """Select FX node `name` ("" clears); the browser highlights it and pans to it."""
+        if self.pending:
+            self.pending()
         if name and name not in self.nodes:
             known = ", ".join(list(self.nodes)[:5]) or "none"
             raise InputError(

@@ -11,6 +11,7 @@ resends only them. Python reads and sets the rows whole as ``rows``.
 from __future__ import annotations
 
 import pathlib
+from collections.abc import Callable
 from typing import Any
 
 import anywidget
@@ -46,6 +47,10 @@ class TableView(anywidget.AnyWidget):
     sort_by = traitlets.Unicode("").tag(sync=True)
     descending = traitlets.Bool(False).tag(sync=True)
 
+    #: set by an owner that fills the rows after the first drawing (the Explorer, on a
+    #: large graph); called before they are read
+    pending: Callable[[], None] | None = None
+
     def __init__(self, rows: Any = None, **kwargs: Any):
         super().__init__(**kwargs)
         if rows is not None:
@@ -60,6 +65,8 @@ class TableView(anywidget.AnyWidget):
         """Every row whole: ``data`` with the ``extra`` columns, None for a column of
         ``columns`` that neither has (no times yet). Set (Columns or a list of dicts):
         ``data``, and no ``extra``."""
+        if self.pending:
+            self.pending()
         n = len(self.data)
         every = self.data.columns | (self.extra.columns if len(self.extra) == n else {})
         return Columns(every | {c["key"]: [None] * n for c in self.columns if c["key"] not in every}, n)

@@ -14,7 +14,7 @@ import re
 
 import pytest
 
-from labdriver import assert_no_js_error, open_notebook, run_all, shoot_themes
+from labdriver import assert_no_js_error, kernel_json, open_notebook, run_all, shoot_themes
 
 pytestmark = pytest.mark.e2e
 
@@ -138,3 +138,55 @@ def test_fuse_conv_bn_apply_and_undo(lab, page):
 
     # The code view marks the selected node's line (deferred from above).
     assert marked_line.startswith("bn1 = self.bn1("), f"the code view marks {marked_line!r} for bn1"
+
+
+LARGE_NB = [
+    """\
+import torch
+from torch import nn
+import fxviz
+
+class Chain(nn.Module):
+    def forward(self, x):
+        h = x
+        for i in range(24):
+            h = torch.tanh(h) if i % 2 else torch.sigmoid(h)
+        return h + x
+
+class Stack(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.Sequential(*[Chain() for _ in range(120)])
+
+    def forward(self, x):
+        return self.blocks(x)
+
+explorer = fxviz.explore(Stack(), torch.randn(2, 4))
+pending_in_cell = explorer.table.pending is not None  # a large graph: rows follow the cell
+explorer""",
+]
+
+
+def test_a_large_graph_draws_first_then_fills_its_table_and_search(lab, page):
+    """Over 2,000 nodes the node table and the view's records reach the page after the
+    cell is done (widgets/_later.py): they must still arrive, in a real kernel, and
+    search must find a node hidden in a collapsed box and reveal it."""
+    open_notebook(page, lab, lab.write_notebook("e2e_large.ipynb", LARGE_NB))
+    run_all(page, timeout=180)
+    explorer = page.locator(".fxviz-explorer")
+    explorer.locator(".fxviz-graph svg g[id^='fxco-']").first.wait_for(timeout=60_000)  # collapsed boxes drawn
+    kernel = kernel_json(page, "import json; print(json.dumps([pending_in_cell, len(explorer.table.data), "
+                               "len(explorer.graph.nodes), len(explorer.session.current.graph)]))")
+    pending_in_cell, rows, records, nodes = kernel
+    assert pending_in_cell and nodes > 2000 and rows == records == nodes, kernel
+    explorer.locator(".fxviz-node-table tr.fxviz-tv-row").first.wait_for()
+    assert explorer.locator(".fxviz-node-table tr.fxviz-tv-row").first.inner_text().startswith("0")
+    hidden = "tanh_1400"
+    assert explorer.locator(f".fxviz-graph g.node#fx-{hidden}").count() == 0
+    search = explorer.locator(".fxviz-gv-search")
+    search.fill(hidden)
+    search.press("Enter")
+    explorer.locator(f".fxviz-graph g.node#fx-{hidden}.fxviz-selected").wait_for(timeout=30_000)
+    explorer.locator(".fxviz-details", has_text=hidden).wait_for()
+    assert_no_js_error(page)
+    shoot_themes(page, explorer, "e2e-explorer-large")
