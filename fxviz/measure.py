@@ -12,6 +12,7 @@ noisy if it still is.
 """
 from __future__ import annotations
 
+import atexit
 import contextlib
 import dataclasses
 import logging
@@ -32,6 +33,15 @@ MODES = ("background", "sync", "off")
 START_DELAY_S = 0.5
 _log = logging.getLogger(__name__)
 Progress = Callable[[str, int, int], Any]  # (what, done, total); total 0: idle
+_RUNNING: weakref.WeakSet[Scheduler] = weakref.WeakSet()  # those with a worker thread
+
+
+@atexit.register
+def _close_all() -> None:
+    """At interpreter exit, stop the workers: a daemon thread killed inside a torch op
+    aborts the process ("terminate called without an active exception")."""
+    for scheduler in list(_RUNNING):
+        scheduler.close(timeout=5.0)
 
 
 @dataclass(frozen=True)
@@ -113,6 +123,7 @@ class Scheduler:
             self._wake.notify()
         if self._worker is None:
             self._worker = threading.Thread(target=self._serve, name="fxviz-measure", daemon=True)
+            _RUNNING.add(self)
             self._worker.start()
         return True
 

@@ -132,3 +132,30 @@ def test_a_training_steps_badge_ends_in_a_verdict_in_the_background():
         assert "fxviz-badge-match" in explorer.badge.value and ">match<" in explorer.badge.value
     finally:
         explorer.close()
+
+
+def test_a_script_that_ends_while_the_worker_measures_exits_cleanly():
+    """A daemon worker killed inside a torch op at interpreter exit aborts the process
+    (exit 134, "terminate called without an active exception"); the scheduler stops
+    its worker at exit instead."""
+    import os
+    import subprocess
+    import sys
+
+    script = """
+import threading, torch
+from torch import nn
+from fxviz import Session
+from fxviz.measure import Scheduler
+session = Session(nn.Sequential(*[nn.Linear(64, 64) for _ in range(50)]), (torch.randn(8, 64),))
+checking = threading.Event()
+scheduler = Scheduler("background", {"budget_s": 5.0},
+                      progress=lambda what, done, total: what == "checking" and total and checking.set())
+scheduler.request([session.current])
+assert checking.wait(30)  # the worker is running the model now: exit in the middle of it
+print("exiting", flush=True)
+"""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env=env)
+    assert "exiting" in done.stdout, done.stderr
+    assert done.returncode == 0 and "terminate" not in done.stderr, (done.returncode, done.stderr[-2000:])
