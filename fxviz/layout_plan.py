@@ -212,8 +212,7 @@ def _place(tree: BoxTree, opened: set[str], plan: LayoutPlan) -> None:
                 plan.drawn += 1
                 members = _members(boxes, key)
                 plan.members[key] = members
-                for name in members:
-                    plan.unit_of[name] = ("collapsed", key)
+                plan.unit_of.update(dict.fromkeys(members, ("collapsed", key)))  # one unit shared by its members
 
 
 def _members(boxes: dict[str, Box], path: str) -> list[str]:

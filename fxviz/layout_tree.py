@@ -78,24 +78,30 @@ def _node_paths(graph: nx.DiGraph) -> dict[str, str]:
     module with a single node (a lowered ReLU is a node, not a one-node cluster)."""
     paths: dict[str, str] = {}
     own: dict[str, list[int]] = {}  # path -> [first index, last index, node count] of its own nodes
-    for name, attrs in graph.nodes(data=True):  # in graph order
+    span: list[int] = []
+    last_path = None
+    for name, attrs in graph.nodes(data=True):  # in graph order; neighbours mostly share a path
         path = paths[name] = effective_path(attrs)
-        span = own.get(path)
-        if span is None:
-            own[path] = [attrs["index"], attrs["index"], 1]
-        else:
-            span[1], span[2] = attrs["index"], span[2] + 1
+        if path != last_path:
+            span = own.get(path)
+            if span is None:
+                span = own[path] = [attrs["index"], attrs["index"], 0]
+            last_path = path
+        span[1], span[2] = attrs["index"], span[2] + 1
     spans: dict[str, list[int]] = {}  # the same over each module's whole subtree
     for path, (first, last, count) in own.items():
         for prefix in _prefixes(path):
             span = spans.setdefault(prefix, [first, last, 0])
             span[0], span[1], span[2] = min(span[0], first), max(span[1], last), span[2] + count
     dropped = {p for p, (first, last, count) in spans.items() if last - first + 1 > 2 * count or count == 1}
-    for name, path in paths.items():
-        while path in dropped:
-            path = path.rpartition(".")[0]
-        paths[name] = path
-    return paths
+    if not dropped.intersection(own):  # dropping a module moves only its own nodes
+        return paths
+    kept = {}
+    for path in own:
+        kept[path] = path
+        while kept[path] in dropped:
+            kept[path] = kept[path].rpartition(".")[0]
+    return {name: kept[path] for name, path in paths.items()}
 
 
 def _node_signature(attrs: dict) -> tuple:
@@ -121,10 +127,14 @@ def build_tree(graph: nx.DiGraph) -> BoxTree:
             signature[parent.path].append(("box", path))
         return boxes[path]
 
+    owner = boxes[""]
+    items, signs = owner.items, signature[""]
     for name, attrs in graph.nodes(data=True):
-        owner = box(paths[name])
-        owner.items.append(("node", name))
-        signature[owner.path].append(_node_signature(attrs))
+        if paths[name] != owner.path:  # neighbours mostly share a box
+            owner = box(paths[name])
+            items, signs = owner.items, signature[owner.path]
+        items.append(("node", name))
+        signs.append(_node_signature(attrs))
         owner.size += 1
     for path in sorted(boxes, key=lambda p: -boxes[p].depth):  # children before parents
         if path:
@@ -133,23 +143,45 @@ def build_tree(graph: nx.DiGraph) -> BoxTree:
         _mark_repeats(boxes, signature, module_types)  # without shapes, "identical" is a guess
     for path in [p for p in boxes if not boxes[p].synthetic]:
         _group(boxes, boxes[path], graph)
-    edges = list(graph.edges)
-    box_of = _count_edges(boxes, edges)
+    edges = [(tail, head) for tail, heads in graph.adjacency() for head in heads]  # graph.edges, 3x faster
+    box_of = _box_of(boxes, paths)
+    _count_edges(boxes, edges, box_of)
     crowded = {b.path: b.edges for b in boxes.values() if b.edges > SPLIT_EDGES and len(b.items) > SPLIT_CHUNK}
     if crowded:
         for path in crowded:
             boxes[path].items = _chunk(boxes, boxes[path], boxes[path].items, graph, SPLIT_CHUNK)
-        box_of = _count_edges(boxes, edges)
+        box_of = _box_of(boxes, paths)
+        _count_edges(boxes, edges, box_of)
         for path, count in crowded.items():  # still as dense to look at: it starts collapsed
             boxes[path].edges = max(boxes[path].edges, count)
+    _set_depths(boxes)  # groups moved their children down: depths once, at the end
     return BoxTree(boxes, box_of, edges)
 
 
-def _count_edges(boxes: dict[str, Box], edges: list[tuple[str, str]]) -> dict[str, str]:
+def _box_of(boxes: dict[str, Box], paths: dict[str, str]) -> dict[str, str]:
+    """Each FX node's box: its module's, or the node segment that grouping moved it into."""
+    box_of = dict(paths)
+    for box in boxes.values():
+        if box.synthetic:
+            box_of.update((name, box.path) for kind, name in box.items if kind == "node")
+    return box_of
+
+
+def _set_depths(boxes: dict[str, Box]) -> None:
+    depth = {"": 0}
+
+    def of(path: str) -> int:
+        if path not in depth:
+            depth[path] = of(boxes[path].parent) + 1
+        return depth[path]
+
+    for path, box in boxes.items():
+        box.depth = of(path)
+
+
+def _count_edges(boxes: dict[str, Box], edges: list[tuple[str, str]], box_of: dict[str, str]) -> None:
     """Per box, the distinct edges between its children: each graph edge counts in the
-    innermost box holding both ends (densenet's blocks join every layer to every later one).
-    Returns each FX node's box."""
-    box_of = {name: path for path, b in boxes.items() for kind, name in b.items if kind == "node"}
+    innermost box holding both ends (densenet's blocks join every layer to every later one)."""
     for box in boxes.values():
         box.edges = 0
     chains: dict[str, list[str]] = {}
@@ -175,7 +207,6 @@ def _count_edges(boxes: dict[str, Box], edges: list[tuple[str, str]]) -> dict[st
             pairs.add((lca, below_t, below_h))
     for lca, _t, _h in pairs:
         boxes[lca].edges += 1
-    return box_of
 
 
 def _mark_repeats(boxes: dict[str, Box], signature: dict[str, list], module_types: dict[str, str]) -> None:
@@ -263,15 +294,4 @@ def _make_group(boxes: dict[str, Box], owner: Box, part: list[Item], inner: list
     repeated = modules_only and 2 * sum(boxes[k].repeated for _, k in inner) > len(inner)
     boxes[path] = Box(path, owner.path, label, synthetic=True, items=inner, size=count,
                       nodes_only=nodes_only, repeated=repeated)
-    _fix_depths(boxes, path, owner.depth + 1)
     return path
-
-
-def _fix_depths(boxes: dict[str, Box], path: str, depth: int) -> None:
-    """Depths of a new group's subtree, which moved one level down (linear in the
-    subtree's boxes, not its nodes)."""
-    stack = [(path, depth)]
-    while stack:
-        p, d = stack.pop()
-        boxes[p].depth = d
-        stack.extend((k, d + 1) for kind, k in boxes[p].items if kind == "box")

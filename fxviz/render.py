@@ -204,9 +204,8 @@ def to_svg(source: torch.fx.GraphModule | nx.DiGraph, **options: Any) -> str:
 def _fills(graph: nx.DiGraph, plan: LayoutPlan, color_by: str | None, values: Mapping[str, float] | None,
            marks: Mapping[str, str] | None) -> tuple[dict[Unit, str], list[dict[str, str]]]:
     """Fill colour per drawn box (node or collapsed module) and the matching legend."""
-    boxes: dict[Unit, list[str]] = {}
-    for name, unit in plan.unit_of.items():
-        boxes.setdefault(unit, []).append(name)
+    boxes: dict[Unit, list[str]] = {("collapsed", path): members for path, members in plan.members.items()}
+    boxes.update((("node", key), [key]) for items in plan.children.values() for kind, key in items if kind == "node")
     return colour_modes.fills(graph, boxes, color_by, marks if marks is not None else values)
 
 
@@ -263,6 +262,7 @@ class _DotWriter:
         self.graph, self.plan, self.fill, self.highlight = graph, plan, fill, highlight
         self.elements: dict[str, dict[str, Any]] = {}
         self.ids: dict[tuple[str, Any], str] = {}
+        self.flops = {n: f for n, f in graph.nodes(data="flops") if f} if plan.members else {}  # summed per collapsed box
 
     def _id(self, kind: str, key: Any) -> str:
         return self.ids.setdefault((kind, key), f"{kind[0]}{len(self.ids)}")
@@ -312,7 +312,7 @@ class _DotWriter:
         members = self.plan.members[path]
         cid = len(self.elements)
         self.elements[f"fxco-{cid}"] = {"kind": "collapsed", "name": path, "count": len(members)}
-        flops = sum(self.graph.nodes[m].get("flops") or 0 for m in members)
+        flops = sum(filter(None, map(self.flops.get, members)))
         detail = f"{len(members)} nodes" + (f" · {human_flops(flops)}" if flops else "") + " · ⊕"
         label = (f"<<B>{escape(self.plan.labels[path])}</B><BR/>"
                  f'<FONT POINT-SIZE="9">{escape(detail)}</FONT>>')
