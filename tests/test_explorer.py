@@ -417,7 +417,9 @@ def test_background_profiling_never_holds_up_the_graph(image):
     explorer = explore(Slow().eval(), image, profile="background", profile_kwargs=FAST)
     assert explorer.graph.svg and explorer.table.rows[1]["time_us"] is None
     assert "Profiling this step" in explorer.timing.summary.value
-    assert explorer.profiler.progress.layout.display == ""  # the progress bar shows
+    bar = explorer.profiler.progress
+    assert bar.layout.display == "" and bar.value == 0  # the progress bar shows, nothing done yet:
+    assert "fxviz-busy" in bar._dom_classes  # it moves (explorer.css), not an empty bar that looks stuck
     wait_for(lambda: explorer.table.rows[1]["time_us"] is not None)
     assert "forward" in explorer.timing.summary.value
     wait_for(lambda: explorer.profiler.progress.layout.display == "none")

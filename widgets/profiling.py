@@ -28,5 +28,8 @@ class Profiler(Scheduler):
         bar = self.progress
         if total:
             bar.max, bar.value, bar.description, bar.layout.display = total, done, what, ""
+            # Nothing finished yet (one step of 100k nodes profiles for ~10 s): a moving
+            # stripe (explorer.css), not an empty bar that looks stuck.
+            (bar.add_class if done == 0 else bar.remove_class)("fxviz-busy")
         else:
             bar.layout.display = "none"
