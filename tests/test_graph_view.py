@@ -144,6 +144,8 @@ def _selectors(css: str) -> list[str]:
     """Every selector of every rule (commas inside :is(...)/:has(...) kept together;
     at-rule conditions skipped, the rules inside them kept)."""
     css = re.sub(r"/\*.*?\*/", "", css, flags=re.S)
+    # @keyframes' stops (from, to, 50%) are no selectors (their names: `_keyframe_names`)
+    css = re.sub(r"@keyframes\s+[\w-]+\s*\{(?:[^{}]*\{[^{}]*\})*\s*\}", "", css)
     out = []
     for prelude in re.findall(r"([^{}]+)\{", css):
         if prelude.strip().startswith("@"):  # @media/@container: a condition, its rules follow

@@ -114,9 +114,11 @@ def test_row_clicks_and_header_clicks_reach_python():
 
 @pytest.mark.parametrize("css", ["table_view.css", "explorer.css"])
 def test_every_css_rule_is_scoped_by_a_prefixed_class(css):
-    selectors = _selectors((WIDGETS / css).read_text())
+    text = (WIDGETS / css).read_text()
+    selectors = _selectors(text)
     assert len(selectors) > 10
     assert [s for s in selectors if not s.startswith(".fxviz-")] == []
+    assert [n for n in re.findall(r"@keyframes\s+([\w-]+)", text) if not n.startswith("fxviz-")] == []  # global names
 
 
 def test_every_class_the_script_sets_is_prefixed():

@@ -2,18 +2,31 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 from collections.abc import Callable
 from typing import Any
 
 
 def after_cell(fn: Callable[[], Any]) -> bool:
     """Call ``fn`` on this thread once the running cell is done and its output is sent
-    (the kernel's event loop runs it next); call it now where no event loop runs (a
-    script, a test). Returns whether it was put off."""
-    try:
-        loop = asyncio.get_running_loop()
-    except RuntimeError:
+    (the kernel's event loop runs it next); call it now outside a kernel (a script, a
+    test: another library's loop, e.g. Playwright's, may run there and never return
+    to it). Returns whether it was put off."""
+    loop = _kernel_loop()
+    if loop is None:
         fn()
         return False
     loop.call_soon(fn)
     return True
+
+
+def _kernel_loop() -> asyncio.AbstractEventLoop | None:
+    """The event loop of the IPython kernel running this cell, or None."""
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None else None
+    if getattr(shell, "kernel", None) is None:
+        return None
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None

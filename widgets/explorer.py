@@ -264,9 +264,9 @@ class Explorer(w.VBox):
             self.badge.value = step_badge(step)
             self.passes.show_history(self.session)
             timings = self.profiler.known(step)
+            self._draw()  # first: the browser draws while the node records (~0.5 s at 100k) are made
             if self.graph.pending is None:
                 self._show_nodes()
-            self._draw()
             self.details.show(step.graph, self.graph.selected, timings)
             self.timing.show(self.session, timings)
 
