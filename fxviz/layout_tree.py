@@ -256,7 +256,9 @@ def _chunk(boxes: dict[str, Box], owner: Box, items: list[Item], graph: nx.DiGra
         if len(part) == 1:
             out.append(part[0])
             continue
-        inner = _chunk(boxes, owner, part, graph, chunk) if size > chunk else part
+        # nested only when the part makes several groups: one group of it would have the
+        # part's own span, so its path, and replace this one (which would then list itself)
+        inner = _chunk(boxes, owner, part, graph, chunk) if len(part) > chunk else part
         out.append(("box", _make_group(boxes, owner, part, inner, graph)))
     return out
 

@@ -134,3 +134,20 @@ def test_a_flat_graph_of_100k_nodes_plans_within_budget():
     drawn = plan(nxg)
     assert 200 <= drawn.box_count <= 250 + 8
     assert max(len(items) for items in drawn.children.values()) <= MAX_ITEMS
+
+
+@pytest.mark.parametrize("n", [2066, 3100])
+def test_a_long_run_whose_last_part_is_short_keeps_every_node_once(n):
+    """A run of over 1,536 nodes in one box is grouped by 1,024; a last part of 2-32
+    nodes once made one group with its own span, so the same path as the group around
+    it: that group listed itself, its nodes vanished and planning never ended."""
+    graph = flat_graph(0, n)
+    tree = build_tree(graph)
+    listed = [key for box in tree.boxes.values() for kind, key in box.items if kind == "node"]
+    assert sorted(listed) == sorted(graph)
+    for path, box in tree.boxes.items():
+        assert path == "" or ("box", path) in tree.boxes[box.parent].items
+        assert ("box", path) not in box.items
+    drawn = plan(graph)
+    members = sum(len(m) for m in drawn.members.values())
+    assert members + sum(u[0] == "node" for u in drawn.unit_of.values()) == len(graph)
