@@ -17,6 +17,7 @@ import contextlib
 import dataclasses
 import logging
 import threading
+import time
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -37,11 +38,18 @@ _RUNNING: weakref.WeakSet[Scheduler] = weakref.WeakSet()  # those with a worker 
 
 
 @atexit.register
-def _close_all() -> None:
-    """At interpreter exit, stop the workers: a daemon thread killed inside a torch op
-    aborts the process ("terminate called without an active exception")."""
-    for scheduler in list(_RUNNING):
-        scheduler.close(timeout=5.0)
+def _close_all(timeout: float = 5.0) -> None:
+    """At interpreter exit, stop the workers and wait up to ``timeout`` s in all for the
+    runs in flight: a daemon thread killed inside a torch op aborts the process
+    ("terminate called without an active exception")."""
+    running = list(_RUNNING)
+    for scheduler in running:  # all told first: their runs end together
+        scheduler._stop()
+    deadline = time.monotonic() + timeout
+    for scheduler in running:
+        worker = scheduler._worker
+        if worker is not None and worker is not threading.current_thread():
+            worker.join(max(0.0, deadline - time.monotonic()))
 
 
 @dataclass(frozen=True)
@@ -151,13 +159,17 @@ class Scheduler:
     def close(self, timeout: float = 10.0) -> None:
         """Cancel pending jobs and the A/B run in flight, and wait (up to ``timeout``
         s) for the worker, so no torch work is left running at exit."""
+        self._stop()
+        worker = self._worker
+        if worker is not None and worker is not threading.current_thread():
+            worker.join(timeout)
+
+    def _stop(self) -> None:
+        """Cancel pending jobs; the worker ends after the run in flight."""
         with self._wake:
             self._closed = True
             self._pending.clear()
             self._wake.notify()
-        worker = self._worker
-        if worker is not None and worker is not threading.current_thread():
-            worker.join(timeout)
 
     def _stale(self, step: Any, force: bool) -> bool:
         known = self.known(step)

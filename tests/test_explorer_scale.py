@@ -81,6 +81,9 @@ def test_a_large_graph_is_drawn_first_and_its_rows_follow_the_cell(big, monkeypa
         seen["static"] = "sigmoid_1" in static and f"(first 200 of {n})" in static and len(first.table.data) == 0
         second = Explorer(session, profile="off")
         seen["read at once"] = len(second.table.rows)  # the same cell reads them: filled on demand
+        third = Explorer(session, profile="off")
+        third.close()  # before the cell ends: its fill is dropped, nothing holds the Explorer
+        seen["closed"] = (third.graph.pending, third.table.pending, len(third.table.data))
         await asyncio.sleep(0)  # the cell is done: the kernel's loop runs what waited
         seen["after"] = (len(first.table.data), len(first.graph.nodes), first.table.pending, first.graph.pending)
         for explorer in (first, second):
@@ -90,7 +93,7 @@ def test_a_large_graph_is_drawn_first_and_its_rows_follow_the_cell(big, monkeypa
     with concurrent.futures.ThreadPoolExecutor(1) as kernel:
         seen = kernel.submit(asyncio.run, cells()).result()
     assert seen["svg"] and seen["rows"] == seen["records"] == 0 and seen["static"]
-    assert seen["read at once"] == n
+    assert seen["read at once"] == n and seen["closed"] == (None, None, 0)
     assert seen["after"] == (n, n, None, None)
 
 

@@ -45,4 +45,3 @@ def explore(model_or_session: Any, *example_inputs: Any, profile: str = "backgro
 
         return CompileExplorer.around(session, profile=profile, profile_kwargs=profile_kwargs)
     return Explorer(session, profile=profile, profile_kwargs=profile_kwargs)
-

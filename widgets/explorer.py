@@ -178,6 +178,8 @@ class Explorer(w.VBox):
         if self._unsubscribe is not None:
             self._unsubscribe()
             self._unsubscribe = None
+        if hasattr(self, "table"):  # a fill still waiting for the cell's end: dropped
+            self.graph.pending = self.table.pending = None
         if hasattr(self, "profiler"):  # absent when __init__ raised early
             self.profiler.close()
         for child in self.children:

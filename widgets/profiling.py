@@ -5,6 +5,7 @@ ATen breakdowns and A/B comparisons; this view only shows what it is doing.
 """
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping
 from typing import Any
 
@@ -22,6 +23,7 @@ class Profiler(Scheduler):
         self.progress = w.IntProgress(value=0, min=0, max=1, description="profiling", bar_style="info",
                                       layout=w.Layout(display="none", width="220px"))
         self.progress.add_class("fxviz-progress")
+        self._classes = threading.Lock()
         super().__init__(mode, profile_kwargs, progress=self._show)
 
     def _show(self, what: str, done: int, total: int) -> None:
@@ -30,6 +32,7 @@ class Profiler(Scheduler):
             bar.max, bar.value, bar.description, bar.layout.display = total, done, what, ""
             # Nothing finished yet (one step of 100k nodes profiles for ~10 s): a moving
             # stripe (explorer.css), not an empty bar that looks stuck.
-            (bar.add_class if done == 0 else bar.remove_class)("fxviz-busy")
+            with self._classes:  # the kernel's thread and the worker's: one class list
+                (bar.add_class if done == 0 else bar.remove_class)("fxviz-busy")
         else:
             bar.layout.display = "none"
