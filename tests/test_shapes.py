@@ -1,6 +1,10 @@
+import subprocess
+import sys
+
 import torch
 
 import fxviz
+from fxviz.shapes import annotated_run
 
 
 def test_channels_last_strides_and_memory_format(resnet18):
@@ -72,7 +76,6 @@ def test_flops_are_counted_per_distinct_call_not_per_target():
 
 
 def test_annotated_run_leaves_the_graph_module_alone(my_module):
-    from fxviz.shapes import annotated_run
 
     gm = fxviz.trace(my_module)
     before = {n.name: dict(n.meta) for n in gm.graph.nodes}
@@ -144,3 +147,29 @@ def test_an_in_place_op_that_changes_a_shape_is_seen_by_later_nodes():
     assert g.nodes["mm"]["flops"] == 2 * 4 * 4 * 4
     assert g.nodes["mm_1"]["flops"] == 2 * 2 * 4 * 4 and g.nodes["mm_1"]["shape"] == (2, 4)
     assert g.nodes["resize_"]["bytes"] == 4 * 2 * 4  # one tensor, counted once, as the call left it
+
+
+def test_counting_flops_does_not_import_dynamo_outside_torch_compile():
+    """The first Session of a kernel used to import torch._dynamo (0.65 s) through the
+    wrapper torch puts on every dispatch mode: a fresh interpreter opens a model, checks,
+    profiles and explores it without importing dynamo, with the FLOPs still counted."""
+    script = (
+        "import sys, torch, fxviz\n"
+        "from fxviz.widgets.explorer import Explorer\n"
+        "model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU())\n"
+        "session = fxviz.Session(model, torch.randn(2, 4))\n"
+        "flops = dict(session.current.graph.nodes(data='flops'))\n"
+        "session.current.check, session.current.profile(budget_s=0.05)\n"
+        "Explorer(session, profile='off').close()\n"
+        "print(flops['_0'], flops['_1'], 'torch._dynamo' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.split() == ["48", "None", "False"]  # 2 x (2·4·3): a multiply-add counts 2
+
+
+def test_flops_are_the_same_when_dynamo_is_imported():
+    import torch._dynamo  # noqa: F401  (imported: the mode keeps torch's wrapper)
+
+    model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU())
+    _, notes = annotated_run(fxviz.trace(model), (torch.randn(2, 4),))
+    assert notes["_0"]["flops"] == 48 and notes["_1"]["flops"] is None
