@@ -23,6 +23,7 @@ from fxviz.capture import export
 from fxviz.capture._common import (Capture, FrontEnd, Request, as_inputs, auto_order, called_as, caller, cell_name,
                                    choose, first_line, forget_front_end, front_end, front_ends, methods,
                                    torch_errors_quiet, where)
+from fxviz._gc import gc_paused
 from fxviz.discovery import import_modules
 from fxviz.errors import TraceError, UsageError
 
@@ -47,12 +48,23 @@ def capture(
     module: nn.Module | None = None,
     capture_timeout: float | None = CAPTURE_TIMEOUT,
 ) -> Capture:
-    """Capture ``model`` with ``tracer`` (see :func:`trace`); the record says how."""
+    """Capture ``model`` with ``tracer`` (see :func:`trace`); the record says how.
+
+    The cyclic collector is paused meanwhile: a tracer makes objects that all stay
+    alive (nodes, their metadata), and collections triggered by making them rescan them
+    over and over (measured: capture 0.55-0.74x as long at 30k-100k nodes). The
+    cycles a trace leaves are freed at the next full collection."""
+    with gc_paused():
+        return _capture(model, example_inputs, tracer, capture_timeout,
+                        {"leaf_modules": leaf_modules, "lower": lower, "concrete_args": concrete_args,
+                         "fallback": fallback, "module": module})
+
+
+def _capture(model: Any, example_inputs: Any, tracer: Any, capture_timeout: float | None,
+             options: dict[str, Any]) -> Capture:
     inputs = _distinct(as_inputs(example_inputs))
     if export.is_exported(model):
         return Capture([export.from_program(export.load(model))], "exported program")
-    options = {"leaf_modules": leaf_modules, "lower": lower, "concrete_args": concrete_args, "fallback": fallback,
-               "module": module}
     if tracer == "auto":
         return _auto(model, inputs, options, capture_timeout)
     try:
