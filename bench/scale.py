@@ -1,8 +1,10 @@
 """Cost per stage on graphs of 1k to 100k nodes, from capture to an interactive Explorer.
 
 Graphs: make_fx training steps of deep stacks of small transformer layers (1k, 10k,
-30k nodes), and a synthetic 100k-node graph built directly with torch.fx (so that
-capture does not dominate). Per graph it prints the seconds of each stage: capture,
+30k nodes), and a synthetic 100k-node model whose graph is built directly with
+torch.fx's Graph API inside its capture (so that capture does not dominate: 100k
+nodes of symbolic tracing would take 3x as long; ``100k-traced``, not run by default,
+captures the same model with fxviz's symbolic tracer). Per graph it prints the seconds of each stage: capture,
 Session (which captures again, then runs the annotated forward; it checks nothing
 yet), annotate (that run again, alone), to_networkx (the step's networkx graph,
 which the Session builds on first use: the first drawing pays for it), plan, DOT, layout, explore ready (the Explorer built, Python side, with
@@ -35,6 +37,7 @@ import sys
 import tempfile
 import time
 import tracemalloc
+from typing import Any
 
 import torch
 import torch.fx
@@ -86,65 +89,71 @@ def training_step(n_layers: int):
     return step, (torch.randn(2, 6, 8),), {"tracer": "make_fx", "module": model}
 
 
-class Block(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.attn, self.mlp = nn.Module(), nn.Module()
-
-
 OPS = (torch.tanh, torch.sigmoid, operator.neg)
 
 
-def blocks(n_blocks: int, x, call, at):
-    """The synthetic computation, eagerly (``call(fn, *args)``) or as a graph; ``at``
-    labels each value with its module path."""
-    for i in range(n_blocks):
-        h = x
-        for part in ("attn", "mlp"):
-            start = h
-            for j in range(24):
-                h = at(call(OPS[j % 3], h), f"blocks.{i}.{part}")
-            h = at(call(operator.add, h, start), f"blocks.{i}")
-        x = h
-    return x
+class Part(nn.Module):
+    """24 element-wise ops: half of a synthetic block."""
+
+    def forward(self, h):
+        for j in range(24):
+            h = OPS[j % 3](h)
+        return h
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.attn, self.mlp = Part(), Part()
+
+    def forward(self, x):
+        for part in (self.attn, self.mlp):
+            x = part(x) + x
+        return x
 
 
 class Synthetic(nn.Module):
+    """50 nodes per block: a graph of any size in which every node is a cheap op on a tiny tensor."""
+
     def __init__(self, n_blocks: int):
         super().__init__()
         self.blocks = nn.ModuleList(Block() for _ in range(n_blocks))
 
-    def forward(self, x):  # what the prebuilt graph computes: the numeric check's reference
-        return blocks(len(self.blocks), x, lambda fn, *args: fn(*args), lambda v, _: v)
+    def forward(self, x):
+        for block in self.blocks:
+            x = block(x)
+        return x
 
 
-class Prebuilt(torch.fx.Tracer):
-    """A "tracer" that returns a graph built beforehand: capture costs nothing."""
-
-    def __init__(self, graph: torch.fx.Graph):
-        super().__init__()
-        self.prebuilt = graph
+class Builder(torch.fx.Tracer):
+    """Captures :class:`Synthetic` by building its graph directly with torch.fx's Graph API:
+    the nodes symbolic tracing makes (names, module paths), without running the model's
+    Python. The capture is then creating 100k nodes and the GraphModule, and the stages
+    after it are not lost in a tracer's cost (``100k-traced``: fxviz's symbolic tracer)."""
 
     def trace(self, root, concrete_args=None):
         self.root = root
-        return self.prebuilt
+        graph = torch.fx.Graph()
+        x = graph.placeholder("x")
+        x.meta["module_path"] = ""
+
+        def at(node, path):
+            node.meta["module_path"] = path
+            return node
+
+        for i in range(len(root.blocks)):
+            for part in ("attn", "mlp"):
+                h = x
+                for j in range(24):
+                    h = at(graph.call_function(OPS[j % 3], (h,)), f"blocks.{i}.{part}")
+                x = at(graph.call_function(operator.add, (h, x)), f"blocks.{i}")
+        graph.output(x)
+        return graph
 
 
-def synthetic(n_nodes: int):
-    """A graph of ``n_nodes`` element-wise ops on a tiny tensor in blocks of 50, each
-    node carrying the module path a tracer would give it (blocks.i.attn, blocks.i.mlp)."""
-    n_blocks = n_nodes // 50
-    graph = torch.fx.Graph()
-    x = graph.placeholder("x")
-    x.meta["module_path"] = ""
-
-    def at(node, path):
-        node.meta["module_path"] = path
-        return node
-
-    graph.output(blocks(n_blocks, x, lambda fn, *args: graph.call_function(fn, args), at))
-    model = Synthetic(n_blocks)
-    return model, (torch.randn(1, 4),), {"tracer": Prebuilt(graph)}
+def synthetic(n_nodes: int, tracer: Any = None):
+    """:class:`Synthetic` with ``n_nodes`` nodes, captured by :class:`Builder` (or ``tracer``)."""
+    return Synthetic(n_nodes // 50), (torch.randn(1, 4),), {"tracer": tracer or Builder()}
 
 
 CASES = {
@@ -152,6 +161,7 @@ CASES = {
     "10k": lambda: training_step(10000 // LAYER_NODES),
     "30k": lambda: training_step(30000 // LAYER_NODES),
     "100k": lambda: synthetic(100_000),
+    "100k-traced": lambda: synthetic(100_000, tracer="symbolic"),
 }
 
 
@@ -271,7 +281,7 @@ def _with_graph(session: fxviz.Session) -> fxviz.Session:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", default=",".join(CASES), help="comma-separated: " + ",".join(CASES))
+    parser.add_argument("--sizes", default="1k,10k,30k,100k", help="comma-separated: " + ",".join(CASES))
     parser.add_argument("--threads", type=int, default=1,
                         help="torch threads (default 1: on a loaded machine, idle OpenMP threads make each tiny op wait)")
     parser.add_argument("--save-dot", type=pathlib.Path, help="write each first view's DOT into this folder")
@@ -280,7 +290,8 @@ def main() -> None:
     sizes = args.sizes.split(",")
     cols = ["nodes", "boxes", "capture", "session", "annotate", "to_networkx", "plan", "render", "layout", "check", "explore", "expand",
             "reveal", "search", "decode", "MB sent", "gm MB", "memory", "peak"]
-    print(f"{'graph':6} " + " ".join(f"{c:>11}" for c in cols) + f" {'session/capture':>16} {'+graph/capture':>15} {'first view':>11} {'to explorer':>12} {'load':>5}")
+    print(f"{'graph':11} " + " ".join(f"{c:>11}" for c in cols) + f" {'session/capture':>16} {'+graph/capture':>15}"
+          f" {'µs/node':>8} {'first view':>11} {'to explorer':>12} {'load':>5}")
     for case in (training_step(1), synthetic(200)):  # one-off imports and warm-up, outside any stage
         fxviz.Session(*case[:2], **case[2])
     for name in sizes:
@@ -288,13 +299,15 @@ def main() -> None:
         r = measure(name, args.save_dot) | memory(name)
         first_view = r["to_networkx"] + r["plan"] + r["render"] + r["layout"]
         cells = [f"{r[c]:11d}" if isinstance(r[c], int) else f"{r[c]:11.3f}" for c in cols]
-        print(f"{name:6} " + " ".join(cells) + f" {r['session'] / r['capture']:16.2f}"
-              + f" {(r['session'] + r['to_networkx']) / r['capture']:15.2f} {first_view:11.3f}"
+        after = r["session"] - r["capture"] + r["to_networkx"]
+        print(f"{name:11} " + " ".join(cells) + f" {r['session'] / r['capture']:16.2f}"
+              + f" {(r['session'] + r['to_networkx']) / r['capture']:15.2f} {after / r['nodes'] * 1e6:8.1f} {first_view:11.3f}"
               + f" {r['session'] - r['capture'] + r['to_networkx'] + r['explore']:12.3f}"
               + f" {os.getloadavg()[0]:5.1f}" + ("" if r["revealed"] else "  (reveal FAILED)") + ("  (layout TIMED OUT)" if r["layout"] != r["layout"] else ""))
         sys.stdout.flush()
     print("seconds per stage; session includes its own capture; capture = the Session's own; "
-          "+graph/capture = (session + to_networkx) / capture; plan = the first "
+          "+graph/capture = (session + to_networkx) / capture; µs/node = (session - capture + to_networkx) per node: "
+          "flat across sizes when the cost after capture grows linearly; plan = the first "
           "plan (builds the box tree); render = plan again (tree cached) + DOT; first view = to_networkx + plan + "
           "render + layout (what drawing a captured graph costs); to explorer = session - capture + to_networkx + explore (from the end of capture to the Explorer drawn, Python side); explore = the whole Explorer built on the session; "
           "MB sent = the widgets' synced state as JSON; decode = the view's nodesOf on its node records (node); memory, peak = Session's retained and peak Python memory over "
