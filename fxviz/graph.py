@@ -61,13 +61,14 @@ def format_arg(value: Any) -> str:
 
 
 def _format(value: Any) -> str:
-    if isinstance(value, Node):
+    if value.__class__ is Node or isinstance(value, Node):  # the first test: most arguments, a third of the time
         return value.name
     if isinstance(value, tuple):
-        inner = ", ".join(_format(v) for v in value)
-        return f"({inner},)" if len(value) == 1 else f"({inner})"
+        if len(value) == 1:
+            return f"({_format(value[0])},)"
+        return "(" + ", ".join([_format(v) for v in value]) + ")"
     if isinstance(value, list):
-        return "[" + ", ".join(_format(v) for v in value) + "]"
+        return "[" + ", ".join([_format(v) for v in value]) + "]"
     if isinstance(value, dict):
         return "{" + ", ".join(f"{k!r}: {_format(v)}" for k, v in value.items()) + "}"
     if isinstance(value, torch.Tensor):
