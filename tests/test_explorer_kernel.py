@@ -5,6 +5,7 @@ What a later cell reads here is the synced traits (what the browser was sent), n
 accessors that fill on demand."""
 from __future__ import annotations
 
+import inspect
 import json
 
 import pytest
@@ -13,23 +14,18 @@ pytest.importorskip("anywidget")
 pytest.importorskip("ipykernel")
 from jupyter_client import KernelManager  # noqa: E402
 
+from test_explorer_scale import Chain  # noqa: E402  (one block of a deep stack)
+
 MAKE = r'''
 import json, torch, fxviz, ipykernel
 from torch import nn
 from fxviz.widgets.explorer import Explorer, LARGE_GRAPH
-
-class Chain(nn.Module):
-    def forward(self, x):
-        h = x
-        for i in range(20):
-            h = torch.tanh(h) if i % 2 else torch.sigmoid(h)
-        return h + x
-
-session = fxviz.Session(nn.Sequential(*[Chain() for _ in range(100)]), (torch.randn(2, 4),))
-{name} = Explorer(session, profile="off")
-print(json.dumps({{"ipykernel": ipykernel.__version__, "n": len(session.current.graph), "large": LARGE_GRAPH,
-                  "rows": len({name}.table.data), "records": len({name}.graph.nodes)}}))
-display({name})
+''' + inspect.getsource(Chain) + r'''
+session = fxviz.Session(nn.Sequential(*[Chain(20) for _ in range(100)]), (torch.randn(2, 4),))
+ex = Explorer(session, profile="off")
+print(json.dumps({"ipykernel": ipykernel.__version__, "n": len(session.current.graph), "large": LARGE_GRAPH,
+                  "rows": len(ex.table.data), "records": len(ex.graph.nodes)}))
+display(ex)
 '''
 READ = r'''
 print(json.dumps({"rows": len(ex.table.data), "records": len(ex.graph.nodes),
@@ -79,7 +75,7 @@ def run(client, *cells: str, until_fill_of: int | None = None) -> tuple[list[tup
 
 
 def test_run_all_the_rows_reach_the_browser_before_the_next_cell_runs(kernel):
-    events, (made, read) = run(kernel, MAKE.format(name="ex"), READ)
+    events, (made, read) = run(kernel, MAKE, READ)
     assert made["n"] > made["large"] and made["rows"] == made["records"] == 0, made  # put off past the cell
     assert read == {"rows": made["n"], "records": made["n"], "pending": [False, False]}, made["ipykernel"]
     order = [events.index(e) for e in [(0, "display"), (0, "idle"), (0, "rows"), (1, "busy")]]
@@ -87,5 +83,5 @@ def test_run_all_the_rows_reach_the_browser_before_the_next_cell_runs(kernel):
 
 
 def test_a_cell_left_alone_still_gets_its_rows(kernel):
-    events, (made,) = run(kernel, MAKE.format(name="alone"), until_fill_of=0)
+    events, (made,) = run(kernel, MAKE, until_fill_of=0)
     assert made["rows"] == 0 and events.index((0, "idle")) < events.index((0, "rows")), events
