@@ -318,3 +318,16 @@ def test_the_explorers_static_copy_has_the_live_tables_columns_and_first_rows(n_
     assert EVIL in [rows[1][keys.index("module_path")], rows[1][keys.index("target")]]  # text, intact
     assert "<img" not in page and "&lt;img src=x onerror=alert(1)&gt;" in page
     assert _node_table(session.current._repr_html_())[0] == labels
+
+
+def test_the_explorers_static_copy_shows_the_times_measured_by_then():
+    pytest.importorskip("ipywidgets")
+    explorer = fxviz.explore(EvilChain(3), torch.randn(2, 4), profile="sync", profile_kwargs={"repeats": 3})
+    try:
+        header, rows = _node_table(explorer._repr_mimebundle_()["text/html"])
+        live = [(row["time_us"], row["share"]) for row in explorer.table.rows]
+    finally:
+        explorer.close()
+    shown = [(row[header.index("time (µs)")], row[header.index("share (%)")]) for row in rows]
+    assert sum(time is not None for time, _ in live) >= 4  # the ops were profiled
+    assert shown == [tuple("" if v is None else str(round(v, 1)) for v in pair) for pair in live]
