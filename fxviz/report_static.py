@@ -48,19 +48,22 @@ def static_html(*, title: str, lines: Iterable[str], svg: str, rows: pd.DataFram
 def node_rows(graph: Any, limit: int | None = None, times: Mapping[str, Sequence] | None = None) -> pd.DataFrame:
     """The node table of ``graph``'s first ``limit`` nodes: the live table's columns
     (:mod:`fxviz.node_table`) under their labels, with ``times`` (``{key: values}`` in
-    graph order; empty without); numbers to the digits the live table shows."""
+    graph order; blank without), each cell as the live table shows it."""
     every = values(graph, limit)
     n = len(every["name"])
     every |= {key: column[:n] for key, column in (times or {}).items()}
-    return pd.DataFrame({c["label"]: [_shown(v, c.get("digits")) for v in every.get(c["key"], [None] * n)]
-                         for c in COLUMNS}, columns=[c["label"] for c in COLUMNS], dtype=object)
+    return pd.DataFrame({c["label"]: [_shown(v, c) for v in every.get(c["key"], [None] * n)] for c in COLUMNS},
+                        columns=[c["label"] for c in COLUMNS], dtype=object)
 
 
-def _shown(value: Any, digits: int | None) -> Any:
-    """A cell as the live table shows it: blank for no value, a float to ``digits``."""
+def _shown(value: Any, column: Mapping[str, Any]) -> Any:
+    """Blank for no value; a number as table_view.js shows it (en-US grouping, the
+    column's digits)."""
     if value is None:
         return ""
-    return round(value, digits) if digits is not None and isinstance(value, float) else value
+    if column.get("numeric") and isinstance(value, (int, float)):
+        return f"{value:,.{column.get('digits', 0)}f}"
+    return value
 
 
 def check_text(step: Any) -> str:

@@ -281,6 +281,13 @@ class EvilChain(nn.Module):
         return h
 
 
+def _as_shown(value, column: dict) -> str:
+    """A cell as table_view.js shows it: toLocaleString("en-US") to the column's digits."""
+    if value is None:
+        return ""
+    return f"{value:,.{column.get('digits', 0)}f}" if column.get("numeric") else str(value)
+
+
 def _node_table(page: str) -> tuple[list[str], list[list[str]]]:
     """The static node table's header and rows, as text."""
     table = re.search(r"<summary>Nodes.*?</summary>(.*?)</details>", page, re.S).group(1)
@@ -306,8 +313,9 @@ def test_the_explorers_static_copy_has_the_live_tables_columns_and_first_rows(n_
     try:
         page = explorer._repr_mimebundle_()["text/html"]
         sent = len(explorer.table.data)  # what went to the browser by then
-        labels, keys = [c["label"] for c in explorer.table.columns], [c["key"] for c in explorer.table.columns]
-        live = [["" if row[k] is None else str(row[k]) for k in keys] for row in explorer.table.rows[:MAX_ROWS]]
+        columns = explorer.table.columns
+        labels, keys = [c["label"] for c in columns], [c["key"] for c in columns]
+        live = [[_as_shown(row[c["key"]], c) for c in columns] for row in explorer.table.rows[:MAX_ROWS]]
     finally:
         explorer.close()
     n, large = len(session.current.graph), n_ops > explorer_module.LARGE_GRAPH
@@ -330,4 +338,4 @@ def test_the_explorers_static_copy_shows_the_times_measured_by_then():
         explorer.close()
     shown = [(row[header.index("time (µs)")], row[header.index("share (%)")]) for row in rows]
     assert sum(time is not None for time, _ in live) >= 4  # the ops were profiled
-    assert shown == [tuple("" if v is None else str(round(v, 1)) for v in pair) for pair in live]
+    assert shown == [tuple("" if v is None else f"{v:.1f}" for v in pair) for pair in live]
