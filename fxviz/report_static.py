@@ -6,15 +6,14 @@ string is escaped here. Colours follow JupyterLab's theme variables with light f
 """
 from __future__ import annotations
 
-import itertools
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import pandas as pd
 
 from fxviz.markup import escape
 from fxviz.errors import FxvizError
-from fxviz.graph import shape_text
+from fxviz.node_table import COLUMNS, values
 
 MAX_ROWS = 200  # node table rows in a fallback: enough to read, small enough to save
 STYLE = """<style>
@@ -46,14 +45,25 @@ def static_html(*, title: str, lines: Iterable[str], svg: str, rows: pd.DataFram
     return "".join(parts)
 
 
-def node_rows(graph: Any, limit: int | None = None) -> pd.DataFrame:
-    """One row per node of an annotated graph (the first ``limit``): index, name, op,
-    target, module, shape."""
-    return pd.DataFrame([
-        {"#": a["index"], "name": n, "op": a["op"], "target": a["target"],
-         "module": a["module_path"] or "", "shape": shape_text(a["shape"])}
-        for n, a in itertools.islice(graph.nodes(data=True), limit)
-    ])
+def node_rows(graph: Any, limit: int | None = None, times: Mapping[str, Sequence] | None = None) -> pd.DataFrame:
+    """The node table of ``graph``'s first ``limit`` nodes: the live table's columns
+    (:mod:`fxviz.node_table`) under their labels, with ``times`` (``{key: values}`` in
+    graph order; blank without), each cell as the live table shows it."""
+    every = values(graph, limit)
+    n = len(every["name"])
+    every |= {key: column[:n] for key, column in (times or {}).items()}
+    return pd.DataFrame({c["label"]: [_shown(v, c) for v in every.get(c["key"], [None] * n)] for c in COLUMNS},
+                        columns=[c["label"] for c in COLUMNS], dtype=object)
+
+
+def _shown(value: Any, column: Mapping[str, Any]) -> Any:
+    """Blank for no value; a number as table_view.js shows it (en-US grouping, the
+    column's digits)."""
+    if value is None:
+        return ""
+    if column.get("numeric") and isinstance(value, (int, float)):
+        return f"{value:,.{column.get('digits', 0)}f}"
+    return value
 
 
 def check_text(step: Any) -> str:
@@ -80,7 +90,7 @@ def step_html(step: Any) -> str:
     params = ", ".join(f"{k}={v!r}" for k, v in step.params.items())
     return static_html(title=f"Step {step.index}: {step.pass_name}({params})",
                        lines=[f"{len(step.graph)} nodes · {check_text(step)}", why],
-                       svg=svg, rows=node_rows(step.graph))
+                       svg=svg, rows=node_rows(step.graph, MAX_ROWS), total=len(step.graph))
 
 
 def session_html(session: Any) -> str:
@@ -90,6 +100,7 @@ def session_html(session: Any) -> str:
     steps = [f"{'▶' if s is current else ' '} step {s.index}: {s.pass_name} · {check_text(s)}"
              for s in session.steps]
     return static_html(title=f"Session: {len(session.steps)} steps, at step {session.index}",
-                       lines=[*steps, why], svg=svg, rows=node_rows(current.graph),
+                       lines=[*steps, why], svg=svg, rows=node_rows(current.graph, MAX_ROWS),
+                       total=len(current.graph),
                        note="s.to_html(path) writes the whole session as one interactive page.")
 

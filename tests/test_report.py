@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import gzip
+import html
 import json
 import re
 import shutil
@@ -263,3 +264,78 @@ def test_a_graph_view_carries_its_svg_as_html(resnet_session):
     view.close()
     assert "application/vnd.jupyter.widget-view+json" in bundle
     assert FX_ID.search(bundle["text/html"]) and "51 nodes · step 2" in bundle["text/html"]
+
+
+class EvilChain(nn.Module):
+    """Evil's markup-named submodule, then ``n_ops`` element-wise ops."""
+
+    def __init__(self, n_ops: int):
+        super().__init__()
+        self.add_module(EVIL, nn.Linear(4, 4))
+        self.n_ops = n_ops
+
+    def forward(self, x):
+        h = getattr(self, EVIL)(x)
+        for i in range(self.n_ops):
+            h = torch.tanh(h) if i % 2 else torch.sigmoid(h)
+        return h
+
+
+def _as_shown(value, column: dict) -> str:
+    """A cell as table_view.js shows it: toLocaleString("en-US") to the column's digits."""
+    if value is None:
+        return ""
+    return f"{value:,.{column.get('digits', 0)}f}" if column.get("numeric") else str(value)
+
+
+def _node_table(page: str) -> tuple[list[str], list[list[str]]]:
+    """The static node table's header and rows, as text."""
+    table = re.search(r"<summary>Nodes.*?</summary>(.*?)</details>", page, re.S).group(1)
+    header = [html.unescape(th) for th in re.findall(r"<th>(.*?)</th>", table)]
+    body = table.split("<tbody>")[1]
+    rows = [[html.unescape(td) for td in re.findall(r"<td>(.*?)</td>", tr, re.S)]
+            for tr in re.findall(r"<tr>(.*?)</tr>", body, re.S)]
+    return header, rows
+
+
+@pytest.mark.parametrize("n_ops", [3, 2100], ids=["small", "over LARGE_GRAPH"])
+def test_the_explorers_static_copy_has_the_live_tables_columns_and_first_rows(n_ops, monkeypatch):
+    """The static copy lists the live table's columns for its first rows (a Step's HTML
+    too), every string escaped; on a large graph without waiting for the rows that the
+    live table gets once the cell is done (here: never on its own)."""
+    pytest.importorskip("ipywidgets")
+    from fxviz.report_static import MAX_ROWS
+    from fxviz.widgets import explorer as explorer_module
+
+    monkeypatch.setattr(explorer_module, "after_cell", lambda fill: True)  # a kernel, its cell still running
+    session = fxviz.Session(EvilChain(n_ops), (torch.randn(2, 4),))
+    explorer = explorer_module.Explorer(session, profile="off")
+    try:
+        page = explorer._repr_mimebundle_()["text/html"]
+        sent = len(explorer.table.data)  # what went to the browser by then
+        columns = explorer.table.columns
+        labels, keys = [c["label"] for c in columns], [c["key"] for c in columns]
+        live = [[_as_shown(row[c["key"]], c) for c in columns] for row in explorer.table.rows[:MAX_ROWS]]
+    finally:
+        explorer.close()
+    n, large = len(session.current.graph), n_ops > explorer_module.LARGE_GRAPH
+    assert sent == (0 if large else n)
+    header, rows = _node_table(page)
+    assert len(labels) == 10 and header == labels and rows == live and len(rows) == min(n, MAX_ROWS)
+    assert (f"(first {MAX_ROWS} of {n})" in page) == large
+    assert EVIL in [rows[1][keys.index("module_path")], rows[1][keys.index("target")]]  # text, intact
+    assert "<img" not in page and "&lt;img src=x onerror=alert(1)&gt;" in page
+    assert _node_table(session.current._repr_html_())[0] == labels
+
+
+def test_the_explorers_static_copy_shows_the_times_measured_by_then():
+    pytest.importorskip("ipywidgets")
+    explorer = fxviz.explore(EvilChain(3), torch.randn(2, 4), profile="sync", profile_kwargs={"repeats": 3})
+    try:
+        header, rows = _node_table(explorer._repr_mimebundle_()["text/html"])
+        live = [(row["time_us"], row["share"]) for row in explorer.table.rows]
+    finally:
+        explorer.close()
+    shown = [(row[header.index("time (µs)")], row[header.index("share (%)")]) for row in rows]
+    assert sum(time is not None for time, _ in live) >= 4  # the ops were profiled
+    assert shown == [tuple("" if v is None else f"{v:.1f}" for v in pair) for pair in live]

@@ -48,7 +48,7 @@ from fxviz.session import Session
 from . import coloring
 from .graph_drawing import GraphDrawing
 from .graph_view import GraphView
-from .node_records import COLUMNS, show_nodes
+from .node_records import COLUMNS, show_nodes, time_columns
 from .panel_code import CodePanel
 from .panel_details import DetailsPanel
 from .panel_passes import PassPanel, step_badge
@@ -167,8 +167,8 @@ class Explorer(w.VBox):
             bundle["text/html"] = static_html(
                 title=self._name,
                 lines=[self.step_label.value, check_text(step), self.graph.status], svg=self.graph.svg,
-                # its first rows only while the table waits for the cell to end (a large graph)
-                rows=node_rows(step.graph, MAX_ROWS) if self.table.pending else self.table.frame(),
+                # the live table's first rows, made apart: its own may wait for the cell's end
+                rows=node_rows(step.graph, MAX_ROWS, time_columns(step.graph, self.profiler.known(step)).columns),
                 total=len(step.graph),
                 note="A static copy of the Explorer as first displayed: run the notebook to explore it.")
         return bundle

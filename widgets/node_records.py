@@ -5,8 +5,8 @@ A step's graph never changes, so its columns are built once per graph, straight 
 the networkx node attributes (no dict per node), and encoded once: the table and the
 graph view send the columns they share from one encoding, and showing the same step
 again (new timings, a colour mode) resends nothing of them. Times are columns of their
-own, sent apart. The HTML report builds its node table with the same ``COLUMNS`` and
-:func:`rows`.
+own, sent apart. The columns are :mod:`fxviz.node_table`'s; the HTML report builds
+its node table with :func:`rows`.
 """
 from __future__ import annotations
 
@@ -14,26 +14,13 @@ import weakref
 from itertools import repeat
 from typing import Any
 
-from fxviz.graph import shape_text
+from fxviz.node_table import COLUMNS, TIME_KEYS, values
 
 from .columns import Columns
 from .graph_view import GraphView, NodeRecords
 from .profiling import Timings
 from .table_view import TableView
 
-COLUMNS = [
-    {"key": "index", "label": "#", "numeric": True},
-    {"key": "name", "label": "name"},
-    {"key": "op", "label": "op"},
-    {"key": "target", "label": "target"},
-    {"key": "module_path", "label": "module"},
-    {"key": "shape", "label": "shape"},
-    {"key": "flops", "label": "FLOPs", "numeric": True},
-    {"key": "bytes", "label": "bytes moved", "numeric": True},
-    {"key": "time_us", "label": "time (µs)", "numeric": True, "digits": 1},
-    {"key": "share", "label": "share (%)", "numeric": True, "digits": 1},
-]
-TIME_KEYS = ("time_us", "share")  # measured later: sent apart from the rest
 TIME_COLUMNS = ("median_us", "share")  # theirs in a profile's table
 TABLE_KEYS = tuple(c["key"] for c in COLUMNS if c["key"] not in TIME_KEYS)
 #: the graph view's: display strings, and ``inputs`` as how many places back each input is
@@ -48,20 +35,13 @@ def node_columns(graph: Any) -> tuple[Columns, NodeRecords]:
     """The node table's columns and the graph view's records (``VIEW_KEYS``) of
     ``graph``, in graph order, sharing one encoding; made once per graph."""
     if graph not in _BUILT:
-        names = list(graph)
-        attrs = [a for _, a in graph.nodes(data=True)]
+        table = values(graph)
+        names = table["name"]
         at = {name: i for i, name in enumerate(names)}
-        every = Columns({
-            "index": [a["index"] for a in attrs], "name": names,
-            "op": [a["op"] for a in attrs], "target": [a["target"] for a in attrs],
-            "module_path": [a["module_path"] or "" for a in attrs],
-            "shape": [shape_text(a["shape"]) for a in attrs],
-            "flops": [None if a["flops"] is None else int(a["flops"]) for a in attrs],
-            "bytes": [a.get("bytes") for a in attrs],
-            # Tuples of ints, which the collector stops tracking: 100k lists that live on
-            # bring on a full collection of the Session's heap (~1 s at 100k nodes).
-            "inputs": [tuple([i - at[p] for p in graph.pred[name]]) for i, name in enumerate(names)],
-        })
+        # Tuples of ints, which the collector stops tracking: 100k lists that live on
+        # bring on a full collection of the Session's heap (~1 s at 100k nodes).
+        inputs = [tuple([i - at[p] for p in graph.pred[name]]) for i, name in enumerate(names)]
+        every = Columns(table | {"inputs": inputs})
         _BUILT[graph] = every.pick(TABLE_KEYS), NodeRecords(every.pick(VIEW_KEYS))
     return _BUILT[graph]
 

@@ -1,0 +1,39 @@
+"""The node table's columns, defined once: the Explorer's live table, its static copy,
+a Step's or Session's HTML and the HTML report list these per node."""
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+from fxviz.graph import shape_text
+
+#: key, label, and for numbers how many digits the live table shows
+COLUMNS = [
+    {"key": "index", "label": "#", "numeric": True},
+    {"key": "name", "label": "name"},
+    {"key": "op", "label": "op"},
+    {"key": "target", "label": "target"},
+    {"key": "module_path", "label": "module"},
+    {"key": "shape", "label": "shape"},
+    {"key": "flops", "label": "FLOPs", "numeric": True},
+    {"key": "bytes", "label": "bytes moved", "numeric": True},
+    {"key": "time_us", "label": "time (µs)", "numeric": True, "digits": 1},
+    {"key": "share", "label": "share (%)", "numeric": True, "digits": 1},
+]
+TIME_KEYS = ("time_us", "share")  # measured later, by a profile: not node attributes
+
+
+def values(graph: Any, limit: int | None = None) -> dict[str, list]:
+    """Every column but the times, ``{key: values}``, of ``graph``'s first ``limit``
+    nodes (default: all) in graph order, straight from the node attributes (no dict per
+    node: 100k nodes)."""
+    names = list(itertools.islice(graph, limit))
+    attrs = [a for _, a in itertools.islice(graph.nodes(data=True), limit)]  # no (name, attrs) list: 100k tuples
+    return {
+        "index": [a["index"] for a in attrs], "name": names,
+        "op": [a["op"] for a in attrs], "target": [a["target"] for a in attrs],
+        "module_path": [a["module_path"] or "" for a in attrs],
+        "shape": [shape_text(a["shape"]) for a in attrs],
+        "flops": [None if a["flops"] is None else int(a["flops"]) for a in attrs],
+        "bytes": [a.get("bytes") for a in attrs],
+    }

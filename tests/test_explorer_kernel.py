@@ -1,0 +1,87 @@
+"""The Explorer on a large graph in a real IPython kernel, its cells queued at once as
+JupyterLab's "Run All" queues them: the drawing goes out, the node rows follow once the
+cell is done and before the next cell runs, and a cell left alone still gets them.
+What a later cell reads here is the synced traits (what the browser was sent), not the
+accessors that fill on demand."""
+from __future__ import annotations
+
+import inspect
+import json
+
+import pytest
+
+pytest.importorskip("anywidget")
+pytest.importorskip("ipykernel")
+from jupyter_client import KernelManager  # noqa: E402
+
+from test_explorer_scale import Chain  # noqa: E402  (one block of a deep stack)
+
+MAKE = r'''
+import json, torch, fxviz, ipykernel
+from torch import nn
+from fxviz.widgets.explorer import Explorer, LARGE_GRAPH
+''' + inspect.getsource(Chain) + r'''
+session = fxviz.Session(nn.Sequential(*[Chain(20) for _ in range(100)]), (torch.randn(2, 4),))
+ex = Explorer(session, profile="off")
+print(json.dumps({"ipykernel": ipykernel.__version__, "n": len(session.current.graph), "large": LARGE_GRAPH,
+                  "rows": len(ex.table.data), "records": len(ex.graph.nodes)}))
+display(ex)
+'''
+READ = r'''
+print(json.dumps({"rows": len(ex.table.data), "records": len(ex.graph.nodes),
+                  "pending": [ex.table.pending is not None, ex.graph.pending is not None]}))
+'''
+
+
+@pytest.fixture(scope="module")
+def kernel():
+    manager = KernelManager(kernel_name="python3")  # this interpreter's ipykernel; PYTHONPATH inherited
+    manager.start_kernel()
+    client = manager.client()
+    client.start_channels()
+    client.wait_for_ready(timeout=60)
+    yield client
+    client.stop_channels()
+    manager.shutdown_kernel(now=True)
+
+
+def run(client, *cells: str, until_fill_of: int | None = None) -> tuple[list[tuple[int, str]], list[dict]]:
+    """Queue ``cells`` at once; the kernel's messages in order as (cell, what) until every
+    cell is idle (and, with ``until_fill_of``, that cell's rows have come), and each
+    cell's printed JSON."""
+    ids = [client.execute(cell) for cell in cells]
+    events: list[tuple[int, str]] = []
+    printed: list[dict] = [{} for _ in cells]
+    idle = 0
+    while idle < len(cells) or (until_fill_of is not None and (until_fill_of, "rows") not in events):
+        msg = client.get_iopub_msg(timeout=120)
+        parent = msg["parent_header"].get("msg_id")
+        if parent not in ids:
+            continue
+        cell, kind, content = ids.index(parent), msg["msg_type"], msg["content"]
+        state = content.get("data", {}).get("state", {}) if kind == "comm_msg" else {}
+        if kind == "status":
+            events.append((cell, content["execution_state"]))
+            idle += content["execution_state"] == "idle"
+        elif kind == "display_data":
+            events.append((cell, "display"))
+        elif "data" in state and json.loads(state["data"])["n"]:  # the table's rows, as the browser gets them
+            events.append((cell, "rows"))
+        elif kind == "stream" and content["name"] == "stdout":
+            printed[cell] = json.loads(content["text"])
+        elif kind == "error":
+            raise AssertionError(f"cell {cell}: {content['ename']}: {content['evalue']}")
+    return events, printed
+
+
+def test_run_all_the_rows_reach_the_browser_before_the_next_cell_runs(kernel):
+    events, (made, read) = run(kernel, MAKE, READ)
+    assert made["n"] > made["large"] and made["rows"] == made["records"] == 0, made  # put off past the cell
+    assert read == {"rows": made["n"], "records": made["n"], "pending": [False, False]}, made["ipykernel"]
+    order = [events.index(e) for e in [(0, "display"), (0, "idle"), (0, "rows"), (1, "busy")]]
+    assert order == sorted(order), events  # drawing, cell done, rows, then the next cell
+
+
+def test_a_cell_left_alone_still_gets_its_rows(kernel):
+    events, (made,) = run(kernel, MAKE, until_fill_of=0)
+    assert made["rows"] == 0 and events.index((0, "idle")) < events.index((0, "rows")), events
