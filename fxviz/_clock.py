@@ -15,6 +15,7 @@ import numpy as np
 import torch
 import torch.fx
 
+from fxviz._cancel import stop_if_cancelled
 from fxviz._torch_internals import share_codegen
 
 PREEMPTED_US = 50.0
@@ -96,11 +97,14 @@ def instrument(gm: torch.fx.GraphModule, tick: Callable[[int], None]) -> torch.f
     """A GraphModule running ``gm``'s nodes with ``tick(i)`` before node i (``tick`` a
     Python function: FX's code generator names it by its module). It shares
     ``gm``'s submodules and tensors and its code generator: the timed code is the code
-    of ``gm.forward`` plus one call per node."""
+    of ``gm.forward`` plus one call per node. Cancellable between nodes (at 100,000
+    nodes the copy takes seconds; generating and compiling its code after it cannot
+    be interrupted)."""
     graph = torch.fx.Graph()
     share_codegen(graph, gm.graph)
     copies: dict[torch.fx.Node, torch.fx.Node] = {}
     for i, node in enumerate(gm.graph.nodes):
+        stop_if_cancelled()
         graph.call_function(tick, (i,))
         copies[node] = graph.node_copy(node, copies.__getitem__)
     return torch.fx.GraphModule(gm, graph, type(gm).__name__)

@@ -26,7 +26,7 @@ from fxviz.capture import as_inputs
 __all__ = ["compare", "Comparison", "graph_diff", "code_diff_html"]
 
 LEVELS = ("target", "node", "kind")
-MEASURE_KWARGS = ("warmup", "repeats", "budget_s", "cancelled")
+MEASURE_KWARGS = ("warmup", "repeats", "budget_s")
 
 
 def compare(step_a: Any, step_b: Any, *, top_n: int = 10, min_effect: float = 0.10,

@@ -48,6 +48,10 @@ class MeasureError(FxvizError):
     """A profile or timing comparison could not be taken (cancelled, no real tensors, bad settings)."""
 
 
+class Cancelled(MeasureError):
+    """A measurement was stopped before it finished (its scheduler was closed): nothing of it is kept."""
+
+
 class InputError(FxvizError, ValueError):
     """An argument has a value fxviz cannot use (an unknown node name or mode, a missing option)."""
 

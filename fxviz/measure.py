@@ -8,7 +8,9 @@ and ``"off"`` measures timings only when forced (checks still run: a badge needs
 them). Every job ends in a state: a result, or an error saying what to do. A
 profile taken while other work ran (the kernel applied a pass, :meth:`disturb`) or
 that found itself noisy (``attrs["noisy"]``) is measured once more, and marked
-noisy if it still is.
+noisy if it still is. :meth:`Scheduler.close` (and the end of the program) cancels
+the job in flight (:mod:`fxviz._cancel`): it stops within a forward (or a node)
+and leaves nothing behind, neither a result nor an error.
 """
 from __future__ import annotations
 
@@ -25,10 +27,10 @@ from typing import Any
 
 import pandas as pd
 
-from fxviz.comparison import Comparison, compare
-from fxviz.errors import FxvizError
+from fxviz._cancel import cancellable
 from fxviz.aten_breakdown import profile_aten
-from fxviz.errors import InputError
+from fxviz.comparison import Comparison, compare
+from fxviz.errors import Cancelled, FxvizError, InputError
 
 MODES = ("background", "sync", "off")
 START_DELAY_S = 0.5
@@ -39,8 +41,8 @@ _RUNNING: weakref.WeakSet[Scheduler] = weakref.WeakSet()  # those with a worker 
 
 @atexit.register
 def _close_all(timeout: float = 5.0) -> None:
-    """At interpreter exit, stop the workers and wait up to ``timeout`` s in all for the
-    runs in flight: a daemon thread killed inside a torch op aborts the process
+    """At interpreter exit, cancel the workers' jobs and wait up to ``timeout`` s in all
+    for them to stop: a daemon thread killed inside a torch op aborts the process
     ("terminate called without an active exception")."""
     running = list(_RUNNING)
     for scheduler in running:  # all told first: their runs end together
@@ -157,15 +159,15 @@ class Scheduler:
                 self._gate.notify_all()
 
     def close(self, timeout: float = 10.0) -> None:
-        """Cancel pending jobs and the A/B run in flight, and wait (up to ``timeout``
-        s) for the worker, so no torch work is left running at exit."""
+        """Cancel pending jobs and the one in flight, and wait (up to ``timeout`` s) for
+        the worker, so no torch work is left running at exit."""
         self._stop()
         worker = self._worker
         if worker is not None and worker is not threading.current_thread():
             worker.join(timeout)
 
     def _stop(self) -> None:
-        """Cancel pending jobs; the worker ends after the run in flight."""
+        """Cancel pending jobs and the one in flight (:meth:`_cancelled` turns true)."""
         with self._wake:
             self._closed = True
             self._pending.clear()
@@ -205,8 +207,10 @@ class Scheduler:
                     if self._closed:
                         return
                     self._progress(label, k, len(items))
-                    with turn():
+                    with turn(), cancellable(self._cancelled):
                         measure(item)
+            except Cancelled:  # closed meanwhile: nothing of the job is kept, nothing more runs
+                return
             finally:
                 self._progress(label, 0, 0)
             for callback in callbacks:
@@ -214,6 +218,10 @@ class Scheduler:
                     callback()
                 except Exception:  # a bug in a panel must not kill the worker
                     _log.exception("fxviz: updating after %s failed", label)
+
+    def _cancelled(self) -> bool:
+        """Whether the job in flight is to stop (read by the measuring loops, :mod:`fxviz._cancel`)."""
+        return self._closed
 
     @contextlib.contextmanager
     def _turn(self) -> Iterator[None]:
@@ -260,10 +268,9 @@ class Scheduler:
     def _pair(self, pair: tuple[Any, Any]) -> None:
         if not self._stale_pair(pair, force=True):
             return
-        kwargs = {**self.kwargs, "cancelled": lambda: self._closed}
 
         def measured() -> Comparison:
-            cmp = compare(*pair, profile_kwargs=kwargs)
+            cmp = compare(*pair, profile_kwargs=self.kwargs)
             cmp.timing_by_node  # noqa: B018 - measure now, on this thread
             return cmp
 
@@ -275,6 +282,8 @@ def _attempt(compute: Callable[[], Any], what: str) -> tuple[Any, str]:
     """``(result, "")``, or ``(None, message)`` saying what failed and what to do."""
     try:
         return compute(), ""
+    except Cancelled:  # no state to record: the scheduler is closing
+        raise
     except KeyboardInterrupt:
         return None, f"{what} was interrupted (Ctrl-C); the session is unchanged. Click “profile this step” to retry."
     except FxvizError as exc:  # says what is wrong and what to do (e.g. "needs real tensors"): no traceback

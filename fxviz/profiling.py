@@ -19,6 +19,7 @@ import pandas as pd
 import torch
 import torch.fx
 
+from fxviz._cancel import stop_if_cancelled
 from fxviz._clock import Clock, instrument
 from fxviz._runtime import preserved_buffers
 from fxviz._torch_internals import tree_leaves
@@ -56,8 +57,9 @@ def profile(
     stop when the next would not fit (but run 3 times: a forward slower than a third
     of the budget overruns it). Runs under ``torch.no_grad()``; buffers (e.g.
     BatchNorm running stats in training mode) are restored afterwards, also after
-    Ctrl-C. ``flops`` and ``moved`` map node names to FLOPs and bytes moved where
-    ``node.meta`` has none.
+    Ctrl-C, and when a scheduler's job is cancelled (:class:`~fxviz.errors.Cancelled`
+    between forwards, see :mod:`fxviz._cancel`). ``flops`` and ``moved`` map node
+    names to FLOPs and bytes moved where ``node.meta`` has none.
 
     Columns: ``node``, ``op``, ``target`` (readable), ``kind`` (module class, function
     or method: what the node computes), ``module_path`` (None unless traced by
@@ -135,6 +137,7 @@ def _measure(gm, timed, clock: Clock, inputs, warmup, repeats, budget_s, progres
     with quiet_run(gm), tqdm(total=warmup + repeats, desc="profile", disable=not progress, leave=False) as bar:
         warmed = 0
         while warmed < warmup and not (warmed and time.perf_counter() - started > budget / 4):
+            stop_if_cancelled()
             gm(*inputs)
             timed(*inputs)
             warmed += 1
@@ -144,6 +147,7 @@ def _measure(gm, timed, clock: Clock, inputs, warmup, repeats, budget_s, progres
             now = time.perf_counter()
             if r >= MIN_REPEATS and now - started + (now - loop_start) / r > budget:
                 break
+            stop_if_cancelled()
             if r % 2 == 0:
                 plain.append(clock.wall_us(gm, inputs))
             profiled.append(clock.wall_us(timed, inputs, timed=True))

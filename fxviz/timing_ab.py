@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import time
 import warnings
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -22,8 +21,9 @@ import pandas as pd
 import torch
 import torch.fx
 
+from fxviz._cancel import stop_if_cancelled
 from fxviz._clock import Clock, instrument
-from fxviz.errors import InputError, MeasureError, UsageError
+from fxviz.errors import InputError, UsageError
 from fxviz.graph import readable_target
 from fxviz.profiling import conditions, device_of, node_kind, quiet_run
 
@@ -61,12 +61,11 @@ class PairedTimes:
 
 
 def measure_pair(gm_a: torch.fx.GraphModule, inputs_a: tuple, gm_b: torch.fx.GraphModule, inputs_b: tuple,
-                 *, warmup: int = 2, repeats: int = 30, budget_s: float | None = None,
-                 cancelled: Callable[[], bool] = lambda: False) -> PairedTimes:
+                 *, warmup: int = 2, repeats: int = 30, budget_s: float | None = None) -> PairedTimes:
     """Time every node of both graphs, ``repeats`` rounds of one A and one B forward
     (order alternating), after ``warmup`` rounds; ``budget_s`` stops earlier (but
-    after at least 5 rounds). ``cancelled()`` is polled between forwards; when it
-    turns true the measurement stops with :class:`~fxviz.errors.MeasureError`."""
+    after at least 5 rounds). A cancelled scheduler job stops between rounds with
+    :class:`~fxviz.errors.Cancelled` (see :mod:`fxviz._cancel`)."""
     runs = []
     for gm, inputs in ((gm_a, inputs_a), (gm_b, inputs_b)):
         if not isinstance(gm, torch.fx.GraphModule):
@@ -80,8 +79,7 @@ def measure_pair(gm_a: torch.fx.GraphModule, inputs_a: tuple, gm_b: torch.fx.Gra
     started = time.perf_counter()
     with quiet_run(gm_a), quiet_run(gm_b):
         for r in range(-warmup, repeats):
-            if cancelled():
-                raise MeasureError("The timing comparison was cancelled before it finished.")
+            stop_if_cancelled()
             elapsed = time.perf_counter() - started
             if r >= MIN_ROUNDS and elapsed * (r + warmup + 1) / (r + warmup) > budget:
                 break

@@ -9,9 +9,12 @@ import torch
 from torch import nn
 
 from fxviz import Session
+from fxviz._cancel import cancellable
+from fxviz.errors import Cancelled
 from fxviz.measure import Scheduler
 
 FAST = {"warmup": 0, "repeats": 3}
+LONG = {"repeats": 10**9, "budget_s": 30.0}  # a profile that runs for 30 s unless cancelled
 
 
 class FakeStep:
@@ -31,6 +34,11 @@ class FakeStep:
 
     def drop_profile(self, **kwargs):
         self.dropped += 1
+
+
+def deep_session() -> Session:
+    """50 linear layers: each forward takes a fraction of a millisecond."""
+    return Session(nn.Sequential(*[nn.Linear(64, 64) for _ in range(50)]), (torch.randn(8, 64),))
 
 
 @pytest.fixture(scope="module")
@@ -134,28 +142,80 @@ def test_a_training_steps_badge_ends_in_a_verdict_in_the_background():
         explorer.close()
 
 
-def test_a_script_that_ends_while_the_worker_measures_exits_cleanly():
+def test_closing_cancels_a_profile_in_flight_and_keeps_nothing_of_it():
+    step = deep_session().current
+    profiling = threading.Event()
+    scheduler = Scheduler("background", LONG,
+                          progress=lambda what, done, total: what == "profiling" and total and profiling.set())
+    scheduler.request([step])
+    assert profiling.wait(60)
+    time.sleep(0.5)  # into the timed forwards
+    started = time.perf_counter()
+    scheduler.close(timeout=60)
+    assert not scheduler._worker.is_alive() and time.perf_counter() - started < 10  # 30 s in full
+    assert scheduler.known(step) is None and step.measured_profile is None  # neither a number nor an error
+    again = Scheduler("sync", FAST)
+    again.request([step])
+    assert again.known(step).error == "" and again.known(step).table.attrs["repeats"] == 3
+
+
+def test_a_cancelled_profile_is_not_cached_and_the_next_call_measures_afresh():
+    step = deep_session().current
+    with cancellable(lambda: True), pytest.raises(Cancelled):
+        step.profile(**FAST)
+    assert step.measured_profile is None
+    assert step.profile(**FAST).attrs["repeats"] == 3 and step.measured_profile is step.profile(**FAST)
+
+
+def test_closing_the_explorer_mid_profile_cancels_the_profile():
+    from fxviz.widgets import explore
+
+    session = deep_session()
+    explorer = explore(session, profile="background", profile_kwargs=LONG)
+    bar, deadline = explorer.profiler.progress, time.monotonic() + 60
+    while not (bar.description == "profiling" and bar.layout.display == "") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert bar.description == "profiling"
+    time.sleep(0.5)
+    started = time.perf_counter()
+    explorer.close()
+    assert not explorer.profiler._worker.is_alive() and time.perf_counter() - started < 8  # 30 s in full
+    assert session.current.measured_profile is None
+
+
+@pytest.mark.parametrize("stage", ["checking", "profiling"])
+def test_a_script_that_ends_while_the_worker_measures_exits_cleanly(stage):
     """A daemon worker killed inside a torch op at interpreter exit aborts the process
-    (exit 134, "terminate called without an active exception"); the scheduler stops
-    its worker at exit instead."""
+    (exit 134, "terminate called without an active exception"). At exit the scheduler
+    stops its worker: a check ends, and a profile in flight (30 s here; 11 s for a step
+    of 100k nodes) is cancelled, so the worker stops within the 5 s the exit waits."""
     import os
+    import re
     import subprocess
     import sys
 
-    script = """
-import threading, torch
+    script = f"""
+import atexit, threading, time
+def report():  # registered before fxviz's exit handler: runs after it
+    print(f"worker alive: {{scheduler._worker.is_alive()}} after {{time.monotonic() - exiting:.2f}} s", flush=True)
+atexit.register(report)
+import torch
 from torch import nn
 from fxviz import Session
 from fxviz.measure import Scheduler
 session = Session(nn.Sequential(*[nn.Linear(64, 64) for _ in range(50)]), (torch.randn(8, 64),))
-checking = threading.Event()
-scheduler = Scheduler("background", {"budget_s": 5.0},
-                      progress=lambda what, done, total: what == "checking" and total and checking.set())
+started = threading.Event()
+scheduler = Scheduler("background", {LONG},
+                      progress=lambda what, done, total: what == {stage!r} and total and started.set())
 scheduler.request([session.current])
-assert checking.wait(30)  # the worker is running the model now: exit in the middle of it
+assert started.wait(60)  # the worker is running the model now: exit in the middle of it
+time.sleep({0.5 if stage == "profiling" else 0})  # a profile: into its timed forwards
 print("exiting", flush=True)
+exiting = time.monotonic()
 """
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env=env)
     assert "exiting" in done.stdout, done.stderr
     assert done.returncode == 0 and "terminate" not in done.stderr, (done.returncode, done.stderr[-2000:])
+    alive, seconds = re.search(r"worker alive: (\w+) after ([\d.]+) s", done.stdout).groups()
+    assert alive == "False" and float(seconds) < 4.5, done.stdout  # stopped, not left after the 5 s wait

@@ -14,8 +14,9 @@ import torch.fx
 import torchvision
 from torch import nn
 
+from fxviz._cancel import cancellable
 from fxviz._clock import instrument
-from fxviz.errors import FxvizError
+from fxviz.errors import Cancelled, FxvizError
 from fxviz.aten_breakdown import attribute_events, profile_aten
 from fxviz.profiling import _table, plot_profile, profile
 from fxviz.shapes import annotate
@@ -64,7 +65,7 @@ class ConvBN(nn.Module):
 
 class Tracer(torch.fx.Tracer):
     def is_leaf_module(self, m, qualname):
-        return isinstance(m, (Sleep, Interrupt)) or super().is_leaf_module(m, qualname)
+        return isinstance(m, (Sleep, Interrupt, Count)) or super().is_leaf_module(m, qualname)
 
 
 def fx_trace(model):
@@ -82,6 +83,18 @@ class Interrupt(nn.Module):
         self.calls += 1
         if self.calls == self.at:
             raise KeyboardInterrupt
+        return x
+
+
+class Count(nn.Module):
+    """Counts its forwards: where a cancelled measurement stopped."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls = 0
+
+    def forward(self, x):
+        self.calls += 1
         return x
 
 
@@ -188,6 +201,26 @@ def test_ctrl_c_leaves_nothing_broken():
     assert torch.equal(model.bn.running_mean, mean) and int(model.bn.num_batches_tracked) == 0
     df = profile(gm, torch.randn(2, 3, 8, 8), warmup=0, repeats=3)
     assert df.attrs["repeats"] == 3
+
+
+def test_a_cancelled_job_stops_at_the_next_forward_and_leaves_nothing_broken():
+    count = Count()
+    model = ConvBN(middle=count).train()
+    gm, x = fx_trace(model), torch.randn(2, 3, 8, 8)
+    mean = model.bn.running_mean.clone()
+    with cancellable(lambda: count.calls >= 4), pytest.raises(Cancelled, match="cancelled before it finished"):
+        profile(gm, x, warmup=2, repeats=10**6)
+    assert count.calls == 4  # two warm-up rounds (plain and timed forward), then none
+    assert gc.isenabled() and torch.is_grad_enabled()
+    assert torch.equal(model.bn.running_mean, mean) and int(model.bn.num_batches_tracked) == 0
+
+    def tick(i):
+        pass
+
+    for measure in (lambda: instrument(gm, tick), lambda: profile_aten(gm, x)):  # between nodes
+        with cancellable(lambda: True), pytest.raises(Cancelled):
+            measure()
+    assert count.calls == 4 and profile(gm, x, warmup=0, repeats=3).attrs["repeats"] == 3
 
 
 def test_profile_rejects_what_it_cannot_time():

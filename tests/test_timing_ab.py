@@ -9,8 +9,9 @@ import torch
 import torch.fx
 from torch import nn
 
+from fxviz._cancel import cancellable
 from fxviz._clock import Clock, instrument
-from fxviz.errors import FxvizError
+from fxviz.errors import Cancelled, FxvizError
 from fxviz.timing_ab import NOISY, PairedTimes, _drop_preempted, measure_pair, paired_timing
 from fxviz.timing_diff import top_changes
 
@@ -46,10 +47,12 @@ def test_runs_alternate_a_b_then_b_a_on_the_same_inputs():
     assert paired.conditions["threads"] == torch.get_num_threads() and paired.conditions["device"] == "cpu"
 
 
-def test_cancelling_stops_the_measurement_with_a_clear_error():
+def test_a_cancelled_job_stops_at_the_next_round_with_a_clear_error():
+    order.clear()
     x = (torch.randn(4),)
-    with pytest.raises(FxvizError, match="cancelled"):
-        measure_pair(tagged("a"), x, tagged("b"), x, cancelled=lambda: True)
+    with cancellable(lambda: len(order) >= 6), pytest.raises(Cancelled, match="cancelled before it finished"):
+        measure_pair(tagged("a"), x, tagged("b"), x, warmup=1, repeats=10**6)
+    assert len(order) == 6  # three rounds of A and B, then no forward more
 
 
 def test_verdicts_from_paired_rounds():

@@ -174,7 +174,8 @@ class Explorer(w.VBox):
         return bundle
 
     def close(self) -> None:
-        """Unsubscribe, stop the profiler and close every widget of the workbench."""
+        """Unsubscribe, stop the profiler (cancelling a measurement in flight) and close
+        every widget of the workbench."""
         if self._unsubscribe is not None:
             self._unsubscribe()
             self._unsubscribe = None
