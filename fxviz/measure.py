@@ -213,6 +213,8 @@ class Scheduler:
                 return
             finally:
                 self._progress(label, 0, 0)
+            if self._closed:  # an item that cannot be cancelled (a check) ended after close(): no redraw
+                return
             for callback in callbacks:
                 try:
                     callback()

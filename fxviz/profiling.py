@@ -8,7 +8,6 @@ operators (and, on GPU, kernels) that ``torch.profiler`` saw it issue.
 from __future__ import annotations
 
 import contextlib
-import gc
 import os
 import time
 from collections.abc import Iterator, Mapping
@@ -21,6 +20,7 @@ import torch.fx
 
 from fxviz._cancel import stop_if_cancelled
 from fxviz._clock import Clock, instrument
+from fxviz._gc import gc_paused
 from fxviz._runtime import preserved_buffers
 from fxviz._torch_internals import tree_leaves
 from fxviz.errors import InputError, UsageError
@@ -237,14 +237,8 @@ def plot_profile(df: pd.DataFrame, top: int = 20, ax=None):
 def quiet_run(gm: torch.nn.Module) -> Iterator[None]:
     """no_grad, buffers restored, and the garbage collector paused (a collection in the
     middle of a node would be charged to it); all undone on any exit, Ctrl-C included."""
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        with torch.no_grad(), preserved_buffers(gm):
-            yield
-    finally:
-        if collecting:
-            gc.enable()
+    with gc_paused(), torch.no_grad(), preserved_buffers(gm):
+        yield
 
 
 def require_graph_module(gm: Any) -> None:

@@ -178,3 +178,35 @@ def test_the_collector_is_paused_while_tracing_and_back_after_a_failure():
     with pytest.raises(TraceError):
         fxviz.trace(Probe(), torch.randn(2), tracer="symbolic")
     assert seen == [False, False] and gc.isenabled()
+
+
+def test_pauses_of_the_collector_from_two_threads_end_with_the_last_one():
+    """The kernel's thread captures while the worker's times a profile: the collector is
+    back on only when both are done, and stays off if the user had turned it off."""
+    import gc
+    import threading
+
+    from fxviz._gc import gc_paused
+
+    entered, leave = threading.Event(), threading.Event()
+
+    def worker():
+        with gc_paused():
+            entered.set()
+            leave.wait(10)
+
+    thread = threading.Thread(target=worker)
+    with gc_paused():
+        thread.start()
+        assert entered.wait(10)
+    assert not gc.isenabled()  # the kernel's pause ended, the worker's goes on
+    leave.set()
+    thread.join(10)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with gc_paused():
+            pass
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
