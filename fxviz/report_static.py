@@ -6,7 +6,9 @@ string is escaped here. Colours follow JupyterLab's theme variables with light f
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
+from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
 import pandas as pd
@@ -59,10 +61,15 @@ def node_rows(graph: Any, limit: int | None = None, times: Mapping[str, Sequence
 def _shown(value: Any, column: Mapping[str, Any]) -> Any:
     """Blank for no value; a number as table_view.js shows it (en-US grouping, the
     column's digits)."""
-    if value is None:
+    if value is None or value != value:  # None or NaN
         return ""
     if column.get("numeric") and isinstance(value, (int, float)):
-        return f"{value:,.{column.get('digits', 0)}f}"
+        if math.isinf(value):
+            return "∞" if value > 0 else "-∞"
+        # The browser rounds the number's shortest decimal, ties away from zero (12.25 -> 12.3);
+        # Python's format rounds its binary value, ties to even (12.2).
+        step = Decimal(1).scaleb(-column.get("digits", 0))
+        return f"{Decimal(repr(value)).quantize(step, ROUND_HALF_UP):,}"
     return value
 
 

@@ -6,17 +6,22 @@ import base64
 import gzip
 import html
 import json
+import pathlib
 import re
 import shutil
+import subprocess
 
 import pytest
 import torch
 from torch import nn
 
 import fxviz
+from fxviz.node_table import COLUMNS
 from fxviz.report import report_html
 from fxviz.report_views import ALL, chain, focused, module_paths
 from fxviz.widgets.columns import rows_from_json
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 EVIL = "<img src=x onerror=alert(1)>"
 
@@ -281,11 +286,29 @@ class EvilChain(nn.Module):
         return h
 
 
-def _as_shown(value, column: dict) -> str:
-    """A cell as table_view.js shows it: toLocaleString("en-US") to the column's digits."""
-    if value is None:
-        return ""
-    return f"{value:,.{column.get('digits', 0)}f}" if column.get("numeric") else str(value)
+def _formatted_in_js(values: list, column: dict) -> list[str]:
+    """Cells as the live table shows them: table_view.js's own formatCell, run under node."""
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("needs node to run table_view.js")
+    script = (f"import {{ formatCell }} from {json.dumps((ROOT / 'widgets/table_view.js').as_uri())};"
+              f"const values = {json.dumps(values)}.map(v => v === 'inf' ? Infinity : v === 'nan' ? NaN : v);"
+              f"console.log(JSON.stringify(values.map(v => formatCell(v, {json.dumps(column)}))));")
+    out = subprocess.run([node, "--input-type=module", "-e", script], capture_output=True, text=True, check=True)
+    return json.loads(out.stdout)
+
+
+def test_static_numbers_are_rounded_as_the_browser_rounds_them():
+    """Ties (12.25) and shortest decimals (0.15, stored as 0.1499…) round as
+    toLocaleString does, to the live table's digit; NaN is blank, infinity a sign."""
+    from fxviz.report_static import _shown
+
+    values = [0.15, 0.35, 12.25, 2.5, 1.005, 1234567.25, 48, 20480000, 0, "nan", "inf"]
+    for digits in (0, 1):
+        column = {"key": "time_us", "numeric": True, "digits": digits}
+        python = [_shown(float(v) if isinstance(v, str) else v, column) for v in values]
+        assert python == _formatted_in_js(values, column)
+    assert _shown(12.25, {"numeric": True, "digits": 1}) == "12.3"
 
 
 def _node_table(page: str) -> tuple[list[str], list[list[str]]]:
@@ -315,7 +338,8 @@ def test_the_explorers_static_copy_has_the_live_tables_columns_and_first_rows(n_
         sent = len(explorer.table.data)  # what went to the browser by then
         columns = explorer.table.columns
         labels, keys = [c["label"] for c in columns], [c["key"] for c in columns]
-        live = [[_as_shown(row[c["key"]], c) for c in columns] for row in explorer.table.rows[:MAX_ROWS]]
+        first = explorer.table.rows[:MAX_ROWS]
+        live = [list(cells) for cells in zip(*(_formatted_in_js([row[c["key"]] for row in first], c) for c in columns))]
     finally:
         explorer.close()
     n, large = len(session.current.graph), n_ops > explorer_module.LARGE_GRAPH
@@ -338,4 +362,6 @@ def test_the_explorers_static_copy_shows_the_times_measured_by_then():
         explorer.close()
     shown = [(row[header.index("time (µs)")], row[header.index("share (%)")]) for row in rows]
     assert sum(time is not None for time, _ in live) >= 4  # the ops were profiled
-    assert shown == [tuple("" if v is None else f"{v:.1f}" for v in pair) for pair in live]
+    columns = {c["key"]: c for c in COLUMNS}
+    assert shown == list(zip(*(_formatted_in_js([pair[i] for pair in live], columns[key])
+                               for i, key in enumerate(("time_us", "share")))))
