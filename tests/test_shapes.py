@@ -161,15 +161,23 @@ def test_counting_flops_does_not_import_dynamo_outside_torch_compile():
         "flops = dict(session.current.graph.nodes(data='flops'))\n"
         "session.current.check, session.current.profile(budget_s=0.05)\n"
         "Explorer(session, profile='off').close()\n"
-        "print(flops['_0'], flops['_1'], 'torch._dynamo' in sys.modules)\n"
+        "from fxviz._torch_internals import FlopCounter\n"
+        "with FlopCounter(display=False) as counter:\n"
+        "    mode = type(counter.mode).__name__\n"
+        "print(flops['_0'], flops['_1'], 'torch._dynamo' in sys.modules, mode)\n"
     )
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True)
-    assert out.stdout.split() == ["48", "None", "False"]  # 2 x (2·4·3): a multiply-add counts 2
+    # 2 x (2·4·3): a multiply-add counts 2
+    assert out.stdout.split() == ["48", "None", "False", "_UnwrappedFlopCounterMode"]
 
 
 def test_flops_are_the_same_when_dynamo_is_imported():
     import torch._dynamo  # noqa: F401  (imported: the mode keeps torch's wrapper)
 
+    from fxviz._torch_internals import FlopCounter
+
     model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU())
     _, notes = annotated_run(fxviz.trace(model), (torch.randn(2, 4),))
     assert notes["_0"]["flops"] == 48 and notes["_1"]["flops"] is None
+    with FlopCounter(display=False) as counter:  # torch's own mode, wrapper included
+        assert type(counter.mode).__name__ == "_FlopCounterMode"
