@@ -51,7 +51,7 @@ def run(client, *cells: str, until_fill_of: int | None = None) -> tuple[list[tup
     cell's printed JSON."""
     ids = [client.execute(cell) for cell in cells]
     events: list[tuple[int, str]] = []
-    printed: list[dict] = [{} for _ in cells]
+    out = ["" for _ in cells]  # stdout may come in pieces
     idle = 0
     while idle < len(cells) or (until_fill_of is not None and (until_fill_of, "rows") not in events):
         msg = client.get_iopub_msg(timeout=120)
@@ -68,10 +68,10 @@ def run(client, *cells: str, until_fill_of: int | None = None) -> tuple[list[tup
         elif "data" in state and json.loads(state["data"])["n"]:  # the table's rows, as the browser gets them
             events.append((cell, "rows"))
         elif kind == "stream" and content["name"] == "stdout":
-            printed[cell] = json.loads(content["text"])
+            out[cell] += content["text"]
         elif kind == "error":
             raise AssertionError(f"cell {cell}: {content['ename']}: {content['evalue']}")
-    return events, printed
+    return events, [json.loads(text) if text else {} for text in out]
 
 
 def test_run_all_the_rows_reach_the_browser_before_the_next_cell_runs(kernel):
