@@ -145,8 +145,10 @@ class Scheduler:
 
     @contextlib.contextmanager
     def paused(self) -> Iterator[None]:
-        """Wait for the measurement in flight and start no other meanwhile: the kernel
-        runs the model (a pass's check) without two runs skewing each other."""
+        """Stop the measurement in flight at its next stopping point (a check runs to its
+        end) and start no other meanwhile: the kernel runs the model (a pass's check)
+        without two runs skewing each other, and without waiting seconds for a profile
+        it would disturb anyway. The stopped job runs again after."""
         with self._gate:
             self._waiting += 1
             self._generation += 1
@@ -209,7 +211,11 @@ class Scheduler:
                     self._progress(label, k, len(items))
                     with turn(), cancellable(self._cancelled):
                         measure(item)
-            except Cancelled:  # closed meanwhile: nothing of the job is kept, nothing more runs
+            except Cancelled:  # nothing of the job is kept, nothing more runs now
+                if not self._closed:  # a kernel action preempted it: its turn comes again
+                    with self._wake:
+                        self._pending[:0] = [(steps, pairs, then) for then in callbacks]
+                        self._wake.notify()
                 return
             finally:
                 self._progress(label, 0, 0)
@@ -222,8 +228,10 @@ class Scheduler:
                     _log.exception("fxviz: updating after %s failed", label)
 
     def _cancelled(self) -> bool:
-        """Whether the job in flight is to stop (read by the measuring loops, :mod:`fxviz._cancel`)."""
-        return self._closed
+        """Whether the job in flight is to stop (read by the measuring loops, :mod:`fxviz._cancel`):
+        the scheduler is closed, or the kernel waits to run the model (:meth:`paused`) while
+        the worker measures (not a "sync" measurement, which the kernel itself runs)."""
+        return self._closed or (self._waiting > 0 and threading.current_thread() is self._worker)
 
     @contextlib.contextmanager
     def _turn(self) -> Iterator[None]:

@@ -183,6 +183,35 @@ def test_a_check_that_ends_after_close_calls_nothing_back(monkeypatch):
     assert not scheduler._worker.is_alive() and called == [] and step.calls == 0
 
 
+def test_a_kernel_action_preempts_a_profile_in_flight_which_runs_again_after(monkeypatch):
+    """Applying a pass while a step profiles used to wait for the whole profile (11 s at
+    100k nodes); the profile stops at its next forward instead, keeps nothing, and is
+    measured again once the kernel is done."""
+    import fxviz.measure
+
+    monkeypatch.setattr(fxviz.measure, "START_DELAY_S", 0.0)
+    step = deep_session().current
+    starts = []
+    scheduler = Scheduler("background", {"repeats": 10**9, "budget_s": 1.0},
+                          progress=lambda what, done, total: what == "profiling" and total and starts.append(done))
+    scheduler.request([step])
+    deadline = time.monotonic() + 60
+    while not starts and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.3)  # into the timed forwards
+    try:
+        with scheduler.paused():  # entered once the worker has stopped: not after the whole profile
+            stopped = scheduler.known(step) is None and step.measured_profile is None
+            step.gm(*step.example_inputs)  # the kernel runs the model alone
+        deadline = time.monotonic() + 60
+        while scheduler.known(step) is None and time.monotonic() < deadline:  # measured again, to the end
+            time.sleep(0.05)
+        assert stopped and len(starts) == 2 and scheduler.known(step).error == ""
+        assert step.measured_profile is scheduler.known(step).table
+    finally:
+        scheduler.close()
+
+
 def test_a_cancelled_profile_is_not_cached_and_the_next_call_measures_afresh():
     step = deep_session().current
     with cancellable(lambda: True), pytest.raises(Cancelled):
