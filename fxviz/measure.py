@@ -174,6 +174,8 @@ class Scheduler:
             self._closed = True
             self._pending.clear()
             self._wake.notify()
+        with self._gate:
+            self._gate.notify_all()
 
     def _stale(self, step: Any, force: bool) -> bool:
         known = self.known(step)
@@ -187,15 +189,19 @@ class Scheduler:
         while True:
             with self._wake:
                 self._wake.wait_for(lambda: self._pending or self._closed)
+                # Measuring holds the GIL often; a pause first lets the kernel send the
+                # redraw it just made to the browser (close() ends the pause at once).
+                if self._closed or self._wake.wait_for(lambda: self._closed, START_DELAY_S):
+                    return
+            with self._gate:  # a kernel action first: what it asks for joins this batch
+                self._gate.wait_for(lambda: not self._waiting or self._closed)
+            with self._wake:
                 if self._closed:
                     return
                 batch, self._pending = self._pending, []
-                # Measuring holds the GIL often; a pause first lets the kernel send the
-                # redraw it just made to the browser (close() ends the pause at once).
-                if self._wake.wait_for(lambda: self._closed, START_DELAY_S):
-                    return
-            steps = list(dict.fromkeys(s for b in batch for s in b[0]))
-            pairs = list(dict.fromkeys(p for b in batch for p in b[1]))
+            # The newest request first: the step the user looks at now, not one a kernel action preempted.
+            steps = list(dict.fromkeys(s for b in reversed(batch) for s in b[0]))
+            pairs = list(dict.fromkeys(p for b in reversed(batch) for p in b[1]))
             self._stages(steps, pairs, self._turn, [b[2] for b in batch])
             del batch, steps, pairs  # while idle, hold no steps and no UI alive
 

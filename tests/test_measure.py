@@ -212,6 +212,43 @@ def test_a_kernel_action_preempts_a_profile_in_flight_which_runs_again_after(mon
         scheduler.close()
 
 
+def test_after_a_kernel_action_the_newest_request_is_measured_first(monkeypatch):
+    """The step an apply made (the one on screen) is profiled before the re-run of the
+    one the apply preempted."""
+    import fxviz.measure
+    from fxviz._cancel import stop_if_cancelled
+
+    monkeypatch.setattr(fxviz.measure, "START_DELAY_S", 0.0)
+    order = []
+
+    class Named(FakeStep):
+        def __init__(self, name, forwards):
+            super().__init__(False, False)
+            self.name, self.forwards = name, forwards
+
+        def profile(self, **kwargs):
+            order.append(self.name)
+            for _ in range(self.forwards):
+                stop_if_cancelled()
+                time.sleep(0.01)
+            return super().profile(**kwargs)
+
+    old, new = Named("old", 200), Named("new", 1)
+    scheduler = Scheduler("background")
+    try:
+        scheduler.request([old])
+        deadline = time.monotonic() + 30
+        while not order and time.monotonic() < deadline:
+            time.sleep(0.01)
+        with scheduler.paused():  # the kernel applies a pass, then asks for the new step
+            scheduler.request([new])
+        while scheduler.known(old) is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert order == ["old", "new", "old"] and scheduler.known(new).error == ""
+    finally:
+        scheduler.close()
+
+
 def test_a_cancelled_profile_is_not_cached_and_the_next_call_measures_afresh():
     step = deep_session().current
     with cancellable(lambda: True), pytest.raises(Cancelled):
