@@ -109,9 +109,8 @@ def test_background_jobs_call_back_and_close_cancels_an_ab_run(session):
     endless = Scheduler("background", {"repeats": 10**9})
     endless.request(pairs=[(a, b)])
     time.sleep(1.5)
-    started = time.perf_counter()
     endless.close(timeout=30)
-    assert not endless._worker.is_alive() and time.perf_counter() - started < 10
+    assert not endless._worker.is_alive()  # endless unless cancelled
 
 
 def test_off_mode_checks_but_does_not_time_unless_forced(session):
@@ -150,9 +149,9 @@ def test_closing_cancels_a_profile_in_flight_and_keeps_nothing_of_it():
     scheduler.request([step])
     assert profiling.wait(60)
     time.sleep(0.5)  # into the timed forwards
-    started = time.perf_counter()
     scheduler.close(timeout=60)
-    assert not scheduler._worker.is_alive() and time.perf_counter() - started < 10  # 30 s in full
+    assert not scheduler._worker.is_alive()
+    # Run to its end (30 s, within the wait), the profile would be known: cancelled, nothing is.
     assert scheduler.known(step) is None and step.measured_profile is None  # neither a number nor an error
     again = Scheduler("sync", FAST)
     again.request([step])
@@ -267,9 +266,8 @@ def test_closing_the_explorer_mid_profile_cancels_the_profile():
         time.sleep(0.05)
     assert bar.description == "profiling"
     time.sleep(0.5)
-    started = time.perf_counter()
-    explorer.close()
-    assert not explorer.profiler._worker.is_alive() and time.perf_counter() - started < 8  # 30 s in full
+    explorer.close()  # waits up to 10 s for the worker: the 30 s profile must have stopped
+    assert not explorer.profiler._worker.is_alive()
     assert session.current.measured_profile is None
 
 
