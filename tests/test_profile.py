@@ -1,6 +1,7 @@
 """Per-node profiling: the facts a user reads off the table (those of torch.fx's per-node profiler tutorial)."""
 import gc
 import time
+import weakref
 from types import SimpleNamespace
 
 import matplotlib
@@ -15,6 +16,7 @@ import torchvision
 from torch import nn
 
 from fxviz._cancel import cancellable
+from fxviz import _clock
 from fxviz._clock import instrument
 from fxviz.errors import Cancelled, FxvizError
 from fxviz.aten_breakdown import attribute_events, profile_aten
@@ -168,6 +170,29 @@ def test_timed_forward_computes_what_the_module_computes():
     assert stamps == list(range(len(gm.graph.nodes)))
 
 
+def test_timed_code_is_made_once_per_graph_and_kept_only_while_it_lives():
+    gm, x = fx_trace(ConvBN().eval()), torch.randn(1, 3, 8, 8)
+    first, second = [], []
+    with cancellable(lambda: False):
+        one = instrument(gm, first.append)
+    with cancellable(lambda: True):  # kept: nothing to copy, so nothing to cancel
+        two = instrument(gm, second.append)
+    torch.testing.assert_close(two(x), one(x), rtol=0, atol=0)
+    assert first == second == list(range(len(gm.graph.nodes)))  # each its own clock
+    assert one.code.__code__ is two.code.__code__
+    gm.recompile()  # new code: timed afresh
+    assert instrument(gm, first.append).code.__code__ is not one.code.__code__
+    for _ in range(_clock.MAX_KEPT):  # the oldest graph's code goes
+        instrument(fx_trace(ConvBN()), first.append)
+    assert gm not in _clock._kept
+    kept = fx_trace(ConvBN())
+    instrument(kept, first.append)
+    alive = weakref.ref(kept)
+    del kept, one, two
+    gc.collect()
+    assert alive() is None  # the code kept does not keep its graph alive
+
+
 def test_budget_bounds_warmup_and_repeats():
     gm = fx_trace(nn.Sequential(Sleep(0.01)))
     df = profile(gm, torch.randn(2), warmup=100, repeats=1000, budget_s=0.3)
@@ -217,7 +242,8 @@ def test_a_cancelled_job_stops_at_the_next_forward_and_leaves_nothing_broken():
     def tick(i):
         pass
 
-    for measure in (lambda: instrument(gm, tick), lambda: profile_aten(gm, x)):  # between nodes
+    fresh = fx_trace(model)  # gm's timed code is made (and kept) already: nothing left to cancel
+    for measure in (lambda: instrument(fresh, tick), lambda: profile_aten(gm, x)):  # between nodes
         with cancellable(lambda: True), pytest.raises(Cancelled):
             measure()
     assert count.calls == 4 and profile(gm, x, warmup=0, repeats=3).attrs["repeats"] == 3
