@@ -65,13 +65,12 @@ class Session:
         inputs = as_inputs(example_inputs)
         if export.is_exported(model):
             model = export.load(model)
-            if not inputs and model.example_inputs:  # a .pt2 file keeps the inputs it was exported with
-                inputs = tuple(model.example_inputs[0])
+            inputs = export.positional_inputs(model, inputs)
         # What a Session builds besides the capture (the model's skeleton, step 0) lives as
         # long as it does: a collection triggered meanwhile would only rescan the whole
         # fresh heap (0.6-0.8 s at 100k nodes, in one run of three).
         with gc_paused():
-            self._root = (model.module() if isinstance(model, torch.export.ExportedProgram)
+            self._root = (export.reference(model) if isinstance(model, torch.export.ExportedProgram)
                           else _cow.skeleton(model) if isinstance(model, nn.Module) else model)
         with called_as("Session"):  # a Capture made already (one graph of fxviz.compiled) is opened as is
             captured = model if isinstance(model, Capture) else capture(

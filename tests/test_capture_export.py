@@ -85,3 +85,30 @@ def test_auto_records_why_symbolic_failed_before_export():
     assert result.method == "export"
     assert result.attempts[0][0] == "symbolic" and "test_capture_export.py" in result.attempts[0][1]
     assert {n.meta["module_path"] for n in result.gm.graph.nodes if n.op == "call_function"} == {"lin"}
+
+
+class Masked(nn.Module):
+    """Called as HF models are exported: keyword inputs, one of them not a tensor."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x, *, mask=None, scale=2.0):
+        return {"y": self.lin(x) * mask * scale}
+
+
+def test_exported_program_with_keyword_inputs_opens_checks_and_profiles(tmp_path):
+    x, mask = torch.randn(2, 4), (torch.rand(2, 4) > 0.5).float()
+    ep = torch.export.export(Masked(), (x,), {"mask": mask, "scale": 3.0})
+    session = fxviz.Session(ep)  # the inputs it was exported with: keyword ones after the positional
+    assert session.current.example_inputs[1] is mask and session.current.example_inputs[2] == 3.0
+    assert session.current.check.status == "match"
+    out = session.current.gm(x, mask, 3.0)["y"]
+    torch.testing.assert_close(out, ep.module()(x, mask=mask, scale=3.0)["y"])
+    df = session.current.profile(warmup=0, repeats=3)
+    assert len(df) == len(session.current.gm.graph.nodes) and (df["median_us"] >= 0).all()
+    torch.export.save(ep, tmp_path / "masked.pt2")
+    assert fxviz.Session(str(tmp_path / "masked.pt2")).current.check.status == "match"
+    with pytest.raises(fxviz.errors.InputError, match=r"keyword inputs \(mask, scale\): pass them after its 1 "):
+        fxviz.Session(ep, (x,))

@@ -91,6 +91,17 @@ def share_codegen(graph: torch.fx.Graph, source: torch.fx.Graph) -> None:
     graph.set_codegen(source._codegen)
 
 
+def call_inputs(program: Any) -> tuple[int | None, list[str]]:
+    """How an ExportedProgram is called: the number of its positional inputs (None when
+    its input TreeSpec is not the usual ``(args, kwargs)``) and the names of its keyword
+    inputs, in the order its graph takes them (after the positional ones)."""
+    spec = program.call_spec.in_spec
+    if spec is None or spec.type is not tuple or spec.num_children != 2:
+        return None, []
+    args, kwargs = (spec.child(i) for i in (0, 1)) if hasattr(spec, "child") else spec.children_specs  # torch >= 2.9
+    return args.num_children, list(kwargs.context) if kwargs.type is dict else []
+
+
 def op_schema(func: OpOverload) -> Any:
     """An ATen operator's schema (which arguments it writes into)."""
     return func._schema

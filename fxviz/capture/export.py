@@ -10,7 +10,8 @@ import torch.fx
 from torch import nn
 
 from fxviz.capture._common import finish, first_line, front_end, where
-from fxviz.errors import TraceError
+from fxviz._torch_internals import call_inputs
+from fxviz.errors import InputError, TraceError
 
 
 def is_exported(model: Any) -> bool:
@@ -28,6 +29,39 @@ def load(model: Any) -> torch.export.ExportedProgram:
         raise TraceError(f"Cannot load the exported program {str(model)!r}: {first_line(exc)}") from exc
 
 
+def positional_inputs(ep: torch.export.ExportedProgram, inputs: tuple) -> tuple:
+    """``inputs`` for ``ep`` as fxviz passes them (one tuple, keyword inputs after the
+    positional ones); none given: those ``ep`` was exported with. Raises InputError when
+    the keyword inputs are missing."""
+    count, names = call_inputs(ep)
+    if not inputs and ep.example_inputs:  # a .pt2 file keeps the inputs it was exported with
+        args, kwargs = ep.example_inputs
+        return (*args, *(kwargs[name] for name in names))
+    if names and len(inputs) == count:
+        raise InputError(
+            f"This exported program also takes keyword inputs ({', '.join(names)}): pass them after its "
+            f"{count} positional input{'s' * (count != 1)}, in that order, or pass no example inputs to use "
+            "those it was exported with.")
+    return inputs
+
+
+def reference(ep: torch.export.ExportedProgram) -> nn.Module:
+    """``ep.module()`` (the model a Session checks against) called as fxviz calls a graph:
+    with positional inputs only, the last ones its keyword inputs."""
+    names = call_inputs(ep)[1]
+    return _KeywordsLast(ep.module(), names) if names else ep.module()
+
+
+class _KeywordsLast(nn.Module):
+    def __init__(self, module: nn.Module, names: list[str]):
+        super().__init__()
+        self.module, self.names = module, names
+
+    def forward(self, *inputs: Any) -> Any:
+        split = len(inputs) - len(self.names)
+        return self.module(*inputs[:split], **dict(zip(self.names, inputs[split:])))
+
+
 def capture(model: nn.Module, inputs: tuple, *, strict: bool = False,
             kwargs: dict[str, Any] | None = None) -> torch.fx.GraphModule:
     """``torch.export.export(model, inputs, strict=strict)`` as a GraphModule."""
@@ -43,6 +77,8 @@ def from_program(ep: torch.export.ExportedProgram, method: str = "exported progr
     """``ep.module()``: lifted parameters, buffers and constants become attributes under
     their qualified names (``conv1.weight``), so the graph runs as a module does."""
     gm = ep.module()
+    if call_inputs(ep)[1]:  # fxviz calls a graph positionally, keyword inputs last (the generated
+        gm.validate_inputs = False  # forward takes them so): the hook checking (args, kwargs) would refuse it
     # The graph fixed train/eval behaviour at export (batch_norm's training flag, dropout
     # ops); module flags (True on ep.module()'s guard module) mean nothing here, and
     # ep.module() refuses .eval(), so the flags are set directly.
