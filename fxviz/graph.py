@@ -201,8 +201,15 @@ _CONTAINERS = (tuple, list, dict, slice)  # FX's immutable_list and immutable_di
 def _uses(node: Node) -> list[tuple[tuple[str, ...], Node]]:
     """(argument position, as a 1-tuple; producer) for each node among the arguments."""
     args = node.args
-    if not node.kwargs and len(args) <= len(_ARG_POSITIONS) and not any(isinstance(a, _CONTAINERS) for a in args):
-        return [(_ARG_POSITIONS[i], a) for i, a in enumerate(args) if isinstance(a, Node)]  # most nodes
+    if not node.kwargs and len(args) <= len(_ARG_POSITIONS):  # most nodes: nodes and constants, one pass
+        found = []
+        for i, arg in enumerate(args):
+            if arg.__class__ is Node or isinstance(arg, Node):
+                found.append((_ARG_POSITIONS[i], arg))
+            elif isinstance(arg, _CONTAINERS):
+                break
+        else:
+            return found
     found: list[tuple[tuple[str, ...], Node]] = []
     for i, arg in enumerate(args):
         _walk(arg, f"args[{i}]", found)
