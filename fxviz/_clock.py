@@ -125,8 +125,10 @@ class _TimedCode:
 
     def bind(self, tick: Callable[[int], None]) -> Callable[..., Any]:
         forward = self._forward
-        return types.FunctionType(forward.__code__, {**forward.__globals__, self._tick_name: tick},
-                                  forward.__name__, forward.__defaults__, forward.__closure__)
+        bound = types.FunctionType(forward.__code__, {**forward.__globals__, self._tick_name: tick},
+                                   forward.__name__, forward.__defaults__, forward.__closure__)
+        bound.__kwdefaults__ = forward.__kwdefaults__
+        return bound
 
 
 def _tick(i: int) -> None:
