@@ -18,22 +18,38 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from contextvars import ContextVar
 
 from fxviz.errors import Cancelled
 
 _CANCELLED: ContextVar[Callable[[], bool] | None] = ContextVar("fxviz_cancelled", default=None)
+_ASIDE: ContextVar[Callable[[], AbstractContextManager] | None] = ContextVar("fxviz_aside", default=None)
 
 
 @contextlib.contextmanager
-def cancellable(cancelled: Callable[[], bool]) -> Iterator[None]:
+def cancellable(cancelled: Callable[[], bool],
+                aside: Callable[[], AbstractContextManager] | None = None) -> Iterator[None]:
     """Measurements run inside stop with :class:`~fxviz.errors.Cancelled` once
-    ``cancelled()`` turns true (it is called from the measuring thread)."""
-    token = _CANCELLED.set(cancelled)
+    ``cancelled()`` turns true (it is called from the measuring thread); ``aside()``
+    is entered around their stretches that run no model (:func:`runs_no_model`)."""
+    tokens = _CANCELLED.set(cancelled), _ASIDE.set(aside)
     try:
         yield
     finally:
-        _CANCELLED.reset(token)
+        _CANCELLED.reset(tokens[0])
+        _ASIDE.reset(tokens[1])
+
+
+@contextlib.contextmanager
+def runs_no_model() -> Iterator[None]:
+    """A stretch of a measurement that runs no model and cannot stop midway (generating
+    and compiling a timed copy's code: seconds at 100k nodes): the scheduler lets the
+    kernel run the model meanwhile, and the measurement stops after it
+    (:class:`~fxviz.errors.Cancelled`) if the kernel did."""
+    aside = _ASIDE.get()
+    with aside() if aside is not None else contextlib.nullcontext():
+        yield
 
 
 def stop_if_cancelled() -> None:

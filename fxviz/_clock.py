@@ -18,7 +18,7 @@ import numpy as np
 import torch
 import torch.fx
 
-from fxviz._cancel import stop_if_cancelled
+from fxviz._cancel import runs_no_model, stop_if_cancelled
 from fxviz._torch_internals import share_codegen
 
 PREEMPTED_US = 50.0
@@ -105,18 +105,11 @@ def instrument(gm: torch.fx.GraphModule, tick: Callable[[int], None]) -> Callabl
 
 
 class _TimedCode:
-    """The compiled timed forward of a graph, its tick a global of its own (so binding
-    a clock costs a dict copy and nothing per node)."""
+    """The compiled timed forward of a graph (:func:`_timed_graph`), its tick a global
+    of its own (so binding a clock costs a dict copy and nothing per node)."""
 
-    def __init__(self, gm: torch.fx.GraphModule):
-        graph = torch.fx.Graph()
-        share_codegen(graph, gm.graph)
-        copies: dict[torch.fx.Node, torch.fx.Node] = {}
-        for i, node in enumerate(gm.graph.nodes):  # cancellable: at 100,000 nodes this copy takes seconds
-            stop_if_cancelled()
-            graph.call_function(_tick, (i,))
-            copies[node] = graph.node_copy(node, copies.__getitem__)
-        code = graph.python_code(root_module="self")  # this and compile() cannot be interrupted
+    def __init__(self, gm: torch.fx.GraphModule, timed: torch.fx.Graph):
+        code = timed.python_code(root_module="self")
         namespace = dict(code.globals)
         exec(compile(code.src, f"<fxviz timed {type(gm).__name__}>", "exec", dont_inherit=True), namespace)
         self.source = gm.code  # the code it times: a recompiled gm needs a new one
@@ -164,10 +157,25 @@ def _timed_code(gm: torch.fx.GraphModule) -> _TimedCode:
         kept = _kept.get(gm)
     if kept is not None and kept.source is gm.code:
         return kept
-    made = _TimedCode(gm)
-    with _kept_lock:
-        _kept.pop(gm, None)
-        _kept[gm] = made  # last in insertion order
-        while len(_kept) > MAX_KEPT:
-            _kept.pop(next(iter(_kept.keys())))
+    timed = _timed_graph(gm)
+    with runs_no_model():  # generating and compiling the code cannot be interrupted
+        made = _TimedCode(gm, timed)
+        with _kept_lock:  # kept even if the kernel ran meanwhile (the job then stops, to run again)
+            _kept.pop(gm, None)
+            _kept[gm] = made  # last in insertion order
+            while len(_kept) > MAX_KEPT:
+                _kept.pop(next(iter(_kept.keys())))
     return made
+
+
+def _timed_graph(gm: torch.fx.GraphModule) -> torch.fx.Graph:
+    """``gm``'s graph with a call of :func:`_tick` before each node, under ``gm``'s code
+    generator. Cancellable between nodes: at 100,000 nodes this copy takes seconds."""
+    graph = torch.fx.Graph()
+    share_codegen(graph, gm.graph)
+    copies: dict[torch.fx.Node, torch.fx.Node] = {}
+    for i, node in enumerate(gm.graph.nodes):
+        stop_if_cancelled()
+        graph.call_function(_tick, (i,))
+        copies[node] = graph.node_copy(node, copies.__getitem__)
+    return graph

@@ -2,15 +2,12 @@
 comparisons of a session's steps, one at a time, cached, cancellable.
 
 A UI asks for what it needs (:meth:`Scheduler.request`) and reads what is known
-(:meth:`Scheduler.known`, :meth:`Scheduler.compared`); in ``"background"`` mode a
-worker thread measures and calls back, in ``"sync"`` mode the caller's thread does,
-and ``"off"`` measures timings only when forced (checks still run: a badge needs
-them). Every job ends in a state: a result, or an error saying what to do. A
-profile taken while other work ran (the kernel applied a pass, :meth:`disturb`) or
-that found itself noisy (``attrs["noisy"]``) is measured once more, and marked
-noisy if it still is. :meth:`Scheduler.close` (and the end of the program) cancels
-the job in flight (:mod:`fxviz._cancel`): it stops within a forward (or a node)
-and leaves nothing behind, neither a result nor an error.
+(:meth:`Scheduler.known`, :meth:`Scheduler.compared`); a worker thread measures and
+calls back ("background"), the caller's thread does ("sync"), or timings wait for a
+click ("off"; checks still run). Every job ends in a state: a result, or an error
+saying what to do. A profile disturbed (:meth:`disturb`) or noisy is measured once
+more. :meth:`Scheduler.close` and the program's end cancel the job in flight
+(:mod:`fxviz._cancel`) within a forward or a node, leaving nothing behind.
 """
 from __future__ import annotations
 
@@ -76,8 +73,7 @@ class Compared:
 
 
 class Scheduler:
-    """Measures steps of a session one job at a time and remembers the results per
-    step and settings (``profile_kwargs``, also the A/B run's settings)."""
+    """Measures steps one job at a time; results per step and settings (``profile_kwargs``)."""
 
     def __init__(self, mode: str = "background", profile_kwargs: Mapping[str, Any] | None = None,
                  progress: Progress | None = None):
@@ -138,17 +134,15 @@ class Scheduler:
         return True
 
     def disturb(self) -> None:
-        """Say that other work ran (e.g. a pass was applied): a profile in flight is
-        measured again."""
+        """Other work ran (e.g. a pass was applied): a profile in flight is measured again."""
         with self._gate:
             self._generation += 1
 
     @contextlib.contextmanager
     def paused(self) -> Iterator[None]:
-        """Stop the measurement in flight at its next stopping point (a check runs to its
-        end) and start no other meanwhile: the kernel runs the model (a pass's check)
-        without two runs skewing each other, and without waiting seconds for a profile
-        it would disturb anyway. The stopped job runs again after."""
+        """The kernel runs the model (a pass's check) alone, at once: the measurement in
+        flight stops at its next stopping point (a check runs to its end; a job making
+        timed code goes on beside it) and runs again after; no other starts meanwhile."""
         with self._gate:
             self._waiting += 1
             self._generation += 1
@@ -215,7 +209,7 @@ class Scheduler:
                     if self._closed:
                         return
                     self._progress(label, k, len(items))
-                    with turn(), cancellable(self._cancelled):
+                    with turn(), cancellable(self._cancelled, self._aside if turn == self._turn else None):
                         measure(item)
             except Cancelled:  # nothing of the job is kept, nothing more runs now
                 if not self._closed:  # a kernel action preempted it: its turn comes again
@@ -251,6 +245,22 @@ class Scheduler:
             with self._gate:
                 self._busy = False
                 self._gate.notify_all()
+
+    @contextlib.contextmanager
+    def _aside(self) -> Iterator[None]:
+        """The job runs no model for a while: a kernel action may run meanwhile, and
+        then the job stops, to run again after it (its step may no longer be shown)."""
+        with self._gate:
+            self._busy, generation = False, self._generation
+            self._gate.notify_all()
+        try:
+            yield
+        finally:
+            with self._gate:
+                self._gate.wait_for(lambda: not self._waiting)
+                self._busy, disturbed = True, generation != self._generation
+        if disturbed:
+            raise Cancelled("A kernel action ran meanwhile: the measurement runs again (its timed code is kept).")
 
     def _check(self, step: Any) -> None:
         """The numeric check (it ends in a state, "error" included), in the same queue."""

@@ -211,6 +211,45 @@ def test_a_kernel_action_preempts_a_profile_in_flight_which_runs_again_after(mon
         scheduler.close()
 
 
+def test_a_kernel_action_runs_beside_a_job_making_timed_code_which_is_kept(monkeypatch):
+    """Generating and compiling a timed copy's code runs no model and cannot stop (5-8 s
+    at 100k nodes): an apply need not wait for it. The job stops after it and runs
+    again, with the code kept, not made twice."""
+    import fxviz.measure
+
+    monkeypatch.setattr(fxviz.measure, "START_DELAY_S", 0.0)
+    step = deep_session().current
+    generating, release, generated = threading.Event(), threading.Event(), threading.Event()
+    python_code = torch.fx.Graph.python_code
+
+    def slow(graph, *args, **kwargs):  # the worker's code generation, held until the kernel is done
+        generating.set()
+        release.wait(10)
+        try:
+            return python_code(graph, *args, **kwargs)
+        finally:
+            generated.set()
+
+    monkeypatch.setattr(torch.fx.Graph, "python_code", slow)
+    scheduler = Scheduler("background", {"warmup": 0, "repeats": 3})
+    try:
+        scheduler.request([step])
+        assert generating.wait(60)
+        with scheduler.paused():  # entered while the code is being made: not after it (10 s)
+            beside = not generated.is_set()
+            step.gm(*step.example_inputs)
+        release.set()
+        deadline = time.monotonic() + 60
+        while scheduler.known(step) is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert beside and scheduler.known(step).error == "" and step.measured_profile is not None
+        generating.clear()
+        assert step.profile(warmup=0, repeats=1) is not None and not generating.is_set()  # kept: made once
+    finally:
+        release.set()
+        scheduler.close()
+
+
 def test_after_a_kernel_action_the_newest_request_is_measured_first(monkeypatch):
     """The step an apply made (the one on screen) is profiled before the re-run of the
     one the apply preempted."""
