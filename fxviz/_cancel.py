@@ -24,14 +24,14 @@ from contextvars import ContextVar
 from fxviz.errors import Cancelled
 
 _CANCELLED: ContextVar[Callable[[], bool] | None] = ContextVar("fxviz_cancelled", default=None)
-_ASIDE: ContextVar[Callable[[], AbstractContextManager] | None] = ContextVar("fxviz_aside", default=None)
+_ASIDE: ContextVar[Callable[[bool], AbstractContextManager] | None] = ContextVar("fxviz_aside", default=None)
 
 
 @contextlib.contextmanager
 def cancellable(cancelled: Callable[[], bool],
-                aside: Callable[[], AbstractContextManager] | None = None) -> Iterator[None]:
+                aside: Callable[[bool], AbstractContextManager] | None = None) -> Iterator[None]:
     """Measurements run inside stop with :class:`~fxviz.errors.Cancelled` once
-    ``cancelled()`` turns true (it is called from the measuring thread); ``aside()``
+    ``cancelled()`` turns true (it is called from the measuring thread); ``aside(restart)``
     is entered around their stretches that run no model (:func:`runs_no_model`)."""
     tokens = _CANCELLED.set(cancelled), _ASIDE.set(aside)
     try:
@@ -42,13 +42,15 @@ def cancellable(cancelled: Callable[[], bool],
 
 
 @contextlib.contextmanager
-def runs_no_model() -> Iterator[None]:
+def runs_no_model(*, restart: bool = True) -> Iterator[None]:
     """A stretch of a measurement that runs no model and cannot stop midway (generating
-    and compiling a timed copy's code: seconds at 100k nodes): the scheduler lets the
-    kernel run the model meanwhile, and the measurement stops after it
-    (:class:`~fxviz.errors.Cancelled`) if the kernel did."""
+    and compiling a timed copy's code, parsing torch.profiler's trace: seconds at 100k
+    nodes): the scheduler lets the kernel run the model meanwhile. If it did, the
+    measurement then stops (:class:`~fxviz.errors.Cancelled`) to run again later
+    (``restart``: its step may no longer be the one shown), or goes on where what it
+    has is still valid (a trace recorded before)."""
     aside = _ASIDE.get()
-    with aside() if aside is not None else contextlib.nullcontext():
+    with aside(restart) if aside is not None else contextlib.nullcontext():
         yield
 
 

@@ -247,9 +247,9 @@ class Scheduler:
                 self._gate.notify_all()
 
     @contextlib.contextmanager
-    def _aside(self) -> Iterator[None]:
-        """The job runs no model for a while: a kernel action may run meanwhile, and
-        then the job stops, to run again after it (its step may no longer be shown)."""
+    def _aside(self, restart: bool) -> Iterator[None]:
+        """The job runs no model for a while: a kernel action may run meanwhile, after
+        which the job stops, to run again (``restart``: see ``runs_no_model``)."""
         with self._gate:
             self._busy, generation = False, self._generation
             self._gate.notify_all()
@@ -259,7 +259,7 @@ class Scheduler:
             with self._gate:
                 self._gate.wait_for(lambda: not self._waiting)
                 self._busy, disturbed = True, generation != self._generation
-        if disturbed:
+        if disturbed and restart:
             raise Cancelled("A kernel action ran meanwhile: the measurement runs again (its timed code is kept).")
 
     def _check(self, step: Any) -> None:

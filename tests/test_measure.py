@@ -250,6 +250,44 @@ def test_a_kernel_action_runs_beside_a_job_making_timed_code_which_is_kept(monke
         scheduler.close()
 
 
+def test_a_kernel_action_runs_beside_the_parse_of_an_aten_trace_which_goes_on(monkeypatch):
+    """Parsing torch.profiler's trace (8 s at 100k nodes) runs no model and cannot stop:
+    an apply runs beside it, and the breakdown, recorded before, is kept, not redone."""
+    import fxviz.aten_breakdown
+    import fxviz.measure
+
+    monkeypatch.setattr(fxviz.measure, "START_DELAY_S", 0.0)
+    step = deep_session().current
+    parsing, release, parsed, calls = threading.Event(), threading.Event(), threading.Event(), []
+    attribute = fxviz.aten_breakdown.attribute_events
+
+    def slow(*args, **kwargs):
+        calls.append(1)
+        parsing.set()
+        release.wait(10)
+        try:
+            return attribute(*args, **kwargs)
+        finally:
+            parsed.set()
+
+    monkeypatch.setattr(fxviz.aten_breakdown, "attribute_events", slow)
+    scheduler = Scheduler("background", {"warmup": 0, "repeats": 3})
+    try:
+        scheduler.request([step])
+        assert parsing.wait(60)
+        with scheduler.paused():  # entered while the trace is parsed (before: after it, 10 s)
+            beside = not parsed.is_set()
+            step.gm(*step.example_inputs)
+        release.set()
+        deadline = time.monotonic() + 60
+        while (scheduler.known(step) is None or scheduler.known(step).aten is None) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert beside and calls == [1] and not scheduler.known(step).aten.empty
+    finally:
+        release.set()
+        scheduler.close()
+
+
 def test_after_a_kernel_action_the_newest_request_is_measured_first(monkeypatch):
     """The step an apply made (the one on screen) is profiled before the re-run of the
     one the apply preempted."""
