@@ -48,7 +48,9 @@ def runs_no_model(*, restart: bool = True) -> Iterator[None]:
     nodes): the scheduler lets the kernel run the model meanwhile. If it did, the
     measurement then stops (:class:`~fxviz.errors.Cancelled`) to run again later
     (``restart``: its step may no longer be the one shown), or goes on where what it
-    has is still valid (a trace recorded before)."""
+    has is still valid (a trace recorded before). Hold no lock across it that the
+    kernel may take meanwhile (a ``cached_property``'s, on Python < 3.12): it would
+    wait for the measurement, which waits for it."""
     aside = _ASIDE.get()
     with aside(restart) if aside is not None else contextlib.nullcontext():
         yield

@@ -97,22 +97,22 @@ def _synchronizer(device: torch.device) -> Callable[[], None]:
 
 
 def instrument(gm: torch.fx.GraphModule, tick: Callable[[int], None]) -> Callable[..., Any]:
-    """``gm``'s forward with ``tick(i)`` before node i, called as ``gm`` is (through
-    ``Module.__call__``): the code of ``gm.forward``, from ``gm``'s own code generator,
-    plus one call per node, run on ``gm`` itself (its submodules and tensors). The
-    code is made once per ``gm`` (:func:`_timed_code`); each call binds a new ``tick``."""
-    return _TimedForward(gm, _timed_code(gm).bind(tick))
+    """``gm``'s forward with ``tick(i)`` before node i, called as :func:`plain` is: the
+    code of ``gm.forward``, from ``gm``'s own code generator, plus one call per node,
+    run on ``gm`` itself (its submodules and tensors). The code is made once per ``gm``
+    (:func:`_timed_code`); each call binds a new ``tick``."""
+    return _Forward(gm, _timed_code(gm).bind(tick))
 
 
 class _TimedCode:
     """The compiled timed forward of a graph (:func:`_timed_graph`), its tick a global
     of its own (so binding a clock costs a dict copy and nothing per node)."""
 
-    def __init__(self, gm: torch.fx.GraphModule, timed: torch.fx.Graph):
+    def __init__(self, gm: torch.fx.GraphModule, timed: torch.fx.Graph, made_for: tuple[str, int]):
         code = timed.python_code(root_module="self")
         namespace = dict(code.globals)
         exec(compile(code.src, f"<fxviz timed {type(gm).__name__}>", "exec", dont_inherit=True), namespace)
-        self.source = gm.code  # the code it times: a recompiled gm needs a new one
+        self.made_for = made_for  # gm's code and node count when copied (:func:`_version`)
         self._forward = namespace.pop("forward")
         self._tick_name = next(name for name, value in namespace.items() if value is _tick)
 
@@ -129,9 +129,15 @@ def _tick(i: int) -> None:
     (by identity: its global's name is FX's to choose)."""
 
 
-class _TimedForward(torch.nn.Module):
-    """Timed code bound to ``gm``, called through ``Module.__call__`` as the plain
-    forward it is compared with is."""
+def plain(gm: torch.fx.GraphModule) -> Callable[..., Any]:
+    """``gm``'s own forward, called as :func:`instrument`'s is (module hooks aside in
+    both: an exported program's input checks would otherwise count as the clock's
+    overhead)."""
+    return _Forward(gm, type(gm).forward)
+
+
+class _Forward(torch.nn.Module):
+    """Code bound to ``gm``, called through ``Module.__call__`` (without ``gm``'s hooks)."""
 
     def __init__(self, gm: torch.fx.GraphModule, forward: Callable[..., Any]):
         super().__init__()
@@ -153,19 +159,27 @@ def _timed_code(gm: torch.fx.GraphModule) -> _TimedCode:
     its A/B compare, a re-measure), and at 100,000 nodes making the code takes 5-8 s
     that cannot be cancelled. The code only, not the copied graph: 17 MB at 30k nodes,
     75 MB with it."""
+    version = _version(gm)  # before the copy: the kernel may recompile gm while the code is made
     with _kept_lock:
-        kept = _kept.get(gm)
-    if kept is not None and kept.source is gm.code:
-        return kept
+        kept = _kept.pop(gm, None)
+        if kept is not None and kept.made_for == version:
+            _kept[gm] = kept  # the most recently measured last
+            return kept
     timed = _timed_graph(gm)
     with runs_no_model():  # generating and compiling the code cannot be interrupted
-        made = _TimedCode(gm, timed)
+        made = _TimedCode(gm, timed, version)
         with _kept_lock:  # kept even if the kernel ran meanwhile (the job then stops, to run again)
             _kept.pop(gm, None)
-            _kept[gm] = made  # last in insertion order
+            _kept[gm] = made
             while len(_kept) > MAX_KEPT:
                 _kept.pop(next(iter(_kept.keys())))
     return made
+
+
+def _version(gm: torch.fx.GraphModule) -> tuple[str, int]:
+    """What the kept code must match: ``gm``'s generated code (the same object until a
+    recompile) and its node count (a graph edited without recompiling, as FX allows)."""
+    return gm.code, len(gm.graph.nodes)
 
 
 def _timed_graph(gm: torch.fx.GraphModule) -> torch.fx.Graph:

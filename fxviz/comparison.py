@@ -40,6 +40,14 @@ def compare(step_a: Any, step_b: Any, *, top_n: int = 10, min_effect: float = 0.
                       paired=paired)
 
 
+def measure_steps(step_a: Any, step_b: Any, profile_kwargs: Mapping[str, Any] | None = None) -> PairedTimes:
+    """:func:`fxviz.timing_ab.measure_pair` of two steps' graphs on their example inputs
+    (``profile_kwargs``: ``warmup``, ``repeats``, ``budget_s``)."""
+    kwargs = {k: v for k, v in (profile_kwargs or {}).items() if k in MEASURE_KWARGS}
+    return measure_pair(step_a.gm, as_inputs(step_a.example_inputs), step_b.gm, as_inputs(step_b.example_inputs),
+                        **kwargs)
+
+
 class Comparison:
     """Step a (control) against step b (test), in TraceDiff's terms for timings.
 
@@ -60,9 +68,7 @@ class Comparison:
     @functools.cached_property
     def paired(self) -> PairedTimes:
         """Both steps' per-node times from one interleaved run (measured on first use)."""
-        a, b = self.step_a, self.step_b
-        return measure_pair(a.gm, as_inputs(a.example_inputs), b.gm, as_inputs(b.example_inputs),
-                            **self.profile_kwargs)
+        return measure_steps(self.step_a, self.step_b, self.profile_kwargs)
 
     @functools.cached_property
     def code_diff(self) -> str:

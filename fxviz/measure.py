@@ -26,7 +26,7 @@ import pandas as pd
 
 from fxviz._cancel import cancellable
 from fxviz.aten_breakdown import profile_aten
-from fxviz.comparison import Comparison, compare
+from fxviz.comparison import Comparison, compare, measure_steps
 from fxviz.errors import Cancelled, FxvizError, InputError
 
 MODES = ("background", "sync", "off")
@@ -257,7 +257,7 @@ class Scheduler:
             yield
         finally:
             with self._gate:
-                self._gate.wait_for(lambda: not self._waiting)
+                self._gate.wait_for(lambda: not self._waiting or self._closed)
                 self._busy, disturbed = True, generation != self._generation
         if disturbed and restart:
             raise Cancelled("A kernel action ran meanwhile: the measurement runs again (its timed code is kept).")
@@ -295,8 +295,8 @@ class Scheduler:
         if not self._stale_pair(pair, force=True):
             return
 
-        def measured() -> Comparison:
-            cmp = compare(*pair, profile_kwargs=self.kwargs)
+        def measured() -> Comparison:  # the pair outside Comparison's cached_property: see runs_no_model
+            cmp = compare(*pair, profile_kwargs=self.kwargs, paired=measure_steps(*pair, self.kwargs))
             cmp.timing_by_node  # noqa: B018 - measure now, on this thread
             return cmp
 

@@ -19,7 +19,7 @@ import torch
 import torch.fx
 
 from fxviz._cancel import stop_if_cancelled
-from fxviz._clock import Clock, instrument
+from fxviz._clock import Clock, instrument, plain
 from fxviz._gc import gc_paused
 from fxviz._runtime import preserved_buffers
 from fxviz._torch_internals import tree_leaves
@@ -72,7 +72,7 @@ def profile(
     the kernels the node launched (torch.profiler, 5 forwards).
 
     ``df.attrs``: ``plain_forward_us`` and ``profiled_forward_us`` (medians of whole
-    forwards, µs), ``overhead_per_node_us`` (median over repeats of timed minus the
+    forwards, µs; both without ``gm``'s module hooks), ``overhead_per_node_us`` (median over repeats of timed minus the
     plain forward run just before it, over the node count: pairing cancels slow drift
     of a shared machine; never negative), ``overhead_below_resolution`` (True when a
     quarter of those pairs or more show no overhead at all: then the number says
@@ -91,7 +91,7 @@ def profile(
     device = device_of(gm, inputs)
     clock = Clock(len(nodes), device)
     before = conditions(device)
-    measured = _measure(gm, instrument(gm, clock.tick), clock, inputs, warmup, repeats, budget_s, progress)
+    measured = _measure(gm, plain(gm), instrument(gm, clock.tick), clock, inputs, warmup, repeats, budget_s, progress)
     counts = {key: [(given or {}).get(n.name, n.meta.get(key)) for n in nodes]
               for key, given in (("flops", flops), ("bytes", moved))}
     df = _table(gm, nodes, counts, device, *measured)
@@ -127,7 +127,7 @@ def conditions(device: torch.device | str) -> dict[str, Any]:
             "threads": torch.get_num_threads(), "device": str(device)}
 
 
-def _measure(gm, timed, clock: Clock, inputs, warmup, repeats, budget_s, progress):
+def _measure(gm, untimed, timed, clock: Clock, inputs, warmup, repeats, budget_s, progress):
     """Warm up, then time repeats: (warm-up runs done, plain walls, timed walls, per-node times)."""
     from tqdm.auto import tqdm  # here: in a kernel it imports ipywidgets, which `import fxviz` must not
 
@@ -138,7 +138,7 @@ def _measure(gm, timed, clock: Clock, inputs, warmup, repeats, budget_s, progres
         warmed = 0
         while warmed < warmup and not (warmed and time.perf_counter() - started > budget / 4):
             stop_if_cancelled()
-            gm(*inputs)
+            untimed(*inputs)
             timed(*inputs)
             warmed += 1
             bar.update()
@@ -149,7 +149,7 @@ def _measure(gm, timed, clock: Clock, inputs, warmup, repeats, budget_s, progres
                 break
             stop_if_cancelled()
             if r % 2 == 0:
-                plain.append(clock.wall_us(gm, inputs))
+                plain.append(clock.wall_us(untimed, inputs))
             profiled.append(clock.wall_us(timed, inputs, timed=True))
             per_node.append(clock.intervals_us())
             bar.update()

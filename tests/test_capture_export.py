@@ -110,5 +110,7 @@ def test_exported_program_with_keyword_inputs_opens_checks_and_profiles(tmp_path
     assert len(df) == len(session.current.gm.graph.nodes) and (df["median_us"] >= 0).all()
     torch.export.save(ep, tmp_path / "masked.pt2")
     assert fxviz.Session(str(tmp_path / "masked.pt2")).current.check.status == "match"
-    with pytest.raises(fxviz.errors.InputError, match=r"keyword inputs \(mask, scale\): pass them after its 1 "):
-        fxviz.Session(ep, (x,))
+    advice = r"takes 1 positional input, then its keyword inputs \(mask, scale\), in that order: {} given"
+    for wrong in ((x,), (x, mask)):
+        with pytest.raises(fxviz.errors.InputError, match=advice.format(len(wrong))):
+            fxviz.Session(ep, wrong)

@@ -250,6 +250,48 @@ def test_a_kernel_action_runs_beside_a_job_making_timed_code_which_is_kept(monke
         scheduler.close()
 
 
+def test_a_kernel_action_beside_a_pair_in_the_making_may_compare_steps_itself(monkeypatch):
+    """The worker measures an A/B pair outside Comparison's cached properties: on Python
+    3.11 their lock is one per class, and a kernel action comparing two other steps
+    beside the pair's code generation waited for it, while the worker waited for the
+    action (a deadlock)."""
+    import fxviz.measure
+
+    monkeypatch.setattr(fxviz.measure, "START_DELAY_S", 0.0)
+    session = Session(nn.Sequential(*[m for _ in range(5) for m in (nn.Linear(16, 16), nn.ReLU())]),
+                      (torch.randn(2, 16),))
+    session.apply("lower_modules", types=("ReLU",))
+    generating, release, done = threading.Event(), threading.Event(), threading.Event()
+    python_code = torch.fx.Graph.python_code
+
+    def slow(graph, *args, **kwargs):  # the worker's code generation, held while the kernel acts
+        if threading.current_thread().name == "fxviz-measure":
+            generating.set()
+            release.wait(2)
+        return python_code(graph, *args, **kwargs)
+
+    monkeypatch.setattr(torch.fx.Graph, "python_code", slow)
+    scheduler = Scheduler("background", {"warmup": 0, "repeats": 5})
+
+    def kernel():
+        with scheduler.paused():
+            session.compare(1, 0, profile_kwargs={"warmup": 0, "repeats": 5}).timing_by_node  # noqa: B018
+        done.set()
+
+    try:
+        scheduler.request(pairs=[(session.steps[0], session.steps[1])])
+        assert generating.wait(60)
+        threading.Thread(target=kernel, daemon=True).start()
+        assert done.wait(30)
+        deadline = time.monotonic() + 60
+        while scheduler.compared(session.steps[0], session.steps[1]) is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert scheduler.compared(session.steps[0], session.steps[1]).error == ""
+    finally:
+        release.set()
+        scheduler.close()
+
+
 def test_a_kernel_action_runs_beside_the_parse_of_an_aten_trace_which_goes_on(monkeypatch):
     """Parsing torch.profiler's trace (8 s at 100k nodes) runs no model and cannot stop:
     an apply runs beside it, and the breakdown, recorded before, is kept, not redone."""

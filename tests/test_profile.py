@@ -180,17 +180,35 @@ def test_timed_code_is_made_once_per_graph_and_kept_only_while_it_lives():
     torch.testing.assert_close(two(x), one(x), rtol=0, atol=0)
     assert first == second == list(range(len(gm.graph.nodes)))  # each its own clock
     assert one.code.__code__ is two.code.__code__
-    gm.recompile()  # new code: timed afresh
-    assert instrument(gm, first.append).code.__code__ is not one.code.__code__
-    for _ in range(_clock.MAX_KEPT):  # the oldest graph's code goes
-        instrument(fx_trace(ConvBN()), first.append)
-    assert gm not in _clock._kept
+    gm.recompile()  # the same code: the same timed code
+    assert instrument(gm, first.append).code.__code__ is one.code.__code__
+    relu = next(n for n in gm.graph.nodes if n.target == "relu")
+    with gm.graph.inserting_after(relu):  # edited without recompiling, as FX allows: timed afresh
+        gm.graph.call_function(torch.neg, (relu,))
+    ticks = []
+    instrument(gm, ticks.append)(x)
+    assert ticks == list(range(len(gm.graph.nodes)))
+    others = [fx_trace(ConvBN()) for _ in range(_clock.MAX_KEPT)]
+    for other in others[:-1]:
+        instrument(other, first.append)
+    instrument(gm, first.append)  # measured again: now the most recent
+    instrument(others[-1], first.append)  # the least recently measured goes, not gm
+    assert gm in _clock._kept and others[0] not in _clock._kept
     kept = fx_trace(ConvBN())
     instrument(kept, first.append)
     alive = weakref.ref(kept)
     del kept, one, two
     gc.collect()
     assert alive() is None  # the code kept does not keep its graph alive
+
+
+def test_plain_and_timed_forwards_both_leave_out_module_hooks():
+    """An exported program's module checks its inputs in a hook (40 µs): counted in the
+    plain forward only, it hid the clock's overhead (always "below resolution")."""
+    gm, x = fx_trace(nn.Sequential(nn.ReLU(), nn.ReLU())), torch.randn(2)
+    gm.register_forward_pre_hook(lambda *_: time.sleep(0.002))
+    df = profile(gm, x, warmup=1, repeats=5)
+    assert df.attrs["plain_forward_us"] < 1000 and df.attrs["profiled_forward_us"] < 1000
 
 
 def test_budget_bounds_warmup_and_repeats():

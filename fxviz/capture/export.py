@@ -32,16 +32,16 @@ def load(model: Any) -> torch.export.ExportedProgram:
 def positional_inputs(ep: torch.export.ExportedProgram, inputs: tuple) -> tuple:
     """``inputs`` for ``ep`` as fxviz passes them (one tuple, keyword inputs after the
     positional ones); none given: those ``ep`` was exported with. Raises InputError when
-    the keyword inputs are missing."""
+    their number is not the program's."""
     count, names = call_inputs(ep)
     if not inputs and ep.example_inputs:  # a .pt2 file keeps the inputs it was exported with
         args, kwargs = ep.example_inputs
         return (*args, *(kwargs[name] for name in names))
-    if names and len(inputs) == count:
-        raise InputError(
-            f"This exported program also takes keyword inputs ({', '.join(names)}): pass them after its "
-            f"{count} positional input{'s' * (count != 1)}, in that order, or pass no example inputs to use "
-            "those it was exported with.")
+    if count is not None and len(inputs) != count + len(names):
+        keywords = f", then its keyword inputs ({', '.join(names)}), in that order" if names else ""
+        saved = ", or none to use those it was exported with" if ep.example_inputs else ""
+        raise InputError(f"This exported program takes {count} positional input{'s' * (count != 1)}{keywords}: "
+                         f"{len(inputs)} given. Pass them as one tuple{saved}.")
     return inputs
 
 
