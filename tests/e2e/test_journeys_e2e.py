@@ -270,6 +270,11 @@ def test_7_dark_theme_has_no_white_chart(desk, explorer):
 
         mean = ImageStat.Stat(Image.open(shot).convert("L")).mean[0]
         assert mean < 128, f"the timing chart is a light block in the dark theme (mean grey {mean:.0f})"
+        # Its text in the theme's (light) text colour, as drawn: no filter over it (one inverted it to dark grey).
+        ink = chart.locator("svg text").first.evaluate(
+            "e => [getComputedStyle(e).fill, getComputedStyle(e.closest('.fxviz-timing-chart')).filter]")
+        rgb = [float(v) for v in re.findall(r"[\d.]+", ink[0])[:3]]
+        assert min(rgb) > 180 and ink[1] == "none", ink
         shoot(explorer, "e2e-journey-7-dark")
     finally:
         set_theme(page, LIGHT)
