@@ -112,6 +112,15 @@ def has_values(tensor: torch.Tensor) -> bool:
     return not (tensor.is_meta or isinstance(tensor, (FakeTensor, FunctionalTensor)))
 
 
+def make_fx_on_fakes(fn: Callable[..., Any], decompositions: dict | None, record_module_stack: bool) -> Callable[..., Any]:
+    """make_fx tracing on fake copies of the inputs, the tensors ``fn`` closes over
+    (parameters) taken as they are (``_allow_non_fake_inputs``: no public switch)."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    return make_fx(fn, decompositions, tracing_mode="fake", _allow_non_fake_inputs=True,
+                   record_module_stack=record_module_stack)
+
+
 def forget_last_trace() -> None:
     """Drop the graph make_fx keeps from its last trace (every node, with the values in
     their meta) in a module global for export's leak check, read only right after
