@@ -218,8 +218,10 @@ def compare_outputs(
                 problems.append(f"{path}: max abs error {abs_err:.3g} (scale {scale:.3g})")
     if not (problems or compared):
         status = "nothing compared"
-        message = ("every output is zero (or empty) in both, so nothing could be compared; "
-                   "check with inputs that give nonzero outputs")
+        message = (f"every output is zero (or empty) in both on all {len(expected)} inputs tried, so nothing could be "
+                   "compared; a last layer initialised to zero (timm's and torchvision's ViT heads, before training) "
+                   "gives this on any input: load trained weights or re-initialise it, or pass inputs that give "
+                   "nonzero outputs")
     elif expected_to_differ:
         status = "expected to differ"
         message = "a semantics-changing pass was applied; " + (

@@ -7,6 +7,7 @@ import pytest
 import torch
 from torch import nn
 
+import fxviz
 from fxviz.check import CheckResult, check_outputs, compare_outputs, random_like, run_outputs, tolerance
 
 
@@ -151,6 +152,15 @@ def test_all_zero_outputs_say_nothing_was_compared():
     assert compare_outputs([torch.zeros(3)], [torch.tensor([0.0, 1e-9, 0.0])]).status == "mismatch"
     mixed = compare_outputs([(torch.zeros(3), torch.ones(2))], [(torch.zeros(3), torch.ones(2))])
     assert mixed.status == "match" and "1 all-zero output(s) not compared" in mixed.message
+
+
+def test_a_zero_initialised_head_is_named_as_the_likely_cause_when_nothing_is_compared():
+    """timm's and torchvision's ViTs start with a zero head: before training every output is zero."""
+    model = nn.Sequential(nn.Linear(4, 8), nn.GELU(), nn.Linear(8, 3))
+    nn.init.zeros_(model[2].weight), nn.init.zeros_(model[2].bias)
+    check = fxviz.Session(model, torch.randn(2, 4)).current.check
+    assert check.status == "nothing compared"
+    assert "on all 3 inputs tried" in check.message and "last layer initialised to zero" in check.message
 
 
 def test_nan_in_one_output_only_is_a_mismatch():
