@@ -21,7 +21,7 @@ from torch import nn
 from fxviz import _cow
 from fxviz._gc import gc_paused
 from fxviz._runtime import closed_over_modules
-from fxviz._torch_internals import is_fake, tree_leaves
+from fxviz._torch_internals import is_fake, tree_leaves, uncompiled
 from fxviz.check import CheckResult, compare_outputs, random_like, run_outputs, seeded
 from fxviz.errors import FxvizError, NoSuchStep, PassError, TraceError
 from fxviz.passes.registry import PassSpec, resolve, selection_names
@@ -63,6 +63,7 @@ class Session:
         from fxviz.capture import Capture, as_inputs, called_as, capture, export
 
         inputs = as_inputs(example_inputs)
+        model = uncompiled(model)
         if export.is_exported(model):
             model = export.load(model)
             if not inputs and model.example_inputs:  # a .pt2 file keeps the inputs it was exported with

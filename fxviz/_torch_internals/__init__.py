@@ -112,6 +112,19 @@ def has_values(tensor: torch.Tensor) -> bool:
     return not (tensor.is_meta or isinstance(tensor, (FakeTensor, FunctionalTensor)))
 
 
+def uncompiled(model: Any) -> Any:
+    """What ``torch.compile`` wrapped (the module of an ``OptimizedModule``, the function of
+    a compiled one), else ``model``: capturing the wrapper would run dynamo inside a capture."""
+    eval_frame = sys.modules.get("torch._dynamo.eval_frame")  # not imported: nothing was compiled
+    while eval_frame is not None:
+        inner = (model._orig_mod if isinstance(model, eval_frame.OptimizedModule)
+                 else getattr(model, "_torchdynamo_orig_callable", None))
+        if inner is None:
+            return model
+        model = inner
+    return model
+
+
 def make_fx_on_fakes(fn: Callable[..., Any], decompositions: dict | None, record_module_stack: bool) -> Callable[..., Any]:
     """make_fx tracing on fake copies of the inputs, the tensors ``fn`` closes over
     (parameters) taken as they are (``_allow_non_fake_inputs``: no public switch)."""

@@ -24,6 +24,7 @@ from fxviz.capture._common import (Capture, FrontEnd, Request, as_inputs, auto_o
                                    choose, first_line, forget_front_end, front_end, front_ends, methods,
                                    torch_errors_quiet, where)
 from fxviz._gc import gc_paused
+from fxviz._torch_internals import uncompiled
 from fxviz.discovery import import_modules
 from fxviz.errors import TraceError, UsageError
 
@@ -63,6 +64,7 @@ def capture(
 def _capture(model: Any, example_inputs: Any, tracer: Any, capture_timeout: float | None,
              options: dict[str, Any]) -> Capture:
     inputs = _distinct(as_inputs(example_inputs))
+    model = uncompiled(model)
     if export.is_exported(model):
         return Capture([export.from_program(export.load(model))], "exported program")
     if tracer == "auto":
