@@ -129,3 +129,24 @@ def test_a_notebook_cell_is_named_as_ipython_names_it(monkeypatch):
         namespace["forward"](None)
     except ValueError as exc:
         assert _common.where(exc) == f" at {cell_file}:2: raise ValueError('boom')"
+
+
+class Tokens(nn.Module):
+    """A forward as Hugging Face's: called as ``model(**batch)``."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Embedding(10, 4)
+
+    def forward(self, input_ids, past=None, attention_mask=None):
+        return self.embed(input_ids) * attention_mask[..., None]
+
+
+def test_a_dict_of_keyword_inputs_gets_the_tuple_to_pass_instead():
+    batch = {"input_ids": torch.tensor([[1, 2, 3]]), "attention_mask": torch.ones(1, 3)}
+    with pytest.raises(TraceError) as caught:
+        fxviz.Session(Tokens(), batch)
+    advice = "pass a tuple in forward's order instead, (batch['input_ids'], None, batch['attention_mask'])."
+    assert "given to forward as its first argument" in str(caught.value) and advice in str(caught.value)
+    session = fxviz.Session(Tokens(), (batch["input_ids"], None, batch["attention_mask"]))  # the advice works
+    assert session.current.check.status == "match"
