@@ -85,3 +85,28 @@ def test_auto_records_why_symbolic_failed_before_export():
     assert result.method == "export"
     assert result.attempts[0][0] == "symbolic" and "test_capture_export.py" in result.attempts[0][1]
     assert {n.meta["module_path"] for n in result.gm.graph.nodes if n.op == "call_function"} == {"lin"}
+
+
+class _Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin, self.norm = nn.Linear(8, 8), nn.LayerNorm(8)
+
+    def forward(self, x):
+        return x + torch.tanh(self.norm(self.lin(x)))
+
+
+def test_each_block_of_an_exported_model_keeps_its_box():
+    """ep.module() reads every parameter first; far from its ops, each block was drawn in
+    its parent (one box for all of a transformer's layers)."""
+    from fxviz.layout_tree import build_tree
+
+    model = nn.Sequential(*(_Block() for _ in range(4)))
+    x = torch.randn(2, 8)
+    for opened in (fxviz.Session(model, x, tracer="export"), fxviz.Session(torch.export.export(model, (x,)), x)):
+        gm = opened.current.gm
+        weight = next(n for n in gm.graph.find_nodes(op="get_attr") if n.target == "2.lin.weight")
+        assert weight.next.target == "2.lin.bias" and "linear" in str(weight.next.next.target)
+        boxes = build_tree(opened.current.graph).boxes
+        assert {f"{i}{sub}" for i in range(4) for sub in ("", ".lin", ".norm")} <= set(boxes)
+        assert opened.current.check.status == "match"

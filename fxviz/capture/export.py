@@ -53,6 +53,7 @@ def from_program(ep: torch.export.ExportedProgram, method: str = "exported progr
     for node in gm.graph.find_nodes(op="call_module", target="_guards_fn"):
         gm.graph.erase_node(node)
         gm.delete_submodule("_guards_fn")
+    _next_to_first_user(gm.graph)
     gm.recompile()
     # The pytree hooks of ep.module() check inputs against the export's spec; a Session
     # forks the graph into plain GraphModules, which keep the codegen (flat tuple in/out).
@@ -66,6 +67,17 @@ def from_program(ep: torch.export.ExportedProgram, method: str = "exported progr
         node.meta["module_path"] = str(node.target).rpartition(".")[0]
         node.meta["qualified_name"] = str(node.target)
     return gm
+
+
+def _next_to_first_user(graph: torch.fx.Graph) -> None:
+    """ep.module() reads every parameter at the top of the graph: each get_attr moves to
+    just before its first user, where symbolic tracing and make_fx put it. Else a module's
+    parameter lies far from its ops, and the drawing (which draws a module whose nodes lie
+    far apart in its parent) loses every block's box: all of a transformer's layers in one."""
+    order = {node: i for i, node in enumerate(graph.nodes)}
+    for node in list(graph.find_nodes(op="get_attr")):
+        if node.users:
+            min(node.users, key=order.__getitem__).prepend(node)
 
 
 def run_decompositions(gm: torch.fx.GraphModule, inputs: tuple, table: Any = None) -> torch.fx.GraphModule:
