@@ -238,15 +238,17 @@ def module_types(model: nn.Module | None) -> dict[str, str]:
 def path_from_stack(node: torch.fx.Node) -> str:
     """The innermost module path of ``nn_module_stack``, normalised: export writes
     ``L__self___layer1_0`` keys but plain dotted paths as values, sometimes with a
-    ``_orig_mod.`` or ``self.`` prefix; a module called twice gets an ``@1`` suffix."""
+    ``_orig_mod.`` or ``self.`` prefix; a module called twice gets an ``@1`` suffix.
+    dynamo names the root ``L['self']``, or ``L['fn']`` when the root is one of torch's own
+    modules (``nn.Sequential``: it compiles a wrapper that calls it)."""
     stack = node.meta.get("nn_module_stack") or {}
     if not stack:
         return ""
     path = str(list(stack.values())[-1][0])
     path = re.sub(r"@\d+$", "", path)
-    for prefix in ("_orig_mod.", "self.", "L['self']."):
+    for prefix in ("_orig_mod.", "self.", "L['self'].", "L['fn']."):
         path = path.removeprefix(prefix)
-    return "" if path in ("L['self']", "self") else path
+    return "" if path in ("L['self']", "L['fn']", "self") else path
 
 
 def source_line(node: torch.fx.Node) -> str | None:
