@@ -53,7 +53,7 @@ def from_program(ep: torch.export.ExportedProgram, method: str = "exported progr
     for node in gm.graph.find_nodes(op="call_module", target="_guards_fn"):
         gm.graph.erase_node(node)
         gm.delete_submodule("_guards_fn")
-    _next_to_first_user(gm.graph)
+    next_to_first_user(gm.graph)
     gm.recompile()
     # The pytree hooks of ep.module() check inputs against the export's spec; a Session
     # forks the graph into plain GraphModules, which keep the codegen (flat tuple in/out).
@@ -69,7 +69,7 @@ def from_program(ep: torch.export.ExportedProgram, method: str = "exported progr
     return gm
 
 
-def _next_to_first_user(graph: torch.fx.Graph) -> None:
+def next_to_first_user(graph: torch.fx.Graph) -> None:
     """ep.module() reads every parameter at the top of the graph: each get_attr moves to
     just before its first user, where symbolic tracing and make_fx put it. Else a module's
     parameter lies far from its ops, and the drawing (which draws a module whose nodes lie
