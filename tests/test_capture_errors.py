@@ -1,5 +1,6 @@
 """Errors a user can act on: short, the user's line, only advice that works, the call as written."""
 import linecache
+import sys
 
 import pytest
 import torch
@@ -150,3 +151,23 @@ def test_a_dict_of_keyword_inputs_gets_the_tuple_to_pass_instead():
     assert "given to forward as its first argument" in str(caught.value) and advice in str(caught.value)
     session = fxviz.Session(Tokens(), (batch["input_ids"], None, batch["attention_mask"]))  # the advice works
     assert session.current.check.status == "match"
+
+
+class CountsNonzero(nn.Module):
+    """A branch on a data-dependent size: torch.export fails on it, after printing its partial graph."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(3, 3)
+
+    def forward(self, x):
+        print("the model's own line", file=sys.stderr)
+        return x * 2 if self.lin(x).nonzero().shape[0] > 2 else x
+
+
+def test_a_failed_export_prints_no_partial_graph_and_the_models_own_output_passes(capsys):
+    session = fxviz.Session(CountsNonzero(), torch.randn(2, 3))
+    assert [method for method, _ in session.capture.attempts][1:3] == ["export", "export (strict)"]
+    err = capsys.readouterr().err
+    assert "def forward" not in err and "nonzero" not in err  # torch printed it twice per export tried
+    assert "the model's own line" in err

@@ -2,7 +2,11 @@
 as a runnable GraphModule whose parameters keep their qualified names."""
 from __future__ import annotations
 
+import contextlib
+import io
 import os
+import sys
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -32,11 +36,29 @@ def capture(model: nn.Module, inputs: tuple, *, strict: bool = False,
             kwargs: dict[str, Any] | None = None) -> torch.fx.GraphModule:
     """``torch.export.export(model, inputs, strict=strict)`` as a GraphModule."""
     try:
-        ep = torch.export.export(model, inputs, kwargs, strict=strict)
+        with without_partial_graph():
+            ep = torch.export.export(model, inputs, kwargs, strict=strict)
     except Exception as exc:
         mode = "strict" if strict else "non-strict"
         raise TraceError(f"torch.export ({mode}) failed{where(exc)}\n  {first_line(exc)}") from exc
     return from_program(ep, "export (strict)" if strict else "export")
+
+
+@contextlib.contextmanager
+def without_partial_graph() -> Iterator[None]:
+    """torch.export prints the partial graph of a failed export to stderr, once per wrapper
+    it passes (hundreds of lines each, for each export the auto chain tries): fxviz reports
+    the failure itself, with the exception kept as its cause. What else is written to
+    stderr meanwhile (warnings) is passed on."""
+    written = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(written):
+            yield
+    except Exception as exc:
+        partial = getattr(exc, "partial_fx_graph", None)
+        sys.stderr.write(written.getvalue().replace(f"{partial}\n", "") if partial else written.getvalue())
+        raise
+    sys.stderr.write(written.getvalue())
 
 
 def from_program(ep: torch.export.ExportedProgram, method: str = "exported program") -> torch.fx.GraphModule:

@@ -25,7 +25,7 @@ from torch.export.graph_signature import InputKind, OutputKind
 from fxviz._torch_internals import assign_attr, core_aten_decompositions, export_forward_backward
 from fxviz.capture._common import Capture, finish, first_line, front_end, where
 from fxviz.capture.backward import attribute_backward
-from fxviz.capture.export import next_to_first_user
+from fxviz.capture.export import next_to_first_user, without_partial_graph
 from fxviz.check import Gradients
 from fxviz.errors import TraceError
 
@@ -36,7 +36,8 @@ def capture(model: nn.Module, inputs: tuple, loss_index: int = 0) -> torch.fx.Gr
     """Export ``model`` (non-strict) and its backward from output ``loss_index`` (a scalar)."""
 
     try:
-        ep = torch.export.export(model, inputs, strict=False)
+        with without_partial_graph():
+            ep = torch.export.export(model, inputs, strict=False)
         joint = export_forward_backward(ep, joint_loss_index=loss_index)
         forward = ep.run_decompositions(core_aten_decompositions())  # the joint's table, with module stacks
     except Exception as exc:
