@@ -203,14 +203,17 @@ def cell_name(filename: str) -> str | None:
 
 class _BelowError(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
-        return record.levelno < logging.ERROR
+        return record.levelno < logging.ERROR and not (
+            record.levelno == logging.WARNING and record.name.startswith("torch._dynamo"))
 
 
 @contextlib.contextmanager
 def torch_errors_quiet() -> Iterator[None]:
     """While capturing, torch logs the traceback of a failed meta kernel or export before
     raising it: pages of stderr in the cell. fxviz reports that exception itself (kept as
-    the ``__cause__``; ``%tb`` shows it), so torch's ERROR records are dropped meanwhile."""
+    the ``__cause__``; ``%tb`` shows it), so torch's ERROR records are dropped meanwhile,
+    and dynamo's warnings (a graph break at ``.item()``, with its stack) that fxviz lists
+    as the graph breaks."""
     names = ["torch", *(name for name in logging.root.manager.loggerDict if name.startswith("torch."))]
     handlers = {h for name in names for h in logging.getLogger(name).handlers}
     quiet = _BelowError()
