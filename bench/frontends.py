@@ -12,7 +12,7 @@ Each model runs in its own subprocess under a time limit, so a model that hangs 
 crashes the interpreter costs one row, not the sweep. The machine is shared: read times
 as ratios (fxviz / export) from the same run; the load is printed with the table.
 
-Run: ``PYTHONPATH=. .venv/bin/python bench/frontends.py [--wide] [--family timm]``.
+Run: ``PYTHONPATH=. .venv/bin/python bench/frontends.py [--wide] [--family timm] [--model NAME ...]``.
 """
 from __future__ import annotations
 
@@ -350,6 +350,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--wide", action="store_true", help="every model (default: a few per family)")
     parser.add_argument("--family", choices=tuple(FAMILIES), action="append", help="only these families")
+    parser.add_argument("--model", action="append", help="only these models (names as in the table)")
     parser.add_argument("--one", nargs=2, metavar=("FAMILY", "MODEL"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
@@ -361,7 +362,10 @@ def main() -> None:
         if args.family and family not in args.family:
             continue
         rows = []
-        for name in models if args.wide else QUICK[family]:
+        chosen = [n for n in models if n in args.model] if args.model else models if args.wide else QUICK[family]
+        if not chosen:
+            continue
+        for name in chosen:
             row = _run(family, name)
             rows.append(row)
             opened = row.get("method", "FAILED") if row["opens"] else "FAILED"
