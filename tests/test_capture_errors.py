@@ -1,4 +1,5 @@
 """Errors a user can act on: short, the user's line, only advice that works, the call as written."""
+import collections
 import linecache
 import sys
 
@@ -145,7 +146,7 @@ class Tokens(nn.Module):
 
 
 def test_a_dict_of_keyword_inputs_gets_the_tuple_to_pass_instead():
-    batch = {"input_ids": torch.tensor([[1, 2, 3]]), "attention_mask": torch.ones(1, 3)}
+    batch = collections.UserDict(input_ids=torch.tensor([[1, 2, 3]]), attention_mask=torch.ones(1, 3))  # as HF's
     with pytest.raises(TraceError) as caught:
         fxviz.Session(Tokens(), batch)
     advice = "pass a tuple in forward's order instead, (batch['input_ids'], None, batch['attention_mask'])."

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import inspect
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import torch
@@ -268,7 +268,7 @@ def _keywords_advice(model: Any, inputs: tuple) -> str | None:
         params = list(inspect.signature(model.forward if isinstance(model, nn.Module) else model).parameters.values())
     except (TypeError, ValueError):
         return None
-    batch = inputs[0] if len(inputs) == 1 and isinstance(inputs[0], dict) else {}
+    batch = inputs[0] if len(inputs) == 1 and isinstance(inputs[0], Mapping) else {}  # a BatchEncoding is no dict
     if not batch or not set(batch) <= {p.name for p in params}:
         return None
     upto = params[:max(i for i, p in enumerate(params) if p.name in batch) + 1]
