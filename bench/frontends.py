@@ -245,11 +245,13 @@ FAMILIES: dict[str, dict[str, Callable[[], tuple]]] = {
                                       weights_backbone=None),
         "retinanet_resnet50 (detection)": _tv("detection.retinanet_resnet50_fpn", (3, 64, 64), num_classes=3,
                                               weights_backbone=None),
+        # min_size/max_size: the transform would resize every image to 800 px first
         "maskrcnn (detection)": _tv("detection.maskrcnn_resnet50_fpn", (3, 64, 64), num_classes=3,
-                                    weights_backbone=None),
+                                    weights_backbone=None, min_size=64, max_size=64),
         "keypointrcnn (detection)": _tv("detection.keypointrcnn_resnet50_fpn", (3, 64, 64), num_classes=2,
-                                        num_keypoints=3, weights_backbone=None),
-        "fcos (detection)": _tv("detection.fcos_resnet50_fpn", (3, 64, 64), num_classes=3, weights_backbone=None),
+                                        num_keypoints=3, weights_backbone=None, min_size=64, max_size=64),
+        "fcos (detection)": _tv("detection.fcos_resnet50_fpn", (3, 64, 64), num_classes=3, weights_backbone=None,
+                                min_size=64, max_size=64),
         "vit (custom, tiny)": _custom_vit,
         "swin_v2_t": _tv("swin_v2_t", (1, 3, 64, 64), num_classes=3),
         "maxvit_t": _tv("maxvit_t", (1, 3, 224, 224), num_classes=3),  # its partitions need 224
