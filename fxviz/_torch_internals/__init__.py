@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 import torch.fx
-from torch._ops import OpOverload, OpOverloadPacket  # the types of ATen operator targets
+from torch._ops import HigherOrderOperator, OpOverload, OpOverloadPacket  # the types of ATen operator targets
 from torch.fx.graph_module import _assign_attr, _get_attr
 from torch.fx.node import _get_qualified_name
 from torch.fx.passes.shape_prop import _extract_tensor_metadata
@@ -33,7 +33,7 @@ from torch.utils import flop_counter
 from torch.utils.flop_counter import FlopCounterMode
 
 __all__ = [
-    "OpOverload", "OpOverloadPacket", "TorchDispatchMode", "register_pytree_node", "tree_leaves", "tree_map",
+    "HigherOrderOperator", "OpOverload", "OpOverloadPacket", "TorchDispatchMode", "register_pytree_node", "tree_leaves", "tree_map",
     "tree_map_only",
     "FlopCounter", "assign_attr", "core_aten_decompositions", "current_autograd_node", "export_forward_backward",
     "extract_tensor_metadata", "get_attr", "has_values", "is_fake", "op_schema", "qualified_name", "share_codegen",
