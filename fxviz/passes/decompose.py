@@ -1,13 +1,15 @@
 """torch.export's ``run_decompositions`` as a step: watch torch IR turn into core ATen."""
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 import torch
 import torch.fx
 from torch.fx.passes.infra.pass_base import PassResult
 
 from fxviz.passes.registry import NothingToDo, register
+
+FLASH_CPU = "_scaled_dot_product_flash_attention_for_cpu"  # an ATen operator
 
 
 @register(order=80, name="run_decompositions", preserves_semantics=True, level="aten")
@@ -17,7 +19,7 @@ def run_decompositions(gm: torch.fx.GraphModule, *, table: Literal["core_aten"] 
 
     inputs = tuple(_stand_in(node.meta["val"]) for node in gm.graph.find_nodes(op="placeholder"))
     before = {str(n.target) for n in gm.graph.nodes if n.op == "call_function"}
-    program = torch.export.export(gm, inputs, strict=False).run_decompositions()
+    program = torch.export.export(gm, inputs, strict=False).run_decompositions(_table(gm))
     lowered = from_program(program, gm.meta.get("fxviz", {}).get("tracer", "export"))
     lowered.meta["fxviz"] = {**gm.meta.get("fxviz", {}), **lowered.meta["fxviz"],
                              "module_types": gm.meta.get("fxviz", {}).get("module_types", {})}
@@ -25,6 +27,17 @@ def run_decompositions(gm: torch.fx.GraphModule, *, table: Literal["core_aten"] 
     if after == before:
         raise NothingToDo(f"the graph is in {table.replace('_', ' ')} already")
     return PassResult(lowered, True)
+
+
+def _table(gm: torch.fx.GraphModule) -> Any:
+    """The core ATen table, less the CPU flash-attention forward where the graph holds its
+    backward: torch decomposes that forward into one whose second output is the attention
+    weights, not the log-sum-exp its backward kernel reads, and the gradients come out
+    wrong (a Llama training step's k_proj gradient off by 4x its scale)."""
+    table = torch.export.default_decompositions()
+    if any(str(n.target) == f"aten.{FLASH_CPU}_backward.default" for n in gm.graph.nodes):
+        table.pop(getattr(torch.ops.aten, FLASH_CPU).default)
+    return table
 
 
 def _stand_in(value: torch.Tensor) -> torch.Tensor:
