@@ -62,3 +62,14 @@ def test_decomposing_a_training_step_with_attention_keeps_its_gradients():
         str(n.target) for n in session.current.gm.graph.nodes}
     step = session.apply("run_decompositions")
     assert step.check.status == "match", step.check.message
+
+
+def test_an_exported_program_with_a_dynamic_size_decomposes():
+    """Its placeholders record symbolic sizes: the stand-in inputs could not be made of them
+    ('SymIntArrayRef expected to contain only concrete integers')."""
+    net, x = _net(), torch.randn(2, 3, 8, 8)
+    program = torch.export.export(net, (x,), dynamic_shapes=({0: torch.export.Dim.AUTO},))
+    session = fxviz.Session(program, x)
+    step = session.apply("run_decompositions")
+    assert step.check.status == "match"
+    assert "aten.silu.default" not in {str(n.target) for n in step.gm.graph.nodes}

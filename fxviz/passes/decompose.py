@@ -41,5 +41,8 @@ def _table(gm: torch.fx.GraphModule) -> Any:
 
 
 def _stand_in(value: torch.Tensor) -> torch.Tensor:
-    """A real tensor of a placeholder's recorded shape, dtype, strides and device (values unused)."""
-    return torch.empty_strided(value.shape, value.stride(), dtype=value.dtype, device=value.device).zero_()
+    """A real tensor of a placeholder's recorded shape, dtype, strides and device (values
+    unused); a dynamic size (an exported program's ``Dim``) at the size it was exported
+    with, its hint: the lowered graph is for that size."""
+    shape, stride = ([int(d) for d in sizes] for sizes in (value.shape, value.stride()))
+    return torch.empty_strided(shape, stride, dtype=value.dtype, device=value.device).zero_()
