@@ -73,3 +73,15 @@ def test_an_exported_program_with_a_dynamic_size_decomposes():
     step = session.apply("run_decompositions")
     assert step.check.status == "match"
     assert "aten.silu.default" not in {str(n.target) for n in step.gm.graph.nodes}
+
+
+def test_a_graph_that_takes_a_list_decomposes_and_is_called_as_before():
+    """make_fx of a detector takes a list of images: the lowered graph was exported from the
+    flat inputs and took them flat ('aten::sub() Expected a value of type Tensor ... found list')."""
+    def detect(images):
+        return [nn.functional.silu(image) - image.mean() for image in images]
+
+    session = fxviz.Session(detect, ([torch.randn(3, 4, 4), torch.randn(3, 4, 4)],), tracer="make_fx")
+    step = session.apply("run_decompositions")
+    assert step.check.status == "match", step.check.message
+    assert "aten.silu.default" not in {str(n.target) for n in step.gm.graph.nodes}

@@ -36,7 +36,7 @@ __all__ = [
     "HigherOrderOperator", "OpOverload", "OpOverloadPacket", "TorchDispatchMode", "register_pytree_node", "tree_leaves", "tree_map",
     "tree_map_only",
     "FlopCounter", "assign_attr", "core_aten_decompositions", "current_autograd_node", "export_forward_backward",
-    "extract_tensor_metadata", "get_attr", "has_values", "is_fake", "op_schema", "qualified_name", "share_codegen",
+    "as_called", "extract_tensor_metadata", "get_attr", "has_values", "is_fake", "op_schema", "qualified_name", "share_codegen",
 ]
 
 
@@ -89,6 +89,22 @@ def share_codegen(graph: torch.fx.Graph, source: torch.fx.Graph) -> None:
     """Give ``graph`` the code generator of ``source`` (export's graphs have their own,
     with pytree in/out specs); ``set_codegen`` is public, reading it is not."""
     graph.set_codegen(source._codegen)
+
+
+def as_called(graph: torch.fx.Graph, flat: tuple) -> tuple[tuple, dict]:
+    """The arguments ``graph``'s code is called with, ``(args, kwargs)``, holding ``flat`` (one
+    value per placeholder): make_fx's and export's code take the structure traced (a list of
+    images) and flatten it; export's spec is of ``(args, kwargs)``, make_fx's of ``args``."""
+    from torch.utils._pytree import tree_unflatten
+
+    info = getattr(graph._codegen, "pytree_info", None)
+    if info is None or info.in_spec is None:
+        return flat, {}
+    called = tree_unflatten(list(flat), info.in_spec)
+    spec = info.in_spec
+    if spec.type is tuple and spec.num_children == 2 and spec.child(1).type is dict:
+        return tuple(called[0]), dict(called[1])
+    return tuple(called), {}
 
 
 def op_schema(func: OpOverload) -> Any:

@@ -7,6 +7,7 @@ import torch
 import torch.fx
 from torch.fx.passes.infra.pass_base import PassResult
 
+from fxviz._torch_internals import as_called
 from fxviz.passes.registry import NothingToDo, register
 
 FLASH_CPU = "_scaled_dot_product_flash_attention_for_cpu"  # an ATen operator
@@ -17,9 +18,10 @@ def run_decompositions(gm: torch.fx.GraphModule, *, table: Literal["core_aten"] 
     """Lower an ATen graph to core ATen operators (torch.export's run_decompositions)."""
     from fxviz.capture.export import from_program
 
-    inputs = tuple(_stand_in(node.meta["val"]) for node in gm.graph.find_nodes(op="placeholder"))
+    # Called as the graph before it (make_fx of a detector takes a list of images), not flat.
+    args, kwargs = as_called(gm.graph, tuple(_stand_in(n.meta["val"]) for n in gm.graph.find_nodes(op="placeholder")))
     before = {str(n.target) for n in gm.graph.nodes if n.op == "call_function"}
-    program = torch.export.export(gm, inputs, strict=False).run_decompositions(_table(gm))
+    program = torch.export.export(gm, args, kwargs, strict=False).run_decompositions(_table(gm))
     lowered = from_program(program, gm.meta.get("fxviz", {}).get("tracer", "export"))
     lowered.meta["fxviz"] = {**gm.meta.get("fxviz", {}), **lowered.meta["fxviz"],
                              "module_types": gm.meta.get("fxviz", {}).get("module_types", {})}
