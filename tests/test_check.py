@@ -211,3 +211,34 @@ def test_a_make_fx_training_step_session_checks_and_a_failing_reference_is_an_er
     check = broken.current.check  # no exception: a state with the error and advice
     assert check.status == "error" and "ValueError: only once" in check.message
     assert "n_random_inputs=0" in check.message and broken.current.check_done
+
+
+class FastPathWithoutGrad(nn.Module):
+    """Computes otherwise under no_grad, as nn.TransformerEncoder's fast path does with a
+    padding mask (it zeroes the padded positions); a trace follows the autograd path."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x):
+        y = self.lin(x)
+        return y.clamp(min=0) if not torch.is_grad_enabled() else y
+
+
+def test_a_model_that_computes_otherwise_without_autograd_is_named_in_the_mismatch():
+    check = fxviz.Session(FastPathWithoutGrad(), torch.randn(3, 4)).current.check
+    assert check.status == "mismatch"
+    assert "the graph matches it run with autograd on" in check.message
+    counting = fxviz.Session(CountsItsCalls(), torch.randn(3, 4)).current.check
+    assert counting.status == "mismatch" and "autograd" not in counting.message  # only where it explains
+
+
+class CountsItsCalls(nn.Module):
+    """A Python counter the trace bakes in: a mismatch in either grad mode."""
+
+    calls = 0
+
+    def forward(self, x):
+        self.calls += 1
+        return x * self.calls
