@@ -35,7 +35,7 @@ from torch.utils.flop_counter import FlopCounterMode
 __all__ = [
     "HigherOrderOperator", "OpOverload", "OpOverloadPacket", "TorchDispatchMode", "register_pytree_node", "tree_leaves", "tree_map",
     "tree_map_only",
-    "FlopCounter", "assign_attr", "core_aten_decompositions", "current_autograd_node", "export_forward_backward",
+    "FLASH_CPU", "FlopCounter", "assign_attr", "core_aten_decompositions", "current_autograd_node", "export_forward_backward",
     "as_called", "extract_tensor_metadata", "get_attr", "has_values", "is_fake", "op_schema", "qualified_name", "share_codegen",
 ]
 
@@ -70,19 +70,33 @@ def current_autograd_node() -> Any:
     return torch._C._current_autograd_node()
 
 
+#: An ATen operator torch decomposes wrongly for training: the decomposition's second output
+#: is the attention weights, where the backward kernel (never decomposed) reads the log-sum-exp.
+FLASH_CPU = "_scaled_dot_product_flash_attention_for_cpu"
+
+
 def core_aten_decompositions() -> dict:
-    """torch.export's core ATen decomposition table."""
+    """torch.export's core ATen decomposition table, less :data:`FLASH_CPU`'s forward: a
+    graph with its backward got wrong gradients (a Llama's k_proj off by 4x its scale)."""
     from torch._decomp import core_aten_decompositions as table
 
-    return table()
+    decompositions = table()
+    decompositions.pop(getattr(torch.ops.aten, FLASH_CPU).default, None)
+    return decompositions
 
 
 def export_forward_backward(program: Any, *, joint_loss_index: int) -> Any:
     """torch.export's joint forward+backward program of a model whose output
-    ``joint_loss_index`` is a loss (experimental in torch: no public equivalent)."""
-    from torch.export.experimental import _export_forward_backward
+    ``joint_loss_index`` is a loss: ``torch.export.experimental._export_forward_backward``
+    (no public equivalent), with :func:`core_aten_decompositions` for its fixed table."""
+    from torch.export import experimental
+    from torch.export.exported_program import _decompose_exported_program
 
-    return _export_forward_backward(program, joint_loss_index=joint_loss_index)
+    program = _decompose_exported_program(program, cia_to_decomp={}, python_decomp_table=core_aten_decompositions(),
+                                          joint_loss_index=joint_loss_index, decompose_custom_triton_ops=False)
+    gm, signature = experimental._copy_graph_module_and_signature(program)
+    experimental._remove_detach_pass(gm, signature)
+    return program._update(gm, signature)
 
 
 def share_codegen(graph: torch.fx.Graph, source: torch.fx.Graph) -> None:

@@ -7,10 +7,9 @@ import torch
 import torch.fx
 from torch.fx.passes.infra.pass_base import PassResult
 
-from fxviz._torch_internals import as_called
+from fxviz._torch_internals import FLASH_CPU, as_called
 from fxviz.passes.registry import NothingToDo, register
 
-FLASH_CPU = "_scaled_dot_product_flash_attention_for_cpu"  # an ATen operator
 
 
 @register(order=80, name="run_decompositions", preserves_semantics=True, level="aten")
@@ -33,9 +32,7 @@ def run_decompositions(gm: torch.fx.GraphModule, *, table: Literal["core_aten"] 
 
 def _table(gm: torch.fx.GraphModule) -> Any:
     """The core ATen table, less the CPU flash-attention forward where the graph holds its
-    backward: torch decomposes that forward into one whose second output is the attention
-    weights, not the log-sum-exp its backward kernel reads, and the gradients come out
-    wrong (a Llama training step's k_proj gradient off by 4x its scale)."""
+    backward (see :data:`fxviz._torch_internals.FLASH_CPU`)."""
     table = torch.export.default_decompositions()
     if any(str(n.target) == f"aten.{FLASH_CPU}_backward.default" for n in gm.graph.nodes):
         table.pop(getattr(torch.ops.aten, FLASH_CPU).default)
