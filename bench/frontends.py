@@ -229,6 +229,7 @@ FAMILIES: dict[str, dict[str, Callable[[], tuple]]] = {
         "gpt2 (exported, dynamic length)": _exported(_hf("GPT2Config", vocab_size=128, n_embd=32, n_layer=2,
                                                          n_head=2, use_cache=False), dynamic_dim=1),
         "llama (train step)": _step(_hf("LlamaConfig", use_cache=False, **TINY_LM), _hidden),
+        "llama (export joint)": _joint(_hf("LlamaConfig", use_cache=False, **TINY_LM), _hidden),
         "llama (meta device)": _on_meta(_hf("LlamaConfig", use_cache=False, **TINY_LM)),
     },
     "torchvision": {
