@@ -50,15 +50,16 @@ def without_partial_graph() -> Iterator[None]:
     it passes (hundreds of lines each, for each export the auto chain tries): fxviz reports
     the failure itself, with the exception kept as its cause. What else is written to
     stderr meanwhile (warnings) is passed on."""
-    written = io.StringIO()
+    written, partial = io.StringIO(), None
     try:
         with contextlib.redirect_stderr(written):
             yield
     except Exception as exc:
         partial = getattr(exc, "partial_fx_graph", None)
-        sys.stderr.write(written.getvalue().replace(f"{partial}\n", "") if partial else written.getvalue())
         raise
-    sys.stderr.write(written.getvalue())
+    finally:  # an interrupt too: nothing else written is lost
+        text = written.getvalue()
+        sys.stderr.write(text.replace(f"{partial}\n", "") if partial else text)
 
 
 def from_program(ep: torch.export.ExportedProgram, method: str = "exported program") -> torch.fx.GraphModule:
