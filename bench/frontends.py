@@ -12,7 +12,7 @@ Each model runs in its own subprocess under a time limit, so a model that hangs 
 crashes the interpreter costs one row, not the sweep. The machine is shared: read times
 as ratios (fxviz / export) from the same run; the load is printed with the table.
 
-Run: ``PYTHONPATH=. .venv/bin/python bench/frontends.py [--wide] [--family timm]``.
+Run: ``PYTHONPATH=. .venv/bin/python bench/frontends.py [--wide] [--family timm] [--model NAME ...]``.
 """
 from __future__ import annotations
 
@@ -48,6 +48,8 @@ def _hf(config: str, inputs: str = "ids", **kw: Any) -> Callable[[], tuple]:
             return model, (torch.randn(1, 1600),)
         if inputs == "features":  # whisper: log-mel frames, no attention mask, decoder ids
             return model, (torch.randn(1, kw["num_mel_bins"], 2 * kw["max_source_positions"]), None, ids[:, :4])
+        if inputs == "text+pixels":  # CLIP: both towers
+            return model, (ids, torch.randn(1, 3, 32, 32))
         return model, ((ids, torch.ones_like(ids), ids) if inputs == "seq2seq" else (ids,))
     return build
 
@@ -58,12 +60,49 @@ def _decoder(config: str, **kw: Any) -> dict[str, Callable[[], tuple]]:
             f"{name} (no cache)": _hf(config, use_cache=False, **kw)}
 
 
-def _timm(name: str, size: int = 64) -> Callable[[], tuple]:
+def _timm(name: str, size: int = 64, **kw: Any) -> Callable[[], tuple]:
     def build():
         import timm
 
-        return timm.create_model(name, pretrained=False, num_classes=8).eval(), (torch.randn(1, 3, size, size),)
+        model = timm.create_model(name, pretrained=False, **{"num_classes": 8, **kw}).eval()
+        return model, (torch.randn(1, 3, size, size),)
     return build
+
+
+def _custom_vit() -> tuple:
+    from torchvision.models.vision_transformer import VisionTransformer
+
+    model = VisionTransformer(image_size=32, patch_size=8, num_layers=2, num_heads=2, hidden_dim=32, mlp_dim=64,
+                              num_classes=3)
+    torch.nn.init.normal_(model.heads.head.weight)  # zero until trained: nothing to check
+    return model.eval(), (torch.randn(1, 3, 32, 32),)
+
+
+def _exported(build: Callable[[], tuple], dynamic_dim: int | None = None) -> Callable[[], tuple]:
+    """``torch.export.export``'s program of ``build()``'s model, handed to fxviz as is;
+    ``dynamic_dim``: that dimension of the first input exported as dynamic."""
+    def make():
+        model, inputs = build()
+        shapes = ({dynamic_dim: torch.export.Dim.AUTO},) + (None,) * (len(inputs) - 1) if dynamic_dim else None
+        return torch.export.export(model, inputs, dynamic_shapes=shapes, strict=False), inputs
+    return make
+
+
+def _compiled(build: Callable[[], tuple]) -> Callable[[], tuple]:
+    """``build()``'s model after ``torch.compile``; a tracer is named ("auto") so the other
+    front-ends are not run on it: on the wrapper they would time inductor's compile."""
+    def make():
+        model, inputs = build()
+        return torch.compile(model), inputs, "auto"
+    return make
+
+
+def _on_meta(build: Callable[[], tuple]) -> Callable[[], tuple]:
+    """``build()``'s model and inputs made on the meta device: shapes, no weights."""
+    def make():
+        with torch.device("meta"):
+            return build()
+    return make
 
 
 def _tv(factory: str, shape: tuple, n: int = 1, **kw: Any) -> Callable[[], tuple]:
@@ -122,7 +161,20 @@ FAMILIES: dict[str, dict[str, Callable[[], tuple]]] = {
     | {n: _timm(n, 224) for n in ("vit_tiny_patch16_224", "deit_tiny_patch16_224", "mixer_s16_224",
                                   "swin_tiny_patch4_window7_224", "levit_128s", "coatnet_0_rw_224", "efficientformer_l1")}
     | {"resnet18 (train step)": _step(_timm("resnet18"), lambda out: out),
-       "resnet18 (export joint)": _joint(_timm("resnet18"), lambda out: out)},
+       "resnet18 (export joint)": _joint(_timm("resnet18"), lambda out: out),
+       "resnet18 (exported program)": _exported(_timm("resnet18")),
+       "resnet18 (torch.compile'd)": _compiled(_timm("resnet18"))}
+    | {"eva02_tiny": _timm("eva02_tiny_patch14_224", 56, img_size=56),
+       "beit (2 blocks)": _timm("beit_base_patch16_224", img_size=64, depth=2),
+       "xcit_nano": _timm("xcit_nano_12_p16_224", img_size=64),
+       "crossvit_tiny": _timm("crossvit_tiny_240", 240),
+       "dm_nfnet_f0": _timm("dm_nfnet_f0"),
+       "fastvit_t8": _timm("fastvit_t8"),
+       "edgenext_xx_small": _timm("edgenext_xx_small"),
+       "gcvit_xxtiny": _timm("gcvit_xxtiny", img_size=64),
+       "hiera_tiny": _timm("hiera_tiny_224", img_size=(64, 64), num_classes=0),  # its head starts at zero
+       "tnt_s": _timm("tnt_s_patch16_224", img_size=64),
+       "convit_tiny": _timm("convit_tiny", img_size=64)},
     "hf": {
         "bert": _hf("BertConfig", vocab_size=128, **SMALL),
         **_decoder("GPT2Config", vocab_size=128, n_embd=32, n_layer=2, n_head=2),
@@ -145,6 +197,40 @@ FAMILIES: dict[str, dict[str, Callable[[], tuple]]] = {
         "bert (train step)": _step(_hf("BertConfig", vocab_size=128, **SMALL), _hidden),
         "bert (export joint)": _joint(_hf("BertConfig", vocab_size=128, **SMALL),  # every parameter in the loss
                                       lambda out: out.last_hidden_state.mean() + out.pooler_output.mean()),
+        "distilbert": _hf("DistilBertConfig", vocab_size=128, dim=32, n_layers=2, n_heads=2, hidden_dim=64),
+        "roberta": _hf("RobertaConfig", vocab_size=128, **SMALL),
+        "deberta-v2": _hf("DebertaV2Config", vocab_size=128, relative_attention=True, pos_att_type=["p2c", "c2p"],
+                          **SMALL),
+        "albert": _hf("AlbertConfig", vocab_size=128, embedding_size=16, **SMALL),
+        "clip": _hf("CLIPConfig", "text+pixels", text_config={"vocab_size": 128, **SMALL},
+                    vision_config={"image_size": 32, "patch_size": 8, **SMALL}, projection_dim=16),
+        "swin": _hf("SwinConfig", "pixels", image_size=32, patch_size=4, embed_dim=16, depths=[1, 1],
+                    num_heads=[1, 2], window_size=4),
+        "convnext": _hf("ConvNextConfig", "pixels", hidden_sizes=[16, 32], depths=[1, 1], num_stages=2),
+        "segformer": _hf("SegformerConfig", "pixels", num_encoder_blocks=2, depths=[1, 1], sr_ratios=[2, 1],
+                         hidden_sizes=[16, 32], patch_sizes=[7, 3], strides=[4, 2], num_attention_heads=[1, 2],
+                         mlp_ratios=[2, 2], decoder_hidden_size=32),
+        "detr": _hf("DetrConfig", "pixels", use_timm_backbone=False, use_pretrained_backbone=False,
+                    backbone_config={"model_type": "resnet", "embedding_size": 16, "hidden_sizes": [16, 32],
+                                     "depths": [1, 1], "layer_type": "basic", "out_features": ["stage2"]},
+                    d_model=32, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
+                    decoder_attention_heads=2, encoder_ffn_dim=64, decoder_ffn_dim=64, num_queries=8),
+        "opt": _hf("OPTConfig", vocab_size=128, hidden_size=32, num_hidden_layers=2, ffn_dim=64,
+                   num_attention_heads=2, word_embed_proj_dim=32, max_position_embeddings=64, use_cache=False),
+        "gpt-neox": _hf("GPTNeoXConfig", vocab_size=128, use_cache=False, **SMALL),
+        "falcon": _hf("FalconConfig", vocab_size=128, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                      use_cache=False),
+        "bloom (alibi)": _hf("BloomConfig", vocab_size=128, hidden_size=32, n_layer=2, n_head=2, use_cache=False),
+        "mixtral (moe)": _hf("MixtralConfig", num_local_experts=4, num_experts_per_tok=2, use_cache=False, **TINY_LM),
+        "qwen2-moe": _hf("Qwen2MoeConfig", num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32,
+                         shared_expert_intermediate_size=32, use_cache=False, **TINY_LM),
+        "mamba": _hf("MambaConfig", vocab_size=128, hidden_size=32, num_hidden_layers=2, state_size=4,
+                     use_cache=False),
+        "gpt2 (exported, dynamic length)": _exported(_hf("GPT2Config", vocab_size=128, n_embd=32, n_layer=2,
+                                                         n_head=2, use_cache=False), dynamic_dim=1),
+        "llama (train step)": _step(_hf("LlamaConfig", use_cache=False, **TINY_LM), _hidden),
+        "llama (export joint)": _joint(_hf("LlamaConfig", use_cache=False, **TINY_LM), _hidden),
+        "llama (meta device)": _on_meta(_hf("LlamaConfig", use_cache=False, **TINY_LM)),
     },
     "torchvision": {
         "lraspp (segmentation)": _tv("segmentation.lraspp_mobilenet_v3_large", (1, 3, 64, 64), num_classes=3,
@@ -160,6 +246,19 @@ FAMILIES: dict[str, dict[str, Callable[[], tuple]]] = {
                                       weights_backbone=None),
         "retinanet_resnet50 (detection)": _tv("detection.retinanet_resnet50_fpn", (3, 64, 64), num_classes=3,
                                               weights_backbone=None),
+        # min_size/max_size: the transform would resize every image to 800 px first
+        "maskrcnn (detection)": _tv("detection.maskrcnn_resnet50_fpn", (3, 64, 64), num_classes=3,
+                                    weights_backbone=None, min_size=64, max_size=64),
+        "keypointrcnn (detection)": _tv("detection.keypointrcnn_resnet50_fpn", (3, 64, 64), num_classes=2,
+                                        num_keypoints=3, weights_backbone=None, min_size=64, max_size=64),
+        "fcos (detection)": _tv("detection.fcos_resnet50_fpn", (3, 64, 64), num_classes=3, weights_backbone=None,
+                                min_size=64, max_size=64),
+        "vit (custom, tiny)": _custom_vit,
+        "swin_v2_t": _tv("swin_v2_t", (1, 3, 64, 64), num_classes=3),
+        "maxvit_t": _tv("maxvit_t", (1, 3, 224, 224), num_classes=3),  # its partitions need 224
+        "mvit_v2_s (video)": _tv("video.mvit_v2_s", (1, 3, 16, 224, 224), num_classes=3),
+        "efficientnet_v2_s": _tv("efficientnet_v2_s", (1, 3, 64, 64), num_classes=3),
+        "regnet_y_400mf": _tv("regnet_y_400mf", (1, 3, 64, 64), num_classes=3),
         "lraspp (train step)": _step(_tv("segmentation.lraspp_mobilenet_v3_large", (2, 3, 64, 64), num_classes=3,
                                          weights_backbone=None), _hidden),
     },
@@ -195,7 +294,8 @@ def measure(build: Callable[[], tuple]) -> dict[str, Any]:
     def open_and_draw():
         try:
             row["session"] = session = fxviz.Session(model, inputs, tracer=tracer[0] if tracer else "auto")
-            render(session.current.graph).svg
+            drawing = render(session.current.graph).drawn()  # as the first view is laid out
+            row["boxes"] = drawing.box_count if drawing.svg else 0
         except Exception as exc:
             row["raw"] = not isinstance(exc, fxviz.errors.FxvizError)  # not a clear fxviz error
             raise
@@ -205,6 +305,7 @@ def measure(build: Callable[[], tuple]) -> dict[str, Any]:
         session = row.pop("session")
         row["method"] = session.capture.method
         graph = session.current.graph
+        row["nodes"] = graph.number_of_nodes()
         row["clusters"] = bool({d["module_path"] for _, d in graph.nodes(data=True)} - {None, ""})
         row["backward"] = sum(" · backward" in (d["module_path"] or "") for _, d in graph.nodes(data=True))
         ok, _, why = _try(lambda: session.current.check.status)
@@ -252,25 +353,29 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--wide", action="store_true", help="every model (default: a few per family)")
     parser.add_argument("--family", choices=tuple(FAMILIES), action="append", help="only these families")
+    parser.add_argument("--model", action="append", help="only these models (names as in the table)")
     parser.add_argument("--one", nargs=2, metavar=("FAMILY", "MODEL"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
         return _one(*args.one)
     print(f"load average before: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores; limit {LIMIT_S} s per model")
-    print(f"{'family':<12} {'model':<34} {'fxviz':<16} {'clusters':<8} {'check':<12} {'t_draw':>7} "
+    print(f"{'family':<12} {'model':<34} {'fxviz':<16} {'clusters':<8} {'check':<12} {'nodes':>6} {'boxes':>5} {'t_draw':>7} "
           f"{'symbolic':>8} {'export':>6} {'t_export':>8} {'torchview':>9}")
     for family, models in FAMILIES.items():
         if args.family and family not in args.family:
             continue
         rows = []
-        for name in models if args.wide else QUICK[family]:
+        chosen = [n for n in models if n in args.model] if args.model else models if args.wide else QUICK[family]
+        if not chosen:
+            continue
+        for name in chosen:
             row = _run(family, name)
             rows.append(row)
             opened = row.get("method", "FAILED") if row["opens"] else "FAILED"
             clusters = _yes(row.get("clusters")) + (f" +{row['backward']}bw" if row.get("backward") else "")
             notes = "; ".join(filter(None, [row.get("error"), row.get("torchview_error")]))
             print(f"{family:<12} {name:<34} {opened:<16} {clusters:<8} {row.get('check', '-'):<12} "
-                  f"{row['fxviz_s']:7.2f} {_yes(row.get('symbolic')):>8} {_yes(row.get('export')):>6} "
+                  f"{row.get('nodes', '-'):>6} {row.get('boxes', '-'):>5} {row['fxviz_s']:7.2f} {_yes(row.get('symbolic')):>8} {_yes(row.get('export')):>6} "
                   f"{row.get('export_s', float('nan')):8.2f} {_yes(row.get('torchview')):>9}"
                   + (f"  {notes}" if notes else ""), flush=True)
         n = len(rows)

@@ -140,16 +140,16 @@ def tf32_enabled() -> bool:
         return bool(torch.backends.cudnn.allow_tf32 or torch.backends.cuda.matmul.allow_tf32)
 
 
-def run_outputs(module: Callable[..., Any], inputs_list: Sequence[tuple]) -> list[Any]:
+def run_outputs(module: Callable[..., Any], inputs_list: Sequence[tuple], grad: bool | None = None) -> list[Any]:
     """``module(*inputs)`` for each input tuple, with the same random seed each time,
     so dropout in a training-mode model draws the same masks at every step. Modules
-    run without autograd; a plain function runs with it, since a training step
+    run without autograd (unless ``grad``); a plain function runs with it, since a training step
     (``torch.autograd.grad`` inside) needs it; outputs come back detached. What a run
     changes (buffers; weights and optimizer state a step updates) is restored after each."""
     # A GraphModule's __call__ prints its code to stderr and imports torch._dynamo
     # (seconds) when the forward raises; callers report failures better themselves.
     call = module.forward if isinstance(module, torch.fx.GraphModule) else module
-    grad = not isinstance(module, torch.nn.Module)
+    grad = not isinstance(module, torch.nn.Module) if grad is None else grad
     gradients = _gradient_paths(module)
     outputs = []
     with torch.set_grad_enabled(grad):
@@ -218,8 +218,10 @@ def compare_outputs(
                 problems.append(f"{path}: max abs error {abs_err:.3g} (scale {scale:.3g})")
     if not (problems or compared):
         status = "nothing compared"
-        message = ("every output is zero (or empty) in both, so nothing could be compared; "
-                   "check with inputs that give nonzero outputs")
+        message = (f"every output is zero (or empty) in both on all {len(expected)} inputs tried, so nothing could be "
+                   "compared; a last layer initialised to zero (timm's and torchvision's ViT heads, before training) "
+                   "gives this on any input: load trained weights or re-initialise it, or pass inputs that give "
+                   "nonzero outputs")
     elif expected_to_differ:
         status = "expected to differ"
         message = "a semantics-changing pass was applied; " + (

@@ -162,6 +162,7 @@ def compiled(model: nn.Module | Callable[..., Any], *example_inputs: Any, backwa
     copies (a training-mode BatchNorm updates those), sharing its parameters."""
     from fxviz import _cow
     from fxviz._runtime import untouched
+    from fxviz._torch_internals import uncompiled
     from fxviz.capture import called_as, caller, dynamo
     from fxviz.capture.closure import closed_over_module
     from fxviz.capture._common import torch_errors_quiet
@@ -170,6 +171,7 @@ def compiled(model: nn.Module | Callable[..., Any], *example_inputs: Any, backwa
     if not example_inputs:
         raise TraceError("compiled(model, *example_inputs): torch.compile captures by running the model; "
                          "pass example inputs, e.g. compiled(model, torch.randn(1, 3, 224, 224)).")
+    model = uncompiled(model)  # dynamo's graphs of what torch.compile wrapped (compiling the wrapper again fails)
     root = _cow.skeleton(model) if isinstance(model, nn.Module) else model
     if backward is None:
         owner = model if isinstance(model, nn.Module) else closed_over_module(model)

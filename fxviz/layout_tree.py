@@ -75,13 +75,16 @@ def _node_paths(graph: nx.DiGraph) -> dict[str, str]:
     """Each node's module path, after two rules that keep modules from becoming noise:
     a module whose nodes lie far apart in graph order (called from several places, e.g.
     torchvision's shared ReLU once lowered) draws its nodes in its parent, and so does a
-    module with a single node (a lowered ReLU is a node, not a one-node cluster)."""
+    module with a single node (a lowered ReLU is a node, not a one-node cluster). Placeholders
+    do not count: dynamo and AOT lift every parameter to an input, first in the graph."""
     paths: dict[str, str] = {}
     own: dict[str, list[int]] = {}  # path -> [first index, last index, node count] of its own nodes
     span: list[int] = []
     last_path = None
     for name, attrs in graph.nodes(data=True):  # in graph order; neighbours mostly share a path
         path = paths[name] = effective_path(attrs)
+        if attrs["op"] == "placeholder":
+            continue
         if path != last_path:
             span = own.get(path)
             if span is None:
@@ -97,7 +100,7 @@ def _node_paths(graph: nx.DiGraph) -> dict[str, str]:
     if not dropped.intersection(own):  # dropping a module moves only its own nodes
         return paths
     kept = {}
-    for path in own:
+    for path in set(paths.values()):
         kept[path] = path
         while kept[path] in dropped:
             kept[path] = kept[path].rpartition(".")[0]

@@ -8,6 +8,7 @@ replace (see :mod:`fxviz._cow`), and the user's model is never changed.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import threading
 from collections.abc import Callable
@@ -21,7 +22,7 @@ from torch import nn
 from fxviz import _cow
 from fxviz._gc import gc_paused
 from fxviz._runtime import closed_over_modules
-from fxviz._torch_internals import is_fake, tree_leaves
+from fxviz._torch_internals import is_fake, tree_leaves, uncompiled
 from fxviz.check import CheckResult, compare_outputs, random_like, run_outputs, seeded
 from fxviz.errors import FxvizError, NoSuchStep, PassError, TraceError
 from fxviz.passes.registry import PassSpec, resolve, selection_names
@@ -63,6 +64,7 @@ class Session:
         from fxviz.capture import Capture, as_inputs, called_as, capture, export
 
         inputs = as_inputs(example_inputs)
+        model = uncompiled(model)
         if export.is_exported(model):
             model = export.load(model)
             inputs = export.positional_inputs(model, inputs)
@@ -226,9 +228,23 @@ class Session:
                                           "Call it on the example inputs in a cell to see the traceback; "
                                           "if only the example inputs work, use n_random_inputs=0.")
             outputs = [first, *rest] if fresh else rest
-            return compare_outputs(reference, outputs, expected_to_differ=differs)
+            result = compare_outputs(reference, outputs, expected_to_differ=differs)
+            return self._grad_mode_note(result, outputs) if result.status == "mismatch" and index == 0 else result
 
         return Step(index, gm, action, check_inputs[0], check_inputs, notes, differs, check)
+
+    def _grad_mode_note(self, result: CheckResult, outputs: list) -> CheckResult:
+        """A trace that differs from the model run without autograd (as the check runs it) but
+        matches it run with autograd: the model itself computes otherwise under no_grad (a fast
+        path: nn.TransformerEncoder with a padding mask zeroes the padded positions), which a
+        trace does not follow. Said, rather than a bare mismatch."""
+        if not isinstance(self._root, nn.Module) or \
+                compare_outputs(run_outputs(self._root, self._steps[0].check_inputs, grad=True), outputs).status != "match":
+            return result
+        return dataclasses.replace(result, message=(
+            f"{result.message}. The model itself computes otherwise without autograd (a fast path taken only "
+            "under no_grad, e.g. nn.TransformerEncoder's with a padding mask), and the graph matches it run "
+            "with autograd on: compare with the model called under torch.enable_grad()"))
 
     def _reference(self) -> list:
         """The model's own outputs on the check inputs, computed when first needed and

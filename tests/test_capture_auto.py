@@ -64,6 +64,25 @@ def test_data_dependent_branch_opens_as_dynamo_graphs_with_the_break_and_user_li
     assert x_input.meta["module_path"] == ""
 
 
+def test_dynamo_paths_of_a_torch_module_at_the_root_are_relative_to_it():
+    """dynamo compiles a wrapper around nn.Sequential (one of torch's own modules): its paths start ``L['fn']``."""
+    gm = capture(nn.Sequential(nn.Linear(3, 3), nn.Tanh()), torch.randn(2, 3), tracer="dynamo").gm
+    assert [n.meta["module_path"] for n in gm.graph.nodes if n.op == "call_function"] == ["0", "1"]
+
+
+class ReadsAValue(nn.Module):
+    def forward(self, x):
+        return x * (int(x.abs().sum().item() > 1) + 1)
+
+
+def test_dynamos_graph_break_warnings_are_listed_not_printed(capfd):
+    """dynamo logs a graph break at .item() as a warning with its stack (24 lines per
+    break for maskrcnn); fxviz lists it among the graph breaks."""
+    result = capture(ReadsAValue(), torch.randn(2, 3), tracer="dynamo")
+    assert [b["reason"] for b in result.graph_breaks] == ["Unsupported Tensor.item() call with capture_scalar_outputs=False"]
+    assert "Graph break" not in capfd.readouterr().err
+
+
 def test_session_on_dynamo_graph_runs_on_the_inputs_dynamo_saw():
     session = fxviz.Session(DataBranch(), torch.randn(2, 3), n_random_inputs=0)
     assert session.capture.method == "dynamo"

@@ -1,5 +1,7 @@
 """Errors a user can act on: short, the user's line, only advice that works, the call as written."""
+import collections
 import linecache
+import sys
 
 import pytest
 import torch
@@ -39,7 +41,8 @@ def test_session_names_itself_and_says_the_model_itself_fails():
         fxviz.Session(Unrunnable(), torch.randn(2, 3))
     message = str(info.value)
     assert message.startswith("Session(...): Unrunnable itself fails on the example inputs")
-    assert "test_capture_errors.py:15" in message and "mat1 and mat2 shapes" in message
+    line = Unrunnable.forward.__code__.co_firstlineno + 1
+    assert f"test_capture_errors.py:{line}" in message and "mat1 and mat2 shapes" in message
     assert len(message.splitlines()) == 3
     rendered = info.value._render_traceback_()  # what IPython shows instead of the chained traceback
     assert len(rendered) == 1 and "itself fails" in rendered[0]
@@ -129,3 +132,44 @@ def test_a_notebook_cell_is_named_as_ipython_names_it(monkeypatch):
         namespace["forward"](None)
     except ValueError as exc:
         assert _common.where(exc) == f" at {cell_file}:2: raise ValueError('boom')"
+
+
+class Tokens(nn.Module):
+    """A forward as Hugging Face's: called as ``model(**batch)``."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Embedding(10, 4)
+
+    def forward(self, input_ids, past=None, attention_mask=None):
+        return self.embed(input_ids) * attention_mask[..., None]
+
+
+def test_a_dict_of_keyword_inputs_gets_the_tuple_to_pass_instead():
+    batch = collections.UserDict(input_ids=torch.tensor([[1, 2, 3]]), attention_mask=torch.ones(1, 3))  # as HF's
+    with pytest.raises(TraceError) as caught:
+        fxviz.Session(Tokens(), batch)
+    advice = "pass a tuple in forward's order instead, (batch['input_ids'], None, batch['attention_mask'])."
+    assert "given to forward as its first argument" in str(caught.value) and advice in str(caught.value)
+    session = fxviz.Session(Tokens(), (batch["input_ids"], None, batch["attention_mask"]))  # the advice works
+    assert session.current.check.status == "match"
+
+
+class CountsNonzero(nn.Module):
+    """A branch on a data-dependent size: torch.export fails on it, after printing its partial graph."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(3, 3)
+
+    def forward(self, x):
+        print("the model's own line", file=sys.stderr)
+        return x * 2 if self.lin(x).nonzero().shape[0] > 2 else x
+
+
+def test_a_failed_export_prints_no_partial_graph_and_the_models_own_output_passes(capsys):
+    session = fxviz.Session(CountsNonzero(), torch.randn(2, 3))
+    assert [method for method, _ in session.capture.attempts][1:3] == ["export", "export (strict)"]
+    err = capsys.readouterr().err
+    assert "def forward" not in err and "nonzero" not in err  # torch printed it twice per export tried
+    assert "the model's own line" in err

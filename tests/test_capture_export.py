@@ -114,3 +114,28 @@ def test_exported_program_with_keyword_inputs_opens_checks_and_profiles(tmp_path
     for wrong in ((x,), (x, mask)):
         with pytest.raises(fxviz.errors.InputError, match=advice.format(len(wrong))):
             fxviz.Session(ep, wrong)
+
+
+class _Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin, self.norm = nn.Linear(8, 8), nn.LayerNorm(8)
+
+    def forward(self, x):
+        return x + torch.tanh(self.norm(self.lin(x)))
+
+
+def test_each_block_of_an_exported_model_keeps_its_box():
+    """ep.module() reads every parameter first; far from its ops, each block was drawn in
+    its parent (one box for all of a transformer's layers)."""
+    from fxviz.layout_tree import build_tree
+
+    model = nn.Sequential(*(_Block() for _ in range(4)))
+    x = torch.randn(2, 8)
+    for opened in (fxviz.Session(model, x, tracer="export"), fxviz.Session(torch.export.export(model, (x,)), x)):
+        gm = opened.current.gm
+        weight = next(n for n in gm.graph.find_nodes(op="get_attr") if n.target == "2.lin.weight")
+        assert weight.next.target == "2.lin.bias" and "linear" in str(weight.next.next.target)
+        boxes = build_tree(opened.current.graph).boxes
+        assert {f"{i}{sub}" for i in range(4) for sub in ("", ".lin", ".norm")} <= set(boxes)
+        assert opened.current.check.status == "match"

@@ -5,6 +5,7 @@ from torch import nn
 
 import fxviz
 from fxviz.check import Gradients, compare_outputs
+from fxviz.layout_tree import build_tree
 
 
 class Loss(nn.Module):
@@ -48,6 +49,30 @@ def test_a_model_and_its_loss_open_as_exports_joint_graph_with_backward_clusters
     assert not any(str(n.target).startswith("aten.native_batch_norm_backward") for n in gm.graph.nodes)  # core ATen
 
 
+class NormedBlocks(nn.Module):
+    """Repeated blocks whose layer norm saves statistics for the backward."""
+
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.Sequential(*(nn.Sequential(nn.Linear(8, 8), nn.LayerNorm(8), nn.Tanh()) for _ in range(4)))
+
+    def forward(self, x):
+        return self.blocks(x).pow(2).mean()
+
+
+def test_each_forward_op_of_repeated_blocks_is_in_its_own_block():
+    """The joint keeps three items of each layer norm's outputs where the forward has one:
+    the pairing of the two op sequences slipped by a block (the third block's ops drawn in
+    the fourth, the fourth's at the top level)."""
+    gm = fxviz.trace(NormedBlocks(), torch.randn(2, 8), tracer="export (joint)")
+    paths = [(str(n.target), n.meta["module_path"]) for n in gm.graph.nodes
+             if str(n.target) in ("aten.addmm.default", "aten.native_layer_norm.default")]
+    assert paths == [(op, f"blocks.{i}.{sub}") for i in range(4)
+                     for op, sub in (("aten.addmm.default", "0"), ("aten.native_layer_norm.default", "1"))]
+    boxes = build_tree(fxviz.to_networkx(gm)).boxes  # each parameter read next to its ops, as in export's graphs
+    assert {f"blocks.{i}.{sub}" for i in range(4) for sub in ("0", "1")} <= set(boxes)
+
+
 def test_a_model_without_a_scalar_loss_gets_a_clear_error():
     with pytest.raises(fxviz.TraceError, match="(?s)joint graph failed.*to be a scalar.*What to do: make output 0 of the model a scalar loss"):
         fxviz.Session(nn.Linear(3, 2), (torch.randn(4, 3),), tracer="export (joint)")
@@ -74,3 +99,21 @@ def test_without_a_make_fx_trace_the_joint_graphs_backward_falls_back_to_the_heu
     assert gm.meta["fxviz"]["backward_attribution"] == "heuristic"
     conv_bwd = next(n for n in gm.graph.nodes if "convolution_backward" in str(n.target))
     assert conv_bwd.meta["module_path"] == "model.0 · backward"
+
+
+class MaskedAttentionLoss(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.qkv = nn.Linear(16, 48)
+
+    def forward(self, x, mask):
+        q, k, v = self.qkv(x).view(1, 8, 3, 2, 8).permute(2, 0, 3, 1, 4)
+        return nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask).pow(2).mean()
+
+
+def test_the_joint_graph_of_masked_attention_has_the_eager_gradients():
+    """torch's decomposition of the CPU flash-attention forward returns the attention
+    weights where the backward kernel reads the log-sum-exp: the gradients were wrong."""
+    mask = torch.zeros(8, 8).masked_fill(torch.ones(8, 8, dtype=torch.bool).triu(1), float("-inf"))
+    session = fxviz.Session(MaskedAttentionLoss(), (torch.randn(1, 8, 16), mask), tracer="export (joint)")
+    assert session.current.check.status == "match", session.current.check.message

@@ -57,6 +57,54 @@ def test_a_training_step_leaves_the_users_batchnorm_statistics_alone():
     assert all(torch.equal(before[k], after[k]) for k in before)  # running stats, num_batches_tracked
 
 
+def test_a_step_make_fx_cannot_trace_opens_as_dynamo_graphs_with_their_backward():
+    """A branch on a tensor's value stops make_fx; dynamo runs the step with autograd on
+    (it takes its own gradients), so the graphs open and the step's backward is AOT's."""
+    model = nn.Linear(3, 3)
+
+    def train_step(x):
+        out = model(x)
+        loss = (out * 2 if out.sum() > 0 else out - 1).pow(2).mean()
+        return loss, torch.autograd.grad(loss, list(model.parameters()))
+
+    session = fxviz.Session(train_step, (torch.randn(2, 3),))
+    assert session.capture.method == "dynamo" and [m for m, _ in session.capture.attempts][-1] == "make_fx"
+    first = session.capture.graphs[0].meta["fxviz"]
+    assert first["graph_breaks"][0]["reason"] == "Data-dependent branching"
+    assert first["aot_backward"] is not None  # the step's gradients ran through the compiled graph
+    assert session.current.check.status == "match"
+
+
+class SkipsItsCheckWhenTraced(nn.Module):
+    """Hugging Face's decoder masks: a check of the values, skipped when ``is_tracing(x)``
+    (a proxy or a fake tensor); both paths compute the same."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(3, 3)
+
+    def forward(self, x):
+        keep = x > -1e9
+        if not isinstance(x, torch._subclasses.FakeTensor) and keep.all():
+            keep = None
+        return self.lin(x if keep is None else x * keep)
+
+
+def test_a_step_over_a_model_that_skips_value_checks_when_traced_opens_as_one_make_fx_graph():
+    net = SkipsItsCheckWhenTraced()
+
+    def train_step(x):
+        loss = net(x).pow(2).mean()
+        return loss, torch.autograd.grad(loss, list(net.parameters()))
+
+    session = fxviz.Session(train_step, (torch.randn(2, 3),))
+    assert session.capture.method == "make_fx"  # not dynamo's graphs split at autograd.grad
+    graph = session.current.graph
+    assert {"lin", "lin · backward", "loss"} <= {d["module_path"] for _, d in graph.nodes(data=True)}
+    assert any(d["target"] == "aten.mul.Tensor" for _, d in graph.nodes(data=True))  # the traced path
+    assert session.current.check.status == "match"
+
+
 def test_parameters_are_drawn_searched_and_listed_under_their_qualified_names():
     x, y = torch.randn(2, 3, 8, 8), torch.tensor([0, 1])
     gm = fxviz.trace(train_step, (x, y), tracer="make_fx")

@@ -7,6 +7,7 @@ import pytest
 import torch
 from torch import nn
 
+import fxviz
 from fxviz.check import CheckResult, check_outputs, compare_outputs, random_like, run_outputs, tolerance
 
 
@@ -153,6 +154,15 @@ def test_all_zero_outputs_say_nothing_was_compared():
     assert mixed.status == "match" and "1 all-zero output(s) not compared" in mixed.message
 
 
+def test_a_zero_initialised_head_is_named_as_the_likely_cause_when_nothing_is_compared():
+    """timm's and torchvision's ViTs start with a zero head: before training every output is zero."""
+    model = nn.Sequential(nn.Linear(4, 8), nn.GELU(), nn.Linear(8, 3))
+    nn.init.zeros_(model[2].weight), nn.init.zeros_(model[2].bias)
+    check = fxviz.Session(model, torch.randn(2, 4)).current.check
+    assert check.status == "nothing compared"
+    assert "on all 3 inputs tried" in check.message and "last layer initialised to zero" in check.message
+
+
 def test_nan_in_one_output_only_is_a_mismatch():
     result = compare_outputs([torch.tensor([1.0, 2.0])], [torch.tensor([1.0, float("nan")])])
     assert result.status == "mismatch" and math.isinf(result.max_abs)
@@ -201,3 +211,34 @@ def test_a_make_fx_training_step_session_checks_and_a_failing_reference_is_an_er
     check = broken.current.check  # no exception: a state with the error and advice
     assert check.status == "error" and "ValueError: only once" in check.message
     assert "n_random_inputs=0" in check.message and broken.current.check_done
+
+
+class FastPathWithoutGrad(nn.Module):
+    """Computes otherwise under no_grad, as nn.TransformerEncoder's fast path does with a
+    padding mask (it zeroes the padded positions); a trace follows the autograd path."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x):
+        y = self.lin(x)
+        return y.clamp(min=0) if not torch.is_grad_enabled() else y
+
+
+def test_a_model_that_computes_otherwise_without_autograd_is_named_in_the_mismatch():
+    check = fxviz.Session(FastPathWithoutGrad(), torch.randn(3, 4)).current.check
+    assert check.status == "mismatch"
+    assert "the graph matches it run with autograd on" in check.message
+    counting = fxviz.Session(CountsItsCalls(), torch.randn(3, 4)).current.check
+    assert counting.status == "mismatch" and "autograd" not in counting.message  # only where it explains
+
+
+class CountsItsCalls(nn.Module):
+    """A Python counter the trace bakes in: a mismatch in either grad mode."""
+
+    calls = 0
+
+    def forward(self, x):
+        self.calls += 1
+        return x * self.calls

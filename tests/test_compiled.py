@@ -177,3 +177,10 @@ def test_a_model_without_tensor_operations_has_no_graph():
 
     with pytest.raises(TraceError, match="dynamo captured no graph"):
         fxviz.compiled(Identity(), torch.randn(2, 3))
+
+
+def test_a_torch_compiled_model_shows_the_graphs_of_what_it_wraps(model):
+    """Compiling the wrapper again failed ('new_mod already has a get_compiler_config attribute')."""
+    again = fxviz.compiled(torch.compile(model), torch.randn(2, 3))
+    assert len(again.graphs) == 2 and again.graph_breaks[0]["user_line"].endswith(f":{BREAK_LINE}")
+    assert "lin" in {n.meta["module_path"] for n in again.graphs[0].gm.graph.nodes}

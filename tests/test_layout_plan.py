@@ -124,6 +124,24 @@ def test_lowered_and_one_node_modules_draw_no_cluster(resnet18):
     assert not [path for path in clusters if path.split(".")[-1] == "relu"]  # the stem's too
 
 
+def test_parameters_lifted_to_inputs_leave_each_block_its_box():
+    """dynamo and AOT make every parameter an input, first in the graph: far from its
+    block's ops, which were all drawn in the parent."""
+    class Blocks(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.blocks = nn.ModuleList(nn.Sequential(nn.Linear(8, 8), nn.Tanh(), nn.LayerNorm(8)) for _ in range(4))
+
+        def forward(self, x):
+            for block in self.blocks:
+                x = block(x)
+            return x
+
+    gm = fxviz.capture.capture(Blocks(), torch.randn(2, 8), tracer="dynamo").gm
+    assert [n.meta["module_path"] for n in gm.graph.find_nodes(op="placeholder")][:2] == ["blocks.0.0"] * 2
+    assert {f"blocks.{i}" for i in range(4)} <= set(build_tree(fxviz.to_networkx(gm)).boxes)
+
+
 def test_a_flat_graph_of_100k_nodes_plans_within_budget():
     graph = torch.fx.Graph()
     x = graph.placeholder("x")

@@ -35,3 +35,53 @@ def test_passes_say_why_they_do_not_apply_to_the_graph_level():
     assert get("fuse_conv_bn").why_not(aten) is None and get("fuse_conv_bn").why_not(symbolic) is None
     with pytest.raises(PassError, match="this graph is aten-level"):
         fxviz.Session(_net(), torch.randn(1, 3, 8, 8), tracer="export").apply("inline_module", nodes=["conv2d"])
+
+
+class Attention(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.qkv = nn.Linear(16, 48)
+
+    def forward(self, x, mask):
+        q, k, v = self.qkv(x).view(1, 8, 3, 2, 8).permute(2, 0, 3, 1, 4)
+        return nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+
+def test_decomposing_a_training_step_with_attention_keeps_its_gradients():
+    """torch's decomposition of the CPU flash-attention forward returns the attention
+    weights where its backward kernel reads the log-sum-exp: the gradients came out wrong."""
+    model = Attention()
+
+    def train_step(x, mask):
+        loss = model(x, mask).pow(2).mean()
+        return loss, torch.autograd.grad(loss, list(model.parameters()))
+
+    mask = torch.zeros(8, 8).masked_fill(torch.ones(8, 8, dtype=torch.bool).triu(1), float("-inf"))
+    session = fxviz.Session(train_step, (torch.randn(1, 8, 16), mask))
+    assert "aten._scaled_dot_product_flash_attention_for_cpu_backward.default" in {
+        str(n.target) for n in session.current.gm.graph.nodes}
+    step = session.apply("run_decompositions")
+    assert step.check.status == "match", step.check.message
+
+
+def test_an_exported_program_with_a_dynamic_size_decomposes():
+    """Its placeholders record symbolic sizes: the stand-in inputs could not be made of them
+    ('SymIntArrayRef expected to contain only concrete integers')."""
+    net, x = _net(), torch.randn(2, 3, 8, 8)
+    program = torch.export.export(net, (x,), dynamic_shapes=({0: torch.export.Dim.AUTO},))
+    session = fxviz.Session(program, x)
+    step = session.apply("run_decompositions")
+    assert step.check.status == "match"
+    assert "aten.silu.default" not in {str(n.target) for n in step.gm.graph.nodes}
+
+
+def test_a_graph_that_takes_a_list_decomposes_and_is_called_as_before():
+    """make_fx of a detector takes a list of images: the lowered graph was exported from the
+    flat inputs and took them flat ('aten::sub() Expected a value of type Tensor ... found list')."""
+    def detect(images):
+        return [nn.functional.silu(image) - image.mean() for image in images]
+
+    session = fxviz.Session(detect, ([torch.randn(3, 4, 4), torch.randn(3, 4, 4)],), tracer="make_fx")
+    step = session.apply("run_decompositions")
+    assert step.check.status == "match", step.check.message
+    assert "aten.silu.default" not in {str(n.target) for n in step.gm.graph.nodes}

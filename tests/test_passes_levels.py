@@ -79,3 +79,27 @@ def test_passes_that_apply_to_a_training_graph_keep_its_gradients(case):
         except registry.NothingToDo:
             continue
         assert step.check.status == "match", (name, step.check.message)
+
+
+class NoGradRegion(nn.Module):
+    """A no_grad block in forward, as in Hugging Face's rotary embeddings: export wraps it
+    in a higher-order operator (wrap_with_set_grad_enabled)."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x):
+        with torch.no_grad():
+            scale = torch.cos(x).sum()
+        return self.lin(x) * scale
+
+
+def test_an_export_graph_with_a_higher_order_operator_is_aten_level():
+    """It was called torch-level, so run_decompositions refused an export graph ('works on
+    tracer=export graphs; this graph is torch-level')."""
+    session = fxviz.Session(NoGradRegion(), torch.randn(2, 4), tracer="export")
+    assert "wrap_with_set_grad_enabled" in {str(n.target) for n in session.current.gm.graph.nodes}
+    step = session.apply("run_decompositions")
+    assert step.check.status == "match"
+    assert {"aten.cos.default", "aten.addmm.default"} <= {str(n.target) for n in step.gm.graph.nodes}

@@ -210,3 +210,17 @@ def test_pauses_of_the_collector_from_two_threads_end_with_the_last_one():
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+def test_a_torch_compiled_model_or_function_opens_as_what_it_wraps():
+    """torch.compile's wrapper would run dynamo inside the capture (it failed with a
+    RecursionError, reported as the model failing on its inputs)."""
+    model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU())
+    x = torch.randn(1, 3, 8, 8)
+    gm = fxviz.trace(torch.compile(model), x)
+    assert type(gm).__name__ == "Sequential" and paths(gm)["_0"] == "0"
+    session = fxviz.Session(torch.compile(model), x)
+    assert session.capture.method == "symbolic" and session.current.check.status == "match"
+    step = fxviz.Session(torch.compile(lambda x: model(x).sum()), x)
+    assert step.capture.method == "make_fx" and step.current.check.status == "match"
+    assert "0" in {d["module_path"] for _, d in step.current.graph.nodes(data=True)}

@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 import torch.fx
-from torch._ops import OpOverload, OpOverloadPacket  # the types of ATen operator targets
+from torch._ops import HigherOrderOperator, OpOverload, OpOverloadPacket  # the types of ATen operator targets
 from torch.fx.graph_module import _assign_attr, _get_attr
 from torch.fx.node import _get_qualified_name
 from torch.fx.passes.shape_prop import _extract_tensor_metadata
@@ -33,10 +33,10 @@ from torch.utils import flop_counter
 from torch.utils.flop_counter import FlopCounterMode
 
 __all__ = [
-    "OpOverload", "OpOverloadPacket", "TorchDispatchMode", "register_pytree_node", "tree_leaves", "tree_map",
+    "HigherOrderOperator", "OpOverload", "OpOverloadPacket", "TorchDispatchMode", "register_pytree_node", "tree_leaves", "tree_map",
     "tree_map_only",
-    "FlopCounter", "assign_attr", "core_aten_decompositions", "current_autograd_node", "export_forward_backward",
-    "extract_tensor_metadata", "get_attr", "has_values", "is_fake", "op_schema", "qualified_name", "share_codegen",
+    "FLASH_CPU", "FlopCounter", "assign_attr", "core_aten_decompositions", "current_autograd_node", "export_forward_backward",
+    "as_called", "extract_tensor_metadata", "get_attr", "has_values", "is_fake", "op_schema", "qualified_name", "share_codegen",
 ]
 
 
@@ -70,19 +70,33 @@ def current_autograd_node() -> Any:
     return torch._C._current_autograd_node()
 
 
+#: An ATen operator torch decomposes wrongly for training: the decomposition's second output
+#: is the attention weights, where the backward kernel (never decomposed) reads the log-sum-exp.
+FLASH_CPU = "_scaled_dot_product_flash_attention_for_cpu"
+
+
 def core_aten_decompositions() -> dict:
-    """torch.export's core ATen decomposition table."""
+    """torch.export's core ATen decomposition table, less :data:`FLASH_CPU`'s forward: a
+    graph with its backward got wrong gradients (a Llama's k_proj off by 4x its scale)."""
     from torch._decomp import core_aten_decompositions as table
 
-    return table()
+    decompositions = table()
+    decompositions.pop(getattr(torch.ops.aten, FLASH_CPU).default, None)
+    return decompositions
 
 
 def export_forward_backward(program: Any, *, joint_loss_index: int) -> Any:
     """torch.export's joint forward+backward program of a model whose output
-    ``joint_loss_index`` is a loss (experimental in torch: no public equivalent)."""
-    from torch.export.experimental import _export_forward_backward
+    ``joint_loss_index`` is a loss: ``torch.export.experimental._export_forward_backward``
+    (no public equivalent), with :func:`core_aten_decompositions` for its fixed table."""
+    from torch.export import experimental
+    from torch.export.exported_program import _decompose_exported_program
 
-    return _export_forward_backward(program, joint_loss_index=joint_loss_index)
+    program = _decompose_exported_program(program, cia_to_decomp={}, python_decomp_table=core_aten_decompositions(),
+                                          joint_loss_index=joint_loss_index, decompose_custom_triton_ops=False)
+    gm, signature = experimental._copy_graph_module_and_signature(program)
+    experimental._remove_detach_pass(gm, signature)
+    return program._update(gm, signature)
 
 
 def share_codegen(graph: torch.fx.Graph, source: torch.fx.Graph) -> None:
@@ -98,8 +112,29 @@ def call_inputs(program: Any) -> tuple[int | None, list[str]]:
     spec = program.call_spec.in_spec
     if spec is None or spec.type is not tuple or spec.num_children != 2:
         return None, []
-    args, kwargs = (spec.child(i) for i in (0, 1)) if hasattr(spec, "child") else spec.children_specs  # torch >= 2.9
+    args, kwargs = _child(spec, 0), _child(spec, 1)
     return args.num_children, list(kwargs.context) if kwargs.type is dict else []
+
+
+def _child(spec: Any, index: int) -> Any:
+    """A TreeSpec's child (``child()``: torch >= 2.9, which deprecates ``children_specs``)."""
+    return spec.child(index) if hasattr(spec, "child") else spec.children_specs[index]
+
+
+def as_called(graph: torch.fx.Graph, flat: tuple) -> tuple[tuple, dict]:
+    """The arguments ``graph``'s code is called with, ``(args, kwargs)``, holding ``flat`` (one
+    value per placeholder): make_fx's and export's code take the structure traced (a list of
+    images) and flatten it; export's spec is of ``(args, kwargs)``, make_fx's of ``args``."""
+    from torch.utils._pytree import tree_unflatten
+
+    info = getattr(graph._codegen, "pytree_info", None)
+    if info is None or info.in_spec is None:
+        return flat, {}
+    called = tree_unflatten(list(flat), info.in_spec)
+    spec = info.in_spec
+    if spec.type is tuple and spec.num_children == 2 and _child(spec, 1).type is dict:
+        return tuple(called[0]), dict(called[1])
+    return tuple(called), {}
 
 
 def op_schema(func: OpOverload) -> Any:
@@ -121,6 +156,28 @@ def has_values(tensor: torch.Tensor) -> bool:
     from torch._subclasses.functional_tensor import FunctionalTensor
 
     return not (tensor.is_meta or isinstance(tensor, (FakeTensor, FunctionalTensor)))
+
+
+def uncompiled(model: Any) -> Any:
+    """What ``torch.compile`` wrapped (the module of an ``OptimizedModule``, the function of
+    a compiled one), else ``model``: capturing the wrapper would run dynamo inside a capture."""
+    eval_frame = sys.modules.get("torch._dynamo.eval_frame")  # not imported: nothing was compiled
+    while eval_frame is not None:
+        inner = (model._orig_mod if isinstance(model, eval_frame.OptimizedModule)
+                 else getattr(model, "_torchdynamo_orig_callable", None))
+        if inner is None:
+            return model
+        model = inner
+    return model
+
+
+def make_fx_on_fakes(fn: Callable[..., Any], decompositions: dict | None, record_module_stack: bool) -> Callable[..., Any]:
+    """make_fx tracing on fake copies of the inputs, the tensors ``fn`` closes over
+    (parameters) taken as they are (``_allow_non_fake_inputs``: no public switch)."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    return make_fx(fn, decompositions, tracing_mode="fake", _allow_non_fake_inputs=True,
+                   record_module_stack=record_module_stack)
 
 
 def forget_last_trace() -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import inspect
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import torch
@@ -24,6 +24,7 @@ from fxviz.capture._common import (Capture, FrontEnd, Request, as_inputs, auto_o
                                    choose, first_line, forget_front_end, front_end, front_ends, methods,
                                    torch_errors_quiet, where)
 from fxviz._gc import gc_paused
+from fxviz._torch_internals import uncompiled
 from fxviz.discovery import import_modules
 from fxviz.errors import TraceError, UsageError
 
@@ -63,6 +64,7 @@ def capture(
 def _capture(model: Any, example_inputs: Any, tracer: Any, capture_timeout: float | None,
              options: dict[str, Any]) -> Capture:
     inputs = _distinct(as_inputs(example_inputs))
+    model = uncompiled(model)
     if export.is_exported(model):
         return Capture([export.from_program(export.load(model))], "exported program")
     if tracer == "auto":
@@ -256,7 +258,25 @@ def _device_advice(model: Any, inputs: tuple) -> str:
                 else f"where the model is (e.g. torch.randn(..., device={home!r}))")
         return (f"the model's tensors are on {', '.join(sorted(held))} but the example inputs on "
                 f"{', '.join(sorted(given))}: make the inputs {make}, or move the model.")
-    return "pass inputs the model accepts."
+    return _keywords_advice(model, inputs) or "pass inputs the model accepts."
+
+
+def _keywords_advice(model: Any, inputs: tuple) -> str | None:
+    """A dict of forward's parameters (a tokenizer's batch, meant as ``model(**batch)``)
+    reaches forward as its first argument: the tuple that passes its values instead."""
+    try:
+        params = list(inspect.signature(model.forward if isinstance(model, nn.Module) else model).parameters.values())
+    except (TypeError, ValueError):
+        return None
+    batch = inputs[0] if len(inputs) == 1 and isinstance(inputs[0], Mapping) else {}  # a BatchEncoding is no dict
+    if not batch or not set(batch) <= {p.name for p in params}:
+        return None
+    upto = params[:max(i for i, p in enumerate(params) if p.name in batch) + 1]
+    if any(p.name not in batch and p.default is p.empty for p in upto):
+        return None
+    values = ", ".join(f"batch[{p.name!r}]" if p.name in batch else repr(p.default) for p in upto)
+    return (f"the example inputs are one dict, given to forward as its first argument (fxviz passes no keyword "
+            f"arguments): pass a tuple in forward's order instead, ({values}{',' * (len(upto) == 1)}).")
 
 
 def _all_failed(model: Any, attempts: list[tuple[str, str]], errors: list[TraceError]) -> TraceError:

@@ -203,14 +203,17 @@ def cell_name(filename: str) -> str | None:
 
 class _BelowError(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
-        return record.levelno < logging.ERROR
+        return record.levelno < logging.ERROR and not (
+            record.levelno == logging.WARNING and record.name.startswith("torch._dynamo"))
 
 
 @contextlib.contextmanager
 def torch_errors_quiet() -> Iterator[None]:
     """While capturing, torch logs the traceback of a failed meta kernel or export before
     raising it: pages of stderr in the cell. fxviz reports that exception itself (kept as
-    the ``__cause__``; ``%tb`` shows it), so torch's ERROR records are dropped meanwhile."""
+    the ``__cause__``; ``%tb`` shows it), so torch's ERROR records are dropped meanwhile,
+    and dynamo's warnings (a graph break at ``.item()``, with its stack) that fxviz lists
+    as the graph breaks."""
     names = ["torch", *(name for name in logging.root.manager.loggerDict if name.startswith("torch."))]
     handlers = {h for name in names for h in logging.getLogger(name).handlers}
     quiet = _BelowError()
@@ -238,15 +241,17 @@ def module_types(model: nn.Module | None) -> dict[str, str]:
 def path_from_stack(node: torch.fx.Node) -> str:
     """The innermost module path of ``nn_module_stack``, normalised: export writes
     ``L__self___layer1_0`` keys but plain dotted paths as values, sometimes with a
-    ``_orig_mod.`` or ``self.`` prefix; a module called twice gets an ``@1`` suffix."""
+    ``_orig_mod.`` or ``self.`` prefix; a module called twice gets an ``@1`` suffix.
+    dynamo names the root ``L['self']``, or ``L['fn']`` when the root is one of torch's own
+    modules (``nn.Sequential``: it compiles a wrapper that calls it)."""
     stack = node.meta.get("nn_module_stack") or {}
     if not stack:
         return ""
     path = str(list(stack.values())[-1][0])
     path = re.sub(r"@\d+$", "", path)
-    for prefix in ("_orig_mod.", "self.", "L['self']."):
+    for prefix in ("_orig_mod.", "self.", "L['self'].", "L['fn']."):
         path = path.removeprefix(prefix)
-    return "" if path in ("L['self']", "self") else path
+    return "" if path in ("L['self']", "L['fn']", "self") else path
 
 
 def source_line(node: torch.fx.Node) -> str | None:

@@ -58,8 +58,9 @@ def capture(fn: Callable[..., Any], inputs: tuple, *, aot: bool = True, backward
     messages = api.BreakMessages()
     with api.fresh_dynamo(), messages:
         try:
-            grad = torch.enable_grad() if backward else torch.no_grad()
-            with grad:
+            # A plain function may be a training step: it takes its own gradients.
+            grad = backward or not isinstance(fn, torch.nn.Module)
+            with torch.set_grad_enabled(grad):
                 outputs = api.optimize(record, export_guards)(fn)(*inputs)
                 if backward:
                     with messages.quiet():  # compiles the backward graphs: no graph breaks there

@@ -2,7 +2,11 @@
 as a runnable GraphModule whose parameters keep their qualified names."""
 from __future__ import annotations
 
+import contextlib
+import io
 import os
+import sys
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -66,11 +70,30 @@ def capture(model: nn.Module, inputs: tuple, *, strict: bool = False,
             kwargs: dict[str, Any] | None = None) -> torch.fx.GraphModule:
     """``torch.export.export(model, inputs, strict=strict)`` as a GraphModule."""
     try:
-        ep = torch.export.export(model, inputs, kwargs, strict=strict)
+        with without_partial_graph():
+            ep = torch.export.export(model, inputs, kwargs, strict=strict)
     except Exception as exc:
         mode = "strict" if strict else "non-strict"
         raise TraceError(f"torch.export ({mode}) failed{where(exc)}\n  {first_line(exc)}") from exc
     return from_program(ep, "export (strict)" if strict else "export")
+
+
+@contextlib.contextmanager
+def without_partial_graph() -> Iterator[None]:
+    """torch.export prints the partial graph of a failed export to stderr, once per wrapper
+    it passes (hundreds of lines each, for each export the auto chain tries): fxviz reports
+    the failure itself, with the exception kept as its cause. What else is written to
+    stderr meanwhile (warnings) is passed on."""
+    written, partial = io.StringIO(), None
+    try:
+        with contextlib.redirect_stderr(written):
+            yield
+    except Exception as exc:
+        partial = getattr(exc, "partial_fx_graph", None)
+        raise
+    finally:  # an interrupt too: nothing else written is lost
+        text = written.getvalue()
+        sys.stderr.write(text.replace(f"{partial}\n", "") if partial else text)
 
 
 def from_program(ep: torch.export.ExportedProgram, method: str = "exported program") -> torch.fx.GraphModule:
@@ -89,6 +112,7 @@ def from_program(ep: torch.export.ExportedProgram, method: str = "exported progr
     for node in gm.graph.find_nodes(op="call_module", target="_guards_fn"):
         gm.graph.erase_node(node)
         gm.delete_submodule("_guards_fn")
+    next_to_first_user(gm.graph)
     gm.recompile()
     # The pytree hooks of ep.module() check inputs against the export's spec; a Session
     # forks the graph into plain GraphModules, which keep the codegen (flat tuple in/out).
@@ -102,6 +126,17 @@ def from_program(ep: torch.export.ExportedProgram, method: str = "exported progr
         node.meta["module_path"] = str(node.target).rpartition(".")[0]
         node.meta["qualified_name"] = str(node.target)
     return gm
+
+
+def next_to_first_user(graph: torch.fx.Graph) -> None:
+    """ep.module() reads every parameter at the top of the graph: each get_attr moves to
+    just before its first user, where symbolic tracing and make_fx put it. Else a module's
+    parameter lies far from its ops, and the drawing (which draws a module whose nodes lie
+    far apart in its parent) loses every block's box: all of a transformer's layers in one."""
+    order = {node: i for i, node in enumerate(graph.nodes)}
+    for node in list(graph.find_nodes(op="get_attr")):
+        if node.users:
+            min(node.users, key=order.__getitem__).prepend(node)
 
 
 def run_decompositions(gm: torch.fx.GraphModule, inputs: tuple, table: Any = None) -> torch.fx.GraphModule:

@@ -25,6 +25,7 @@ from torch.export.graph_signature import InputKind, OutputKind
 from fxviz._torch_internals import assign_attr, core_aten_decompositions, export_forward_backward
 from fxviz.capture._common import Capture, finish, first_line, front_end, where
 from fxviz.capture.backward import attribute_backward
+from fxviz.capture.export import next_to_first_user, without_partial_graph
 from fxviz.check import Gradients
 from fxviz.errors import TraceError
 
@@ -35,7 +36,8 @@ def capture(model: nn.Module, inputs: tuple, loss_index: int = 0) -> torch.fx.Gr
     """Export ``model`` (non-strict) and its backward from output ``loss_index`` (a scalar)."""
 
     try:
-        ep = torch.export.export(model, inputs, strict=False)
+        with without_partial_graph():
+            ep = torch.export.export(model, inputs, strict=False)
         joint = export_forward_backward(ep, joint_loss_index=loss_index)
         forward = ep.run_decompositions(core_aten_decompositions())  # the joint's table, with module stacks
     except Exception as exc:
@@ -115,6 +117,7 @@ def _runnable(joint: torch.export.ExportedProgram) -> torch.fx.GraphModule:
     output.args = ((user[0] if len(user) == 1 else tuple(user), grads),)
     output.meta["fxviz_loss"] = loss
     graph.eliminate_dead_code()
+    next_to_first_user(graph)
     gm.recompile()
     return gm
 
@@ -122,20 +125,28 @@ def _runnable(joint: torch.export.ExportedProgram) -> torch.fx.GraphModule:
 def _align_modules(forward: torch.fx.Graph, joint: torch.fx.Graph, backward: set[torch.fx.Node]) -> None:
     """``nn_module_stack`` from the decomposed forward onto the joint's forward ops: the
     same ops in the same order, so a diff of the op sequences pairs them; an op with no
-    partner takes the stack of the op before it."""
-    ops = [n for n in forward.nodes if n.op == "call_function"]
-    nodes = [n for n in joint.nodes if n.op == "call_function" and n not in backward]
-    matcher = difflib.SequenceMatcher(None, [str(n.target) for n in ops], [str(n.target) for n in nodes],
+    partner takes the stack of the op before it. The items of an op's outputs are left out
+    of the diff and take their op's: the joint keeps more of them (a layer norm's statistics,
+    saved for the backward), which shifted the pairs of repeated blocks by one block."""
+    def ops(graph: torch.fx.Graph) -> list[torch.fx.Node]:
+        return [n for n in graph.nodes if n.op == "call_function" and n not in backward
+                and n.target is not operator.getitem]
+
+    sources, nodes = ops(forward), ops(joint)
+    matcher = difflib.SequenceMatcher(None, [str(n.target) for n in sources], [str(n.target) for n in nodes],
                                       autojunk=False)
     for block in matcher.get_matching_blocks():
         for k in range(block.size):
-            source, node = ops[block.a + k], nodes[block.b + k]
+            source, node = sources[block.a + k], nodes[block.b + k]
             for key in ("nn_module_stack", "stack_trace"):
                 if key in source.meta:
                     node.meta[key] = source.meta[key]
     for before, node in zip(nodes, nodes[1:]):
         if "nn_module_stack" not in node.meta and "nn_module_stack" in before.meta:
             node.meta["nn_module_stack"] = before.meta["nn_module_stack"]
+    for node in joint.find_nodes(op="call_function", target=operator.getitem):
+        if node not in backward and "nn_module_stack" in node.args[0].meta:
+            node.meta["nn_module_stack"] = node.args[0].meta["nn_module_stack"]
 
 
 def _backward_nodes(loss: torch.fx.Node, graph: torch.fx.Graph) -> set[torch.fx.Node]:

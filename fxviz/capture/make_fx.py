@@ -9,7 +9,7 @@ import torch
 import torch.fx
 from torch import nn
 
-from fxviz._torch_internals import assign_attr
+from fxviz._torch_internals import assign_attr, make_fx_on_fakes
 from fxviz.capture._common import finish, first_line, front_end, where
 from fxviz.capture.backward import attribute_backward, sequence_numbers
 from fxviz._runtime import untouched
@@ -22,8 +22,6 @@ def capture(fn: Callable[..., Any], inputs: tuple, module: nn.Module | None = No
     """Trace ``fn(*inputs)`` with make_fx; ``module``: the model a plain function calls
     (found among the function's closure and globals when not given); ``decompositions``:
     a decomposition table (default none: the ATen ops as called)."""
-    from torch.fx.experimental.proxy_tensor import make_fx
-
     if not inputs:
         raise TraceError("make_fx traces by running the function: pass example_inputs.")
     root = fn if isinstance(fn, nn.Module) else module or getattr(fn, "_orig_mod", None) or closed_over_module(fn)
@@ -35,7 +33,7 @@ def capture(fn: Callable[..., Any], inputs: tuple, module: nn.Module | None = No
         target._orig_mod = root
     try:
         with untouched(fn):  # make_fx runs real ops: a training-mode BN would advance its statistics
-            gm = make_fx(target, decompositions, record_module_stack=root is not None)(*inputs)
+            gm = _traced(target, decompositions, root is not None, inputs)
     except Exception as exc:
         raise TraceError(
             f"make_fx could not trace {getattr(fn, '__name__', type(fn).__name__)}{where(exc)}\n"
@@ -50,6 +48,25 @@ def capture(fn: Callable[..., Any], inputs: tuple, module: nn.Module | None = No
         _name_parameters(gm, root)
         attribute_backward(gm)
     return gm
+
+
+def _traced(target: Callable[..., Any], decompositions: dict | None, record: bool, inputs: tuple) -> torch.fx.GraphModule:
+    """make_fx on the real inputs or, where the code reads a tensor's value (``if mask.all()``),
+    again on fake ones: code that checks whether it is traced (Hugging Face's ``is_tracing``, in
+    every decoder's mask) then takes its traceable path, as under torch.export. A branch that
+    needs the value all the same fails there too, and the real trace's error is the one told."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    try:
+        return make_fx(target, decompositions, record_module_stack=record)(*inputs)
+    except RuntimeError as exc:
+        if "_local_scalar_dense" not in str(exc):  # torch's op for reading a value (.item(), bool())
+            raise
+        on_values = exc
+    try:
+        return make_fx_on_fakes(target, decompositions, record)(*inputs)
+    except Exception:
+        raise on_values from None
 
 
 def _name_parameters(gm: torch.fx.GraphModule, root: nn.Module) -> None:

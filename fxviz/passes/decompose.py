@@ -1,13 +1,15 @@
 """torch.export's ``run_decompositions`` as a step: watch torch IR turn into core ATen."""
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 import torch
 import torch.fx
 from torch.fx.passes.infra.pass_base import PassResult
 
+from fxviz._torch_internals import FLASH_CPU, as_called
 from fxviz.passes.registry import NothingToDo, register
+
 
 
 @register(order=80, name="run_decompositions", preserves_semantics=True, level="aten")
@@ -15,9 +17,10 @@ def run_decompositions(gm: torch.fx.GraphModule, *, table: Literal["core_aten"] 
     """Lower an ATen graph to core ATen operators (torch.export's run_decompositions)."""
     from fxviz.capture.export import from_program
 
-    inputs = tuple(_stand_in(node.meta["val"]) for node in gm.graph.find_nodes(op="placeholder"))
+    # Called as the graph before it (make_fx of a detector takes a list of images), not flat.
+    args, kwargs = as_called(gm.graph, tuple(_stand_in(n.meta["val"]) for n in gm.graph.find_nodes(op="placeholder")))
     before = {str(n.target) for n in gm.graph.nodes if n.op == "call_function"}
-    program = torch.export.export(gm, inputs, strict=False).run_decompositions()
+    program = torch.export.export(gm, args, kwargs, strict=False).run_decompositions(_table(gm))
     lowered = from_program(program, gm.meta.get("fxviz", {}).get("tracer", "export"))
     lowered.meta["fxviz"] = {**gm.meta.get("fxviz", {}), **lowered.meta["fxviz"],
                              "module_types": gm.meta.get("fxviz", {}).get("module_types", {})}
@@ -27,6 +30,18 @@ def run_decompositions(gm: torch.fx.GraphModule, *, table: Literal["core_aten"] 
     return PassResult(lowered, True)
 
 
+def _table(gm: torch.fx.GraphModule) -> Any:
+    """The core ATen table, less the CPU flash-attention forward where the graph holds its
+    backward (see :data:`fxviz._torch_internals.FLASH_CPU`)."""
+    table = torch.export.default_decompositions()
+    if any(str(n.target) == f"aten.{FLASH_CPU}_backward.default" for n in gm.graph.nodes):
+        table.pop(getattr(torch.ops.aten, FLASH_CPU).default)
+    return table
+
+
 def _stand_in(value: torch.Tensor) -> torch.Tensor:
-    """A real tensor of a placeholder's recorded shape, dtype, strides and device (values unused)."""
-    return torch.empty_strided(value.shape, value.stride(), dtype=value.dtype, device=value.device).zero_()
+    """A real tensor of a placeholder's recorded shape, dtype, strides and device (values
+    unused); a dynamic size (an exported program's ``Dim``) at the size it was exported
+    with, its hint: the lowered graph is for that size."""
+    shape, stride = ([int(d) for d in sizes] for sizes in (value.shape, value.stride()))
+    return torch.empty_strided(shape, stride, dtype=value.dtype, device=value.device).zero_()
