@@ -4,6 +4,10 @@ from __future__ import annotations
 import contextlib
 import copy
 import inspect
+import os
+import re
+import sys
+import tempfile
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -90,3 +94,34 @@ def untouched(model: Any) -> Iterator[None]:
     finally:
         for optimizer, state in zip(optimizers, states):
             optimizer.load_state_dict(state)
+
+
+# torch.profiler's kineto writes notes straight to file descriptor 2 at each start and
+# stop, and, on a machine with no GPU, an ERROR that it found none: Jupyter shows them
+# in the cell, where they read as a failure.
+_KINETO_NOTE = re.compile(r"(USDT|STAGE):\d{4}-\d\d-\d\d [\d:]+ \d+:\d+ \w+\.cpp:\d+\] ")
+_NO_GPU = re.compile(r"ERROR:\d{4}-\d\d-\d\d [\d:]+ \d+:\d+ DeviceProperties\.cpp:\d+\] gpuGetDeviceCount failed")
+
+
+@contextlib.contextmanager
+def kineto_notes_dropped() -> Iterator[None]:
+    """Keep back what is written to file descriptor 2 meanwhile and pass it on after,
+    less kineto's start/stop notes (and its no-GPU error where torch sees no GPU).
+    Other threads' writes meanwhile are delayed, not lost."""
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as kept:
+        os.dup2(kept.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            kept.seek(0)
+            lines = kept.read().decode(errors="replace").splitlines(keepends=True)
+            gpu = torch.cuda.is_available()
+            text = "".join(line for line in lines if not _KINETO_NOTE.match(line)
+                           and (gpu or not _NO_GPU.match(line)))
+            if text:
+                os.write(2, text.encode())

@@ -12,7 +12,7 @@ import torch
 import torch.fx
 
 from fxviz._cancel import runs_no_model, stop_if_cancelled
-from fxviz._runtime import preserved_buffers
+from fxviz._runtime import kineto_notes_dropped, preserved_buffers
 from fxviz.profiling import device_of, require_graph_module
 from fxviz.capture import as_inputs
 
@@ -42,7 +42,7 @@ def profile_aten(
     with torch.no_grad(), preserved_buffers(gm):
         for _ in range(warmup):
             runner.run(*inputs)
-        with torch_profile(activities=activities) as prof:
+        with kineto_notes_dropped(), torch_profile(activities=activities) as prof:
             for _ in range(repeats):
                 runner.run(*inputs)
             if on_cuda:

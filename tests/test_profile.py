@@ -1,5 +1,7 @@
 """Per-node profiling: the facts a user reads off the table (those of torch.fx's per-node profiler tutorial)."""
 import gc
+import subprocess
+import sys
 import time
 import weakref
 from types import SimpleNamespace
@@ -272,6 +274,26 @@ def test_profile_rejects_what_it_cannot_time():
         profile(nn.Linear(2, 2), torch.randn(1, 2))
     with pytest.raises(FxvizError, match="repeats >= 1"):
         profile(torch.fx.symbolic_trace(nn.Linear(2, 2)), torch.randn(1, 2), repeats=0)
+
+
+def test_aten_breakdown_keeps_kinetos_notes_out_of_the_cell_and_passes_the_rest_on():
+    """kineto writes "USDT ... profiler_start" and, without a GPU, "ERROR ... gpuGetDeviceCount
+    failed" to file descriptor 2: in a notebook, lines under the cell that read as a failure."""
+    script = (
+        "import os, torch, fxviz\n"
+        "from torch import nn\n"
+        "class Loud(nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        os.write(2, b'mine\\n')\n"
+        "        return x + 1\n"
+        "gm = fxviz.trace(nn.Sequential(nn.Linear(4, 4), Loud()), torch.randn(2, 4), tracer='symbolic',"
+        " leaf_modules=[Loud])\n"
+        "print(len(fxviz.profile_aten(gm, torch.randn(2, 4), warmup=1, repeats=1)))\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and int(done.stdout) > 0, done.stderr
+    assert done.stderr.splitlines().count("mine") == 2  # the warm-up's, and the profiled run's kept back and passed on
+    assert "profiler_start" not in done.stderr and ("gpuGetDeviceCount" not in done.stderr
+                                                    or torch.cuda.is_available()), done.stderr
 
 
 def test_aten_attribution_lists_convolution_under_the_conv_node():
