@@ -109,8 +109,13 @@ def kineto_notes_dropped() -> Iterator[None]:
     less kineto's start/stop notes (and its no-GPU error where torch sees no GPU).
     Other threads' writes meanwhile are delayed, not lost."""
     for stream in (sys.stdout, sys.stderr):
-        stream.flush()
-    saved = os.dup(2)
+        if stream is not None:
+            stream.flush()
+    try:
+        saved = os.dup(2)
+    except OSError:  # no file descriptor 2 (a windowless process): nothing to keep out
+        yield
+        return
     with tempfile.TemporaryFile() as kept:
         os.dup2(kept.fileno(), 2)
         try:
