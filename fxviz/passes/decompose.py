@@ -11,7 +11,6 @@ from fxviz._torch_internals import FLASH_CPU, as_called
 from fxviz.passes.registry import NothingToDo, register
 
 
-
 @register(order=80, name="run_decompositions", preserves_semantics=True, level="aten")
 def run_decompositions(gm: torch.fx.GraphModule, *, table: Literal["core_aten"] = "core_aten") -> PassResult:
     """Lower an ATen graph to core ATen operators (torch.export's run_decompositions)."""
