@@ -155,28 +155,43 @@ def _to_networkx(gm: torch.fx.GraphModule, notes: Mapping[str, Mapping[str, Any]
         or {path: type(m).__name__ for path, m in gm.named_modules() if path},
     )
     shared = _Shared()
-    targets: dict[tuple[str, Any], str] = {}
+    # What nodes of one target, layout and count share (most of a record), made once and
+    # copied: a dict's copy costs a third of building it anew.
+    templates: dict[Any, dict[str, Any]] = {}
     records: dict[str, dict[str, Any]] = {}
     succ: dict[str, dict[str, dict[str, Any]]] = {}
     pred: dict[str, dict[str, dict[str, Any]]] = {}
     for index, node in enumerate(gm.graph.nodes):
         name, meta = node.name, node.meta
         costs = meta if notes is None else notes.get(name, _NO_COSTS)
-        try:
-            target = targets.get((node.op, node.target)) or targets.setdefault(
-                (node.op, node.target), readable_target(node, gm))
+        tensor_meta, flops, macs = costs.get("tensor_meta"), costs.get("flops"), costs.get("macs")
+        try:  # the layout by identity: the annotated run shares one record per layout, kept alive by `notes`
+            key = (node.op, node.target, id(tensor_meta), flops, macs)
+            template = templates.get(key)
         except TypeError:  # an unhashable target
-            target = readable_target(node, gm)
-        records[name] = {
-            "index": index, "op": node.op, "target": target,
-            "args": format_arg(node.args), "kwargs": format_arg(node.kwargs) if node.kwargs else "{}",
-            "num_users": len(node.users), "users": tuple([u.name for u in node.users]),
-            "module_path": meta.get("module_path"), "source": meta.get("source"),
-            "flops": costs.get("flops"), "macs": costs.get("macs"), "bytes": costs.get("bytes"),
-            **shared.fields(costs.get("tensor_meta")),
-        }
+            key = template = None
+        if template is None:
+            template = {
+                "index": index, "op": node.op, "target": readable_target(node, gm), "args": "", "kwargs": "{}",
+                "num_users": 0, "users": (), "module_path": None, "source": None,
+                "flops": flops, "macs": macs, "bytes": None, **shared.fields(tensor_meta),
+            }
+            if key is not None:
+                templates[key] = template
+        records[name] = record = template.copy()
+        users = node.users
+        record["index"], record["args"], record["num_users"], record["users"] = \
+            index, format_arg(node.args), len(users), tuple([u.name for u in users])
+        record["module_path"], record["source"], record["bytes"] = \
+            meta.get("module_path"), meta.get("source"), costs.get("bytes")
+        if node.kwargs:
+            record["kwargs"] = format_arg(node.kwargs)
         succ[name] = {}
         producers = pred[name] = {}
+        args = node.args
+        if not node.kwargs and len(args) == 1 and args[0].__class__ is Node:  # most nodes: one input, nothing else
+            producers[args[0].name] = succ[args[0].name][name] = {"uses": _ARG_POSITIONS[0]}
+            continue
         for position, producer in _uses(node):
             edge = producers.get(producer.name)
             if edge is None:  # FX graphs are in topological order: the producer's entry exists

@@ -31,6 +31,7 @@ class _Annotator(torch.fx.Interpreter):
         super().__init__(gm, garbage_collect_values=False)  # run() drops values itself
         self.notes: dict[str, dict[str, Any]] = {}
         self._flops: dict[Any, int | None] = {}  # call signature -> FLOPs (None: not counted)
+        self._calls: dict[tuple[str, Any], tuple[Any, bool]] = {}  # (op, target) -> :meth:`_call`
         self._layouts: dict[Any, tuple[Any, Any, int]] = {}  # tensor layout -> (signature, metadata, bytes)
         self._described: dict[torch.fx.Node, tuple[Any, dict[int, int]]] = {}  # live node -> (signature, tensor bytes)
 
@@ -57,37 +58,56 @@ class _Annotator(torch.fx.Interpreter):
     def _run_node(self, n: torch.fx.Node) -> Any:
         args = map_arg(n.args, self.env.__getitem__)
         kwargs = map_arg(n.kwargs, self.env.__getitem__) if n.kwargs else {}
-        computes = n.op.startswith("call_")
-        if computes:
-            flops, result = self._counted(n, args, kwargs)
-        else:
+        run, may_write = self._call(n)
+        if run is None:
             flops, result = None, getattr(self, n.op)(n.target, args, kwargs)
+        else:
+            flops, result = self._counted(n, run, args, kwargs)
         signature, tensors, meta = self._describe(result)
         self._described[n] = (signature, tensors)
-        if computes and _may_write_inputs(n):  # x.unsqueeze_(0), x.resize_(...): its inputs change shape
+        if may_write:  # x.unsqueeze_(0), x.resize_(...): its inputs change shape
             for producer in n.all_input_nodes:
                 if producer in self.env:
                     self._described[producer] = self._describe(self.env[producer])[:2]
         note: dict[str, Any] = {
             # flop_counter counts a multiply-add as 2 FLOPs in matmul/conv, the ops that own MACs.
             "flops": flops, "macs": None if flops is None else flops // 2,
-            "bytes": self._bytes_moved(n, tensors) if computes else None,
+            "bytes": None if run is None else self._bytes_moved(n, tensors),
         }
         if meta.__class__ is TensorMetadata or _has_tensor(meta):
             note["tensor_meta"] = meta
         self.notes[n.name] = note
         return result
 
-    def _counted(self, n: torch.fx.Node, args: tuple, kwargs: dict) -> tuple[int | None, Any]:
-        """FLOPs of the node (None where no operator it ran has a formula) and its result."""
-        run = _call_function if n.op == "call_function" else getattr(self, n.op)  # the first: Interpreter's, less a check
+    def _call(self, n: torch.fx.Node) -> tuple[Any, bool]:
+        """How a node is run (None: not a call, run by the Interpreter's method of its op)
+        and whether it may write its inputs, once per op and target."""
         try:
-            key = (n.op, n.target, self._signature(n.args), self._signature(n.kwargs) if n.kwargs else ())
-            known = key in self._flops
+            return self._calls[n.op, n.target]
+        except KeyError:
+            pass
+        except TypeError:  # an unhashable target
+            return self._call_of(n)
+        found = self._calls[n.op, n.target] = self._call_of(n)
+        return found
+
+    def _call_of(self, n: torch.fx.Node) -> tuple[Any, bool]:
+        if not n.op.startswith("call_"):
+            return None, False
+        # The first: Interpreter's, less a check.
+        return (_call_function if n.op == "call_function" else getattr(self, n.op)), _may_write_inputs(n)
+
+    def _counted(self, n: torch.fx.Node, run: Any, args: tuple, kwargs: dict) -> tuple[int | None, Any]:
+        """FLOPs of the node (None where no operator it ran has a formula) and its result."""
+        try:
+            described = self._described  # args are a tuple: its parts, most of them nodes, inline
+            key = (n.op, n.target, *[described[a][0] if a.__class__ is Node else self._signature(a) for a in n.args],
+                   self._signature(n.kwargs) if n.kwargs else ())
+            known = self._flops.get(key, _UNCOUNTED)
         except TypeError:  # an unhashable target or constant: count this call
-            key, known = None, False
-        if known:
-            return self._flops[key], run(n.target, args, kwargs)
+            key, known = None, _UNCOUNTED
+        if known is not _UNCOUNTED:
+            return known, (n.target(*args, **kwargs) if run is _call_function else run(n.target, args, kwargs))
         with FlopCounter(display=False) as counter:
             result = run(n.target, args, kwargs)
         flops = counter.get_total_flops() if counter.counted else None
@@ -150,6 +170,9 @@ def _may_write_inputs(n: torch.fx.Node) -> bool:
         return op_schema(n.target).is_mutable
     name = n.target if n.op == "call_method" else getattr(n.target, "__name__", "")
     return isinstance(name, str) and name.endswith("_") and not name.endswith("__")
+
+
+_UNCOUNTED = object()  # a call whose FLOPs are not known yet (None: known to have none)
 
 
 def _call_function(target: Any, args: tuple, kwargs: dict) -> Any:

@@ -94,6 +94,26 @@ def test_the_bulk_built_graph_is_the_one_networkx_builds(my_module):
     assert nx.utils.graphs_equal(g.copy(), g) and set(g.subgraph(["x", "add"]).edges) == {("x", "add")}
 
 
+def test_nodes_alike_get_records_of_their_own():
+    """Nodes of one target and layout share how their record is made, never the record:
+    each has its own position, arguments, users, module and bytes, and editing one
+    record leaves the others alone."""
+
+    class Twice(torch.nn.Module):
+        def forward(self, x):
+            y = torch.tanh(x)
+            return torch.tanh(y) + torch.tanh(y + 1)
+
+    _, notes = fxviz.shapes.annotated_run(gm := fxviz.trace(Twice()), (torch.randn(2, 3),))
+    g = fxviz.to_networkx(gm, notes)
+    first, second, third = (g.nodes[n] for n in ("tanh", "tanh_1", "tanh_2"))
+    assert (first["index"], second["index"]) == (1, 2) and first["args"] == "(x,)" and second["args"] == "(tanh,)"
+    assert first["users"] == ("tanh_1", "add") and second["users"] == ("add_1",) and third["args"] == "(add,)"
+    assert first["shape"] == second["shape"] == (2, 3) and first["bytes"] == second["bytes"] == 2 * 2 * 3 * 4
+    first["flops"] = "edited"
+    assert second["flops"] is None and third["flops"] is None
+
+
 @pytest.mark.parametrize("tracer", ["symbolic", "make_fx", "export"])
 def test_edges_are_exactly_the_nodes_inputs(resnet18, tracer):
     """Every input FX records for a node (inside tuples, lists, dicts, slices) is an edge, and nothing else is."""
