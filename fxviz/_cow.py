@@ -14,7 +14,7 @@ import torch
 import torch.fx
 from torch import nn
 
-from fxviz._torch_internals import TorchDispatchMode, get_attr, op_schema
+from fxviz._torch_internals import TorchDispatchMode, code_on_first_use, get_attr, op_schema
 from fxviz.errors import FxvizError
 
 from fxviz._runtime import has_values
@@ -62,7 +62,8 @@ class _Rebuilder:
 
 def fork(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
     """The starting point of the next step: a new GraphModule over a copy of ``gm``'s
-    graph and a skeleton of the modules it calls. Tensors (buffers too) stay shared."""
+    graph and a skeleton of the modules it calls. Tensors (buffers too) stay shared.
+    Its code is made when first used: a pass edits the copy and recompiles it anyway."""
     graph = copy.deepcopy(gm.graph)
     rebuild = _Rebuilder(clone_buffers=False)
     root = {}
@@ -70,7 +71,7 @@ def fork(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
         if node.op in ("call_module", "get_attr"):
             obj = get_attr(gm, node.target)
             root[node.target] = rebuild(obj) if isinstance(obj, nn.Module) else obj
-    new = torch.fx.GraphModule(root, graph, type(gm).__name__)
+    new = code_on_first_use(root, graph, type(gm).__name__)
     new.training = gm.training
     new.meta = copy.copy(gm.meta)
     return new

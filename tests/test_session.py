@@ -196,6 +196,29 @@ def test_a_graph_that_cannot_run_is_refused_naming_the_node():
     assert len(session.steps) == 1
 
 
+def test_a_step_makes_its_code_once_and_a_graph_without_code_is_refused(monkeypatch):
+    """The copy a pass edits makes no code of its own (seconds at 100k nodes): applying a
+    pass generates the code once, for the edited graph; and since that happens during
+    apply, a graph whose code cannot be made is refused then, the session unchanged."""
+    session = Session(conv_net(), x_image())
+    made = []
+    real = torch.fx.Graph.python_code
+    monkeypatch.setattr(torch.fx.Graph, "python_code", lambda self, *a, **k: made.append(self) or real(self, *a, **k))
+    step = session.apply("fuse_conv_bn")
+    assert made == [step.gm.graph] and "bn" not in step.code
+
+    class NoCode(torch.fx.CodeGen):
+        def gen_fn_def(self, free_vars, maybe_return_annotation):
+            raise RuntimeError("no code for this graph")
+
+    def no_code(gm):
+        gm.graph.set_codegen(NoCode())
+
+    with pytest.raises(PassError, match="Pass 'no_code' produced an invalid graph: no code for this graph"):
+        session.apply(no_code)
+    assert session.index == 1 and len(session.steps) == 2
+
+
 def test_nothing_to_do_creates_no_step():
     session = Session(nn.Sequential(nn.Linear(2, 2)).eval(), torch.randn(1, 2))
     with pytest.raises(NothingToDo, match="no conv→BN pattern found"):

@@ -24,6 +24,7 @@ from typing import Any
 import torch
 import torch.fx
 from torch._ops import HigherOrderOperator, OpOverload, OpOverloadPacket  # the types of ATen operator targets
+from torch.fx._lazy_graph_module import _LazyGraphModule
 from torch.fx.graph_module import _assign_attr, _get_attr
 from torch.fx.node import _get_qualified_name
 from torch.fx.passes.shape_prop import _extract_tensor_metadata
@@ -37,6 +38,7 @@ __all__ = [
     "tree_map_only",
     "FLASH_CPU", "FlopCounter", "assign_attr", "core_aten_decompositions", "current_autograd_node", "export_forward_backward",
     "as_called", "extract_tensor_metadata", "get_attr", "has_values", "is_fake", "op_schema", "qualified_name", "share_codegen",
+    "code_made", "code_on_first_use",
 ]
 
 
@@ -103,6 +105,20 @@ def share_codegen(graph: torch.fx.Graph, source: torch.fx.Graph) -> None:
     """Give ``graph`` the code generator of ``source`` (export's graphs have their own,
     with pytree in/out specs); ``set_codegen`` is public, reading it is not."""
     graph.set_codegen(source._codegen)
+
+
+def code_on_first_use(root: Any, graph: torch.fx.Graph, class_name: str) -> torch.fx.GraphModule:
+    """``GraphModule(root, graph, class_name)`` that generates and compiles its code when
+    first called or read (torch's ``_LazyGraphModule``, as inductor uses it): a copy about
+    to be edited and recompiled skips making code it would throw away, seconds at 100k nodes."""
+    return _LazyGraphModule(root, graph, class_name)
+
+
+def code_made(gm: torch.fx.GraphModule) -> None:
+    """Recompile ``gm`` now, also where ``recompile()`` only marks the code stale (a
+    :func:`code_on_first_use` module): errors in making it surface here, not at a later call."""
+    gm.recompile()
+    _LazyGraphModule.force_recompile(gm)
 
 
 def call_inputs(program: Any) -> tuple[int | None, list[str]]:

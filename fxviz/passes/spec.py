@@ -15,6 +15,7 @@ from typing import Any
 import torch.fx
 from torch.fx.passes.infra.pass_base import PassResult
 
+from fxviz._torch_internals import code_made
 from fxviz.errors import PassError
 from fxviz.passes.levels import computes_gradients, ir_level
 from fxviz.passes.provenance import recording
@@ -139,7 +140,7 @@ class PassSpec:
             raise NothingToDo(f"Pass '{self.name}' found nothing to change.")
         try:
             result.graph_module.graph.lint()
-            result.graph_module.recompile()
+            code_made(result.graph_module)  # now, not lazily: a graph whose code cannot be made fails here
         except Exception as exc:
             raise PassError(f"Pass '{self.name}' produced an invalid graph: {exc}") from exc
         return result
