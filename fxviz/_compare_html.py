@@ -2,9 +2,10 @@
 ``_repr_html_`` shows. Every string is escaped; colours follow JupyterLab's theme."""
 from __future__ import annotations
 
-import difflib
 import html
 from typing import Any
+
+from fxviz._linediff import AnchoredMatcher
 
 STYLE = """<style>
 .fxviz-compare { color: var(--jp-content-font-color1, #222); font-size: var(--jp-content-font-size1, 13px); }
@@ -18,26 +19,36 @@ STYLE = """<style>
 </style>"""
 
 
-def code_diff_html(code_a: str, code_b: str, labels: tuple[str, str] = ("a", "b"), context: int | None = 3) -> str:
+def code_diff_html(code_a: str, code_b: str, labels: tuple[str, str] = ("a", "b"), context: int | None = 3,
+                   *, near: int | None = None, max_rows: int | None = None) -> str:
     """Side-by-side HTML table of two code texts, from difflib; ``context`` unchanged
     lines around each change (None: all). Rows carry ``fxviz-diff-{equal,delete,insert,
-    replace}`` classes; every string is escaped."""
+    replace}`` classes; every string is escaped. ``max_rows``: only that many rows, from
+    line ``near`` of ``code_b`` (else from the first)."""
     lines_a, lines_b = code_a.splitlines(), code_b.splitlines()
-    matcher = difflib.SequenceMatcher(None, lines_a, lines_b, autojunk=False)
+    matcher = AnchoredMatcher(lines_a, lines_b)
     groups = [matcher.get_opcodes()] if context is None else matcher.get_grouped_opcodes(context)
-    rows = []
+    rows = []  # (line in code_b it is at, tag, left, right): made whole, formatted only where shown
     for g, group in enumerate(groups):
         if g:
-            rows.append('<tr class="fxviz-diff-gap"><td colspan="4">⋯</td></tr>')
+            rows.append((group[0][3] + 1, "gap", None, None))
         for tag, i1, i2, j1, j2 in group:
-            for k in range(max(i2 - i1, j2 - j1)):
-                left = (i1 + k + 1, lines_a[i1 + k]) if i1 + k < i2 else ("", "")
-                right = (j1 + k + 1, lines_b[j1 + k]) if j1 + k < j2 else ("", "")
-                cells = "".join(f'<td class="fxviz-diff-no">{n}</td><td><code>{html.escape(text)}</code></td>'
-                                for n, text in (left, right))
-                rows.append(f'<tr class="fxviz-diff-{tag}">{cells}</tr>')
+            rows += [(j1 + k + 1, tag, (i1 + k + 1, lines_a[i1 + k]) if i1 + k < i2 else ("", ""),
+                      (j1 + k + 1, lines_b[j1 + k]) if j1 + k < j2 else ("", "")) for k in range(max(i2 - i1, j2 - j1))]
+    first = next((r for r, row in enumerate(rows) if near and row[0] >= near), 0)
+    last = len(rows) if max_rows is None else min(len(rows), first + max_rows)
+    shown = [_row(*row[1:]) for row in rows[first:last]]
+    if last < len(rows):
+        shown.append(f'<tr class="fxviz-diff-gap"><td colspan="4">⋯ {len(rows) - last:,} more lines</td></tr>')
     head = "".join(f'<th colspan="2">{html.escape(label)}</th>' for label in labels)
-    return f'<table class="fxviz-diff"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
+    return f'<table class="fxviz-diff"><thead><tr>{head}</tr></thead><tbody>{"".join(shown)}</tbody></table>'
+
+
+def _row(tag: str, left: tuple | None, right: tuple | None) -> str:
+    if tag == "gap":
+        return '<tr class="fxviz-diff-gap"><td colspan="4">⋯</td></tr>'
+    cells = "".join(f'<td class="fxviz-diff-no">{n}</td><td><code>{html.escape(text)}</code></td>' for n, text in (left, right))
+    return f'<tr class="fxviz-diff-{tag}">{cells}</tr>'
 
 
 def comparison_html(cmp: Any) -> str:

@@ -6,7 +6,6 @@ Steps are duck-typed: anything with ``.gm``, ``.code``, ``.example_inputs`` and
 """
 from __future__ import annotations
 
-import difflib
 import functools
 from collections.abc import Mapping
 from typing import Any
@@ -16,6 +15,7 @@ import torch
 import torch.fx
 
 from fxviz._compare_html import code_diff_html, comparison_html
+from fxviz._linediff import unified_diff
 from fxviz.check import CheckResult, compare_outputs, run_outputs
 from fxviz.errors import InputError
 from fxviz.graph import readable_target
@@ -73,15 +73,12 @@ class Comparison:
     @functools.cached_property
     def code_diff(self) -> str:
         """Unified diff of the two steps' generated code."""
-        lines = difflib.unified_diff(
-            self.step_a.code.splitlines(), self.step_b.code.splitlines(),
-            fromfile=self.labels[0], tofile=self.labels[1], lineterm="",
-        )
-        return "\n".join(lines)
+        return "\n".join(unified_diff(self.step_a.code.splitlines(), self.step_b.code.splitlines(), *self.labels))
 
-    def code_diff_html(self, context: int | None = 3) -> str:
-        """Side-by-side HTML table of the code diff (every code string escaped)."""
-        return code_diff_html(self.step_a.code, self.step_b.code, self.labels, context=context)
+    def code_diff_html(self, context: int | None = 3, **window: Any) -> str:
+        """Side-by-side HTML table of the code diff (every code string escaped); ``window``:
+        ``near`` and ``max_rows`` of :func:`code_diff_html`, to show a part of a long one."""
+        return code_diff_html(self.step_a.code, self.step_b.code, self.labels, context=context, **window)
 
     @functools.cached_property
     def graph_diff(self) -> pd.DataFrame:

@@ -287,3 +287,43 @@ def test_top_changes_put_judged_changes_before_rows_too_noisy_to_tell():
                          "diff_counts": [0, -1, 0], "category": ["too noisy to tell", "deleted", "increased"]})
     assert list(top_changes(diff, 2)["target"]) == ["conv", "bn"]
     assert list(top_changes(diff, 3)["target"]) == ["conv", "bn", "relu"]
+
+
+def _generated_code(n_lines: int, renamed: set[int]) -> list[str]:
+    """Lines like FX's: each assigns a node of its own name from the one before."""
+    names = [f"{'mul' if k in renamed else 'add'}_{k}" for k in range(n_lines)]
+    return ["def forward(self, x):", *(f"    {names[k]} = torch.tanh({names[k - 1] if k else 'x'})"
+                                      for k in range(n_lines)), f"    return {names[-1]}"]
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_line_diff_gives_a_valid_diff_and_difflibs_own_on_generated_code(seed):
+    """The anchored diff must turn a into b whatever the lines (repeats included), and on
+    code of unique lines, as FX generates, give exactly difflib's unified diff."""
+    import difflib
+    import random
+
+    from fxviz._linediff import AnchoredMatcher, unified_diff
+
+    rng = random.Random(seed)
+    a = [rng.choice("abcdef") for _ in range(rng.randint(0, 40))]
+    b = [line for line in a if rng.random() > 0.2]
+    for _ in range(rng.randint(0, 5)):
+        b.insert(rng.randint(0, len(b)), rng.choice("abcxyz"))
+    rebuilt = []
+    for tag, i1, i2, j1, j2 in AnchoredMatcher(a, b).get_opcodes():
+        assert tag != "equal" or a[i1:i2] == b[j1:j2]
+        rebuilt += b[j1:j2]
+    assert rebuilt == b
+    code_a = _generated_code(200, set())
+    code_b = _generated_code(200, set(rng.sample(range(200), rng.randint(0, 30))))
+    assert unified_diff(code_a, code_b, "a", "b") == list(difflib.unified_diff(code_a, code_b, "a", "b", lineterm=""))
+
+
+def test_a_long_side_by_side_diff_can_start_at_a_line_and_stop():
+    a, b = _generated_code(3000, set()), _generated_code(3000, set(range(0, 3000, 10)))
+    table = code_diff_html("\n".join(a), "\n".join(b), near=1996, max_rows=50)
+    numbers = [int(n) for n in re.findall(r'<td class="fxviz-diff-no">(\d+)</td>', table)]
+    assert 1990 <= min(numbers) <= 1996 and max(numbers) < 2100
+    assert "mul_2000" in table and "mul_10 " not in table
+    assert int(re.search(r"⋯ ([\d,]+) more lines", table).group(1).replace(",", "")) > 500  # the rest, not shown

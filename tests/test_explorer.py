@@ -525,3 +525,41 @@ def test_every_anywidget_class_holds_its_front_end_as_text():
         for key in ("_esm", "_css"):
             value = cls.__dict__.get(key, "")
             assert isinstance(value, str | traitlets.TraitType), f"{cls.__name__}.{key} is {type(value)}"
+
+
+class LongChain(nn.Module):
+    """300 x (tanh, + 1): a code longer than the Code tab shows at once."""
+
+    def forward(self, x):
+        for _ in range(300):
+            x = torch.tanh(x) + 1
+        return x
+
+
+def test_a_long_code_and_its_diff_show_the_part_at_the_selected_node():
+    from fxviz.widgets.panel_code import CODE_WINDOW
+
+    explorer = explore(LongChain(), torch.randn(2), profile="off")
+    try:
+        lines = len(explorer.session.current.code.strip("\n").splitlines())
+        html_now = explorer.code.view.html
+        assert f"Lines 1–{CODE_WINDOW} of {lines}, from the start" in text(html_now)
+        assert "add_100 =" in text(html_now) and "add_250 =" not in text(html_now)
+        explorer.select("add_250")
+        marked = re.search(r'<span class="hll">(.*?)</span>\n', explorer.code.view.html, re.S)
+        assert "add_250 = " in text(marked.group(1)) and "around the selected node" in explorer.code.view.html
+        assert "add_10 =" not in text(explorer.code.view.html)
+        explorer.passes.select.value = "replace_op"  # every add becomes a mul: 900 diff lines
+        explorer.passes.apply.click()
+        explorer.select("mul_250")
+        explorer.code.diff.value = True
+        explorer.code.layout_choice.value = "unified"
+        shown = text(explorer.code.view.html)
+        assert "from the selected node's line" in shown and "of the diff's" in shown
+        assert "+    mul_250 = " in shown and "mul_10 " not in shown
+        explorer.code.layout_choice.value = "side by side"  # a changed line beside its old self
+        rows = re.findall(r'<tr class="fxviz-diff-replace">(.*?)</tr>', explorer.code.view.html)
+        assert any("add_250 = " in text(row) and "mul_250 = " in text(row) for row in rows)
+        assert len(rows) <= CODE_WINDOW and not any("mul_10 " in text(row) for row in rows)
+    finally:
+        explorer.close()

@@ -33,10 +33,29 @@ def node_line(code: str, name: str, op: str) -> int | None:
     return None
 
 
+#: lines of a longer code shown at once, around the selected node: highlighting costs
+#: about 90 µs a line and the browser holds all of it (100k nodes: 9 s and 29 MB whole)
+CODE_WINDOW = 400
+#: lines shown before the selected node's in a part of a long diff: what leads to it
+NEAR_BEFORE = 5
+
+
 def code_html(code: str, line: int | None = None) -> str:
-    """``code`` as highlighted HTML (pygments escapes it), ``line`` marked."""
-    formatter = HtmlFormatter(cssclass="fxviz-code-hl", hl_lines=[line] if line else [], nobackground=True)
-    return highlight(code, PythonLexer(stripnl=False), formatter)
+    """``code`` as highlighted HTML (pygments escapes it), ``line`` marked; a code longer
+    than CODE_WINDOW lines as the window of it around ``line`` (else its start),
+    numbered, under a note that says which lines these are."""
+    lines = code.splitlines(keepends=True)
+    if len(lines) <= CODE_WINDOW:
+        formatter = HtmlFormatter(cssclass="fxviz-code-hl", hl_lines=[line] if line else [], nobackground=True)
+        return highlight(code, PythonLexer(stripnl=False), formatter)
+    start = max(1, min(len(lines) - CODE_WINDOW + 1, (line or 1) - CODE_WINDOW // 2))
+    end = start + CODE_WINDOW - 1
+    formatter = HtmlFormatter(cssclass="fxviz-code-hl", linenos="inline", linenostart=start,
+                              hl_lines=[line - start + 1] if line else [], nobackground=True)
+    where = "around the selected node" if line else "from the start; select a node to see its part"
+    note = (f'<p class="fxviz-hint fxviz-code-window">Lines {start:,}–{end:,} of {len(lines):,}, {where}: '
+            "the whole code is too long to show at once.</p>")
+    return note + highlight("".join(lines[start - 1 : end]), PythonLexer(stripnl=False), formatter)
 
 
 def user_place(location: str | None) -> str:
@@ -64,18 +83,46 @@ def source_html(location: str, context: int = 12) -> str:
     return title + highlight("".join(lines[start - 1 : end]), PythonLexer(stripnl=False), formatter)
 
 
-def diff_html(comparison: Any, layout: str) -> str:
+def diff_html(comparison: Any, layout: str, near: int | None = None) -> str:
     """The code diff of ``comparison`` in ``layout`` (one of DIFF_LAYOUTS): a unified
     diff (one column: fits a narrow panel), the side-by-side table, or both for CSS to
-    choose by width."""
-    unified = highlight(comparison.code_diff or "(no change in the code)", DiffLexer(stripnl=False),
+    choose by width. A diff longer than CODE_WINDOW lines shows that many, from the
+    choose by width. A diff longer than CODE_WINDOW lines shows that many, from a few lines
+    before line ``near`` of the second step's code (else from the start)."""
+    lines = comparison.code_diff.splitlines()
+    window = {}
+    note = ""
+    if len(lines) > CODE_WINDOW:
+        at = _second_lines(lines)
+        near = near and max(1, near - NEAR_BEFORE)
+        start = next((k for k, line in enumerate(at) if near and line >= near), 0)
+        end = min(len(lines), start + CODE_WINDOW)
+        where = "from the selected node's line" if start else "from the start; select a node to see the changes at it"
+        note = (f'<p class="fxviz-hint fxviz-code-window">Lines {start + 1:,}–{end:,} of the diff\'s {len(lines):,}, '
+                f"{where}.</p>")
+        lines, window = lines[start:end], {"near": near, "max_rows": CODE_WINDOW}
+    unified = highlight("\n".join(lines) or "(no change in the code)", DiffLexer(stripnl=False),
                         HtmlFormatter(cssclass="fxviz-code-hl fxviz-diff-unified", nobackground=True))
     if layout == "unified":
-        return unified
-    split = comparison.code_diff_html()
+        return note + unified
+    split = comparison.code_diff_html(**window)
     if layout == "side by side":
-        return split
-    return f'<div class="fxviz-diff-fit">{unified}<div class="fxviz-diff-split">{split}</div></div>'
+        return note + split
+    return f'{note}<div class="fxviz-diff-fit">{unified}<div class="fxviz-diff-split">{split}</div></div>'
+
+
+def _second_lines(diff: list[str]) -> list[int]:
+    """For each line of a unified diff, the line of the second text it is at."""
+    at, line = [], 0
+    for text in diff:
+        if text.startswith("@@"):  # @@ -a,b +c,d @@
+            line = int(re.match(r"@@ -\S+ \+(\d+)", text).group(1))
+            at.append(line)
+            continue
+        at.append(line)
+        if not text.startswith(("-", "---", "+++")):
+            line += 1
+    return at
 
 
 class CodeView(anywidget.AnyWidget):
@@ -151,7 +198,8 @@ class CodePanel(w.VBox):
                                             "Select a node to see the model code it came from.") + "</p>")
         elif self.diff.value and self.base.value is not None:
             comparison = self._session.compare(self.base.value, step.index)
-            self.view.html = diff_html(comparison, self.layout_choice.value)
+            name, op = self._selected
+            self.view.html = diff_html(comparison, self.layout_choice.value, node_line(step.code, name, op) if name else None)
         else:
             name, op = self._selected
             code = step.code.lstrip("\n")  # torch.fx starts its code with blank lines
