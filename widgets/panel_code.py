@@ -86,7 +86,6 @@ def source_html(location: str, context: int = 12) -> str:
 def diff_html(comparison: Any, layout: str, near: int | None = None) -> str:
     """The code diff of ``comparison`` in ``layout`` (one of DIFF_LAYOUTS): a unified
     diff (one column: fits a narrow panel), the side-by-side table, or both for CSS to
-    choose by width. A diff longer than CODE_WINDOW lines shows that many, from the
     choose by width. A diff longer than CODE_WINDOW lines shows that many, from a few lines
     before line ``near`` of the second step's code (else from the start)."""
     lines = comparison.code_diff.splitlines()
