@@ -183,6 +183,27 @@ def test_a_failing_pass_shows_its_error_and_changes_nothing(image):
     explorer.close()
 
 
+def test_the_apply_button_says_a_pass_is_running_until_it_ends_failed_or_not(convbn, own_registry):
+    seen = []
+
+    def watched(gm):
+        """Notes the button while it runs."""
+        seen.append((convbn.passes.apply.description, convbn.passes.apply.disabled))
+        if len(seen) == 2:
+            raise RuntimeError("second run fails")
+        gm.graph.call_function(torch.relu, (next(iter(gm.graph.nodes)),))  # a change, unused
+
+    registry.register(watched, name="watched")
+    convbn.tabs.selected_index = 2
+    convbn.passes.select.value = "watched"
+    for expected_steps in (2, 2):
+        convbn.passes.apply.click()
+        assert seen[-1] == ("applying…", True)
+        assert (convbn.passes.apply.description, convbn.passes.apply.disabled) == ("apply", False)
+        assert len(convbn.session.steps) == expected_steps
+    assert "second run fails" in convbn.error.value
+
+
 def test_a_user_pass_that_raises_shows_the_error(convbn, own_registry):
     def explode(gm, *, factor: float = 2.0):
         """Always fails."""

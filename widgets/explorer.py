@@ -214,7 +214,7 @@ class Explorer(w.VBox):
 
     def _apply(self) -> None:
         name, params, nodes = self.passes.request()
-        with self.profiler.paused():  # the pass's check and the new step's shapes run the model
+        with self.passes.busy(), self.profiler.paused():  # the pass and the new step's shapes run the model
             self.session.apply(name, nodes=nodes, **params)
 
     def _say(self, message: str, *, error: bool = True, node: str | None = None) -> None:

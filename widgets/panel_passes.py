@@ -8,7 +8,8 @@ reads :meth:`PassPanel.request` when the apply button is clicked.
 from __future__ import annotations
 
 import ast
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import ipywidgets as w
@@ -106,6 +107,17 @@ class PassPanel(w.VBox):
         self._selected = name
         if name and self.scope.value == SELECTED and name not in self.nodes.value:
             self.nodes.value = [*self.nodes.value, name]
+
+    @contextlib.contextmanager
+    def busy(self) -> Iterator[None]:
+        """The apply button says the pass is running, and takes no second click, until it
+        ends, failed or not: seconds on a graph of 100,000 nodes."""
+        self.apply.description, self.apply.icon, self.apply.disabled = "applying…", "hourglass-half", True
+        try:
+            yield
+        finally:
+            self.apply.description, self.apply.icon, self.apply.disabled = "apply", "play", False
+            self._describe()  # enabled again where the pass applies to the (new) current step
 
     def request(self) -> tuple[str, dict[str, Any], tuple[str, ...] | None]:
         """``(pass name, parameters, nodes or None)`` from the form; ValueError names a
