@@ -231,6 +231,11 @@ FAMILIES: dict[str, dict[str, Callable[[], tuple]]] = {
         "llama (train step)": _step(_hf("LlamaConfig", use_cache=False, **TINY_LM), _hidden),
         "llama (export joint)": _joint(_hf("LlamaConfig", use_cache=False, **TINY_LM), _hidden),
         "llama (meta device)": _on_meta(_hf("LlamaConfig", use_cache=False, **TINY_LM)),
+        "mixtral (train step)": _step(_hf("MixtralConfig", num_local_experts=4, num_experts_per_tok=2,
+                                          use_cache=False, **TINY_LM), _hidden),
+        "qwen2-moe (train step)": _step(_hf("Qwen2MoeConfig", num_experts=4, num_experts_per_tok=2,
+                                            moe_intermediate_size=32, shared_expert_intermediate_size=32,
+                                            use_cache=False, **TINY_LM), _hidden),
     },
     "torchvision": {
         "lraspp (segmentation)": _tv("segmentation.lraspp_mobilenet_v3_large", (1, 3, 64, 64), num_classes=3,

@@ -23,6 +23,7 @@ from typing import Any
 
 import torch
 import torch.fx
+from torch._export.utils import _compiling_state_context  # what non-strict torch.export sets while it traces
 from torch._ops import HigherOrderOperator, OpOverload, OpOverloadPacket  # the types of ATen operator targets
 from torch.fx.graph_module import _assign_attr, _get_attr
 from torch.fx.node import _get_qualified_name
@@ -173,11 +174,20 @@ def uncompiled(model: Any) -> Any:
 
 def make_fx_on_fakes(fn: Callable[..., Any], decompositions: dict | None, record_module_stack: bool) -> Callable[..., Any]:
     """make_fx tracing on fake copies of the inputs, the tensors ``fn`` closes over
-    (parameters) taken as they are (``_allow_non_fake_inputs``: no public switch)."""
+    (parameters) taken as they are (``_allow_non_fake_inputs``: no public switch), with
+    ``torch.compiler.is_compiling()`` and ``is_exporting()`` true, as non-strict
+    torch.export traces (``_compiling_state_context``): code that asks takes the path it
+    keeps for traced graphs. Hugging Face's experts, for one, use their custom op with a
+    fake kernel instead of ``grouped_mm``, whose fake kernel refuses float32."""
     from torch.fx.experimental.proxy_tensor import make_fx
 
-    return make_fx(fn, decompositions, tracing_mode="fake", _allow_non_fake_inputs=True,
-                   record_module_stack=record_module_stack)
+    traced = make_fx(fn, decompositions, tracing_mode="fake", _allow_non_fake_inputs=True,
+                     record_module_stack=record_module_stack)
+
+    def trace(*inputs: Any) -> torch.fx.GraphModule:
+        with _compiling_state_context():
+            return traced(*inputs)
+    return trace
 
 
 def forget_last_trace() -> None:
