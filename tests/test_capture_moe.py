@@ -56,3 +56,22 @@ def test_a_moe_training_step_opens_as_one_make_fx_graph_that_routes_every_input(
     routes = [_routes(model, train_step, inputs) for inputs in step.check_inputs]
     assert len(routes) == 3 and any(not torch.equal(routes[0], r) for r in routes[1:])
     assert step.check.status == "match", step.check.message
+
+
+def test_a_moe_step_that_loops_over_the_experts_it_routes_to_says_why_it_opens_as_several_graphs():
+    """experts_implementation="eager" runs a Python loop over the experts hit: no single
+    graph holds every routing, so dynamo's graphs open, with one note on why and what to do."""
+    model, train_step = _step(CONFIGS["mixtral"](), experts_implementation="eager")
+    session = fxviz.Session(train_step, (torch.randint(0, 64, (1, 6)),), n_random_inputs=0)
+    capture = session.capture
+    assert capture.method == "dynamo" and len(capture.graphs) > 1
+    note = capture.note
+    assert note.startswith(f"train_step opened as {len(capture.graphs)} graphs, split where dynamo broke")
+    make_fx = next(line for line in note.splitlines() if line.startswith("  - make_fx:"))
+    # where make_fx really stopped (the loop over the experts hit), not the mask check that
+    # traced code skips and the real trace stopped at first
+    assert "modeling_mixtral.py:" in make_fx and "for expert_idx in expert_hit" in make_fx
+    assert "masking_utils" not in make_fx
+    assert "checked on its own" in note and "What to do:" in note
+    assert f"train_step opened as {len(capture.graphs)} graphs" in session._repr_html_()
+    assert model.config._experts_implementation == "eager"
