@@ -66,7 +66,7 @@ def test_a_moe_step_that_loops_over_the_experts_it_routes_to_says_why_it_opens_a
     capture = session.capture
     assert capture.method == "dynamo" and len(capture.graphs) > 1
     note = capture.note
-    assert note.startswith(f"train_step opened as {len(capture.graphs)} graphs, split where dynamo broke")
+    assert note.startswith(f"train_step opened as {len(capture.graphs)} graphs, cut where dynamo broke")
     make_fx = next(line for line in note.splitlines() if line.startswith("  - make_fx:"))
     # where make_fx really stopped (the loop over the experts hit), not the mask check that
     # traced code skips and the real trace stopped at first

@@ -94,7 +94,7 @@ def test_auto_falling_back_to_dynamo_shows_the_list_over_the_first_graph():
         assert "No AOT backward graphs" in widget.hint.value and "fxviz.compiled(model, x)" in widget.hint.value
         # why one graph was not possible: each method's stop, with the model's line
         why = widget.why.value
-        assert "Branchy opened as 2 graphs, split where dynamo broke (the first: Data-dependent branching" in why
+        assert "Branchy opened as 2 graphs, cut where dynamo broke (the first: Data-dependent branching" in why
         assert f"test_compiled.py:{BREAK_LINE}" in why and "- make_fx: make_fx could not trace Branchy" in why
         assert "What to do:" in why and "Branchy opened as 2 graphs" in widget._repr_mimebundle_()["text/html"]
         widget.show(1, "forward")
@@ -114,6 +114,30 @@ def test_the_note_on_why_several_graphs_escapes_the_models_code():
     widget = explore(Marked(), torch.randn(2, 3), profile="off")
     try:
         assert "&lt;b&gt;branch&lt;/b&gt;" in widget.why.value and "<b>branch" not in widget.why.value
+    finally:
+        widget.close()
+
+
+def test_a_step_dynamo_captures_up_to_its_gradients_opens_the_list_with_the_note():
+    """One dynamo graph that ends at a break (torch.autograd.grad runs outside it) is no
+    whole capture either: the list and the note, not a plain Explorer that looks complete."""
+    net = nn.Linear(3, 3)
+
+    def train_step(x):
+        h = net(x)
+        if not torch.compiler.is_dynamo_compiling() and h.sum() > 0:  # a value check only dynamo skips
+            h = h * 1
+        loss = h.pow(2).mean()
+        return loss, torch.autograd.grad(loss, list(net.parameters()))
+
+    widget = explore(train_step, torch.randn(2, 3), profile="off")
+    try:
+        assert isinstance(widget, CompileExplorer) and len(widget.compiled.graphs) == 1
+        note = widget.explorer.session.capture.note
+        assert note.startswith("train_step opened as 1 graph, cut where dynamo broke "
+                               "(the first: using `torch.autograd.grad`")
+        assert "- make_fx: make_fx could not trace train_step at" in note and "is_dynamo_compiling()" in note
+        assert "train_step opened as 1 graph" in widget.why.value
     finally:
         widget.close()
 

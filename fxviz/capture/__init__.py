@@ -111,7 +111,7 @@ def _auto(model: Any, inputs: tuple, options: dict[str, Any], timeout: float | N
                 raise _own_failure(model, inputs) or _out_of_time(model, attempts, elapsed, timeout, exc)
             continue
         result.attempts = attempts
-        if result.method == "dynamo" and len(result.graphs) > 1:
+        if result.method == "dynamo":
             result.note = dynamo.split_note(getattr(model, "__name__", type(model).__name__), result, attempts)
         for gm in result.graphs:
             gm.meta["fxviz"]["attempts"] = attempts
