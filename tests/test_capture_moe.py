@@ -75,3 +75,27 @@ def test_a_moe_step_that_loops_over_the_experts_it_routes_to_says_why_it_opens_a
     assert "checked on its own" in note and "What to do:" in note
     assert f"train_step opened as {len(capture.graphs)} graphs" in session._repr_html_()
     assert model.config._experts_implementation == "eager"
+
+
+def test_the_check_catches_a_graph_that_bakes_in_the_examples_routing():
+    """What a capture that read the router's values would make: the same graph with the
+    example's experts as a constant. Right on the example, wrong on the random inputs."""
+    from fxviz.check import check_outputs
+
+    model, train_step = _step(CONFIGS["mixtral"]())
+    ids = torch.randint(0, 64, (1, 6))
+    step = fxviz.Session(train_step, (ids,)).current
+    gm = step.gm
+    seen = []
+    hook = model.layers[0].mlp.gate.register_forward_hook(lambda _m, _i, out: seen.append(out[-1]))
+    train_step(ids)
+    hook.remove()
+    (topk,) = gm.graph.find_nodes(op="call_function", target=torch.ops.aten.topk.default)
+    (indices,) = [user for user in topk.users if user.args[1] == 1]
+    gm.register_buffer("baked_routing", seen[0])
+    with gm.graph.inserting_after(indices):
+        baked = gm.graph.get_attr("baked_routing")
+    indices.replace_all_uses_with(baked)
+    gm.recompile()
+    assert check_outputs(train_step, gm, step.check_inputs[:1]).status == "match"
+    assert check_outputs(train_step, gm, step.check_inputs).status == "mismatch"
