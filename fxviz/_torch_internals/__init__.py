@@ -172,17 +172,19 @@ def uncompiled(model: Any) -> Any:
     return model
 
 
-def make_fx_on_fakes(fn: Callable[..., Any], decompositions: dict | None, record_module_stack: bool) -> Callable[..., Any]:
+def make_fx_on_fakes(fn: Callable[..., Any], decompositions: dict | None, record_module_stack: bool,
+                     compiling: bool = False) -> Callable[..., Any]:
     """make_fx tracing on fake copies of the inputs, the tensors ``fn`` closes over
-    (parameters) taken as they are (``_allow_non_fake_inputs``: no public switch), with
-    ``torch.compiler.is_compiling()`` and ``is_exporting()`` true, as non-strict
-    torch.export traces (``_compiling_state_context``): code that asks takes the path it
-    keeps for traced graphs. Hugging Face's experts, for one, use their custom op with a
-    fake kernel instead of ``grouped_mm``, whose fake kernel refuses float32."""
+    (parameters) taken as they are (``_allow_non_fake_inputs``: no public switch).
+    ``compiling``: with ``torch.compiler.is_compiling()`` and ``is_exporting()`` true, as
+    non-strict torch.export traces (``_compiling_state_context``), so code that asks takes
+    the path it keeps for compiled graphs."""
     from torch.fx.experimental.proxy_tensor import make_fx
 
     traced = make_fx(fn, decompositions, tracing_mode="fake", _allow_non_fake_inputs=True,
                      record_module_stack=record_module_stack)
+    if not compiling:
+        return traced
 
     def trace(*inputs: Any) -> torch.fx.GraphModule:
         with _compiling_state_context():

@@ -56,10 +56,14 @@ def capture(fn: Callable[..., Any], inputs: tuple, module: nn.Module | None = No
 def _traced(target: Callable[..., Any], decompositions: dict | None, record: bool, inputs: tuple) -> torch.fx.GraphModule:
     """make_fx on the real inputs or, where the code reads a tensor's value (``if mask.all()``),
     again on fake ones: code that checks whether it is traced (Hugging Face's ``is_tracing``, in
-    every decoder's mask) then takes its traceable path, as under torch.export. A branch that
-    needs the value all the same fails there too. The fake trace's error is the one told: it
-    got past what traced code skips, so it names what stops a graph (the real trace's place is
-    kept on it as ``fxviz_on_values`` where that differs)."""
+    every decoder's mask) then takes its traceable path. Where that fails too, once more as
+    torch.export traces (``torch.compiler.is_compiling()``): Hugging Face's experts then use
+    their custom op with a fake kernel rather than ``aten._grouped_mm``, whose fake kernel
+    refuses float32 (its CPU kernel takes it). Each retry is tried only where the one before
+    failed, so a graph keeps as close to what runs eagerly as it can. A branch that needs the
+    value all the same fails throughout; the last trace's error is the one told: it got past
+    what traced code skips, so it names what stops a graph (the real trace's place is kept on
+    it as ``fxviz_on_values`` where that differs)."""
     from torch.fx.experimental.proxy_tensor import make_fx
 
     try:
@@ -68,12 +72,14 @@ def _traced(target: Callable[..., Any], decompositions: dict | None, record: boo
         if "_local_scalar_dense" not in str(exc):  # torch's op for reading a value (.item(), bool())
             raise
         on_values = exc
-    try:
-        return make_fx_on_fakes(target, decompositions, record)(*inputs)
-    except Exception as on_fakes:
-        if where(on_fakes) != where(on_values):
-            on_fakes.fxviz_on_values = on_values
-        raise
+    for compiling in (False, True):
+        try:
+            return make_fx_on_fakes(target, decompositions, record, compiling)(*inputs)
+        except Exception as exc:
+            on_fakes = exc
+    if where(on_fakes) != where(on_values):
+        on_fakes.fxviz_on_values = on_values
+    raise on_fakes
 
 
 def _name_parameters(gm: torch.fx.GraphModule, root: nn.Module) -> None:
