@@ -11,9 +11,10 @@ graph's steps as they were left.
 Stable CSS classes: fxviz-compile (the widget), fxviz-compile-list (the list),
 fxviz-compile-row (one graph), fxviz-compile-part (a part's button; the shown one also
 fxviz-compile-current), fxviz-compile-why (why ``tracer="auto"`` opened the model as
-several graphs and what to do; its text in fxviz-compile-note), fxviz-compile-hint (which
-AOT graphs are missing and how to get them), fxviz-compile-ends (what ended a graph), fxviz-compile-info (the
-chosen graph's break and guards), fxviz-compile-break, fxviz-compile-guards.
+these graphs and what to do; its text in fxviz-compile-note), fxviz-compile-hint (which
+AOT graphs are missing and how to get them), fxviz-compile-ends (what ended a graph),
+fxviz-compile-info (the chosen graph's break and guards), fxviz-compile-break,
+fxviz-compile-guards.
 """
 from __future__ import annotations
 
@@ -152,7 +153,7 @@ def _ends_html(graph: Any) -> str:
 
 def _why_html(compiled: Compiled) -> str:
     """Why ``tracer="auto"`` opened the model as these graphs and what to do (the capture's note)."""
-    note = getattr(compiled.capture, "note", "")
+    note = compiled.capture.note
     return f'<pre class="fxviz-compile-note" role="note">{_pre(note)}</pre>' if note else ""
 
 

@@ -45,7 +45,8 @@ class Capture:
     graph_breaks: list[dict[str, Any]] = field(default_factory=list)
     #: What the graph reproduces, when not the model itself (a copy with plain outputs).
     reference: Any = None
-    #: Why the model opened as several graphs and what to do about it ("" when it did not).
+    #: Why ``tracer="auto"`` opened the model as dynamo's graphs cut at graph breaks, and
+    #: what to do about it ("" when it did not).
     note: str = ""
 
     @property

@@ -35,7 +35,7 @@ def capture(fn: Callable[..., Any], inputs: tuple, module: nn.Module | None = No
         with untouched(fn):  # make_fx runs real ops: a training-mode BN would advance its statistics
             gm = _traced(target, decompositions, root is not None, inputs)
     except Exception as exc:
-        on_values = getattr(exc, "fxviz_on_values", None)  # the real trace's stop, where the fake one stopped elsewhere
+        on_values = getattr(exc, "fxviz_on_values", None)  # the real trace's stop, where the fakes' was elsewhere
         earlier = (f"\n  (on fake inputs, where code that asks whether it is traced takes its traceable path; "
                    f"on the real ones it stopped before, reading a value{where(on_values)})") if on_values else ""
         raise TraceError(
