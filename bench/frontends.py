@@ -396,7 +396,8 @@ def main() -> None:
         exported = [r for r in rows if r.get("export")]
         modules = [r for r in rows if "symbolic" in r]  # training steps are functions: no torch front-end column
         print(f"== {family}: fxviz opens {len(opened)}/{n}, clusters {sum(bool(r.get('clusters')) for r in opened)}/{n}, "
-              f"check match {sum(r.get('check') == 'match' for r in opened)}/{n}, raw exceptions "
+              f"check match {sum(r.get('check') == 'match' for r in opened)}/{n} (of them cut into dynamo's graphs, each "
+              f"checked on its own: {sum(bool(r.get('cut')) for r in opened)}), raw exceptions "
               f"{sum(bool(r.get('raw')) for r in rows)}, crashes/timeouts "
               f"{sum(r.get('error', '').startswith(('crashed', 'timeout')) for r in rows)}; on the {len(modules)} modules: symbolic_trace {sum(bool(r['symbolic']) for r in modules)}, "
               f"torch.export {len(exported)}, torchview {sum(bool(r.get('torchview')) for r in modules)}; median "
