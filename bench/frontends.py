@@ -231,6 +231,15 @@ FAMILIES: dict[str, dict[str, Callable[[], tuple]]] = {
         "llama (train step)": _step(_hf("LlamaConfig", use_cache=False, **TINY_LM), _hidden),
         "llama (export joint)": _joint(_hf("LlamaConfig", use_cache=False, **TINY_LM), _hidden),
         "llama (meta device)": _on_meta(_hf("LlamaConfig", use_cache=False, **TINY_LM)),
+        "mixtral (train step)": _step(_hf("MixtralConfig", num_local_experts=4, num_experts_per_tok=2,
+                                          use_cache=False, **TINY_LM), _hidden),
+        # a Python loop over the experts hit: no one graph holds every routing (dynamo's graphs, with a note why)
+        "mixtral (train step, eager experts)": _step(_hf("MixtralConfig", num_local_experts=4, num_experts_per_tok=2,
+                                                         experts_implementation="eager", use_cache=False, **TINY_LM),
+                                                     _hidden),
+        "qwen2-moe (train step)": _step(_hf("Qwen2MoeConfig", num_experts=4, num_experts_per_tok=2,
+                                            moe_intermediate_size=32, shared_expert_intermediate_size=32,
+                                            use_cache=False, **TINY_LM), _hidden),
     },
     "torchvision": {
         "lraspp (segmentation)": _tv("segmentation.lraspp_mobilenet_v3_large", (1, 3, 64, 64), num_classes=3,
@@ -304,6 +313,8 @@ def measure(build: Callable[[], tuple]) -> dict[str, Any]:
     if row["opens"]:  # the check runs after the first drawing (the Explorer runs it in the background)
         session = row.pop("session")
         row["method"] = session.capture.method
+        row["graphs"] = len(session.capture.graphs)
+        row["cut"] = bool(session.capture.note)  # dynamo's graphs, cut at graph breaks
         graph = session.current.graph
         row["nodes"] = graph.number_of_nodes()
         row["clusters"] = bool({d["module_path"] for _, d in graph.nodes(data=True)} - {None, ""})
@@ -372,6 +383,8 @@ def main() -> None:
             row = _run(family, name)
             rows.append(row)
             opened = row.get("method", "FAILED") if row["opens"] else "FAILED"
+            if row.get("cut"):  # not the whole model in one graph: how many, cut at breaks
+                opened += f" x{row['graphs']}, cut"
             clusters = _yes(row.get("clusters")) + (f" +{row['backward']}bw" if row.get("backward") else "")
             notes = "; ".join(filter(None, [row.get("error"), row.get("torchview_error")]))
             print(f"{family:<12} {name:<34} {opened:<16} {clusters:<8} {row.get('check', '-'):<12} "
@@ -383,7 +396,8 @@ def main() -> None:
         exported = [r for r in rows if r.get("export")]
         modules = [r for r in rows if "symbolic" in r]  # training steps are functions: no torch front-end column
         print(f"== {family}: fxviz opens {len(opened)}/{n}, clusters {sum(bool(r.get('clusters')) for r in opened)}/{n}, "
-              f"check match {sum(r.get('check') == 'match' for r in opened)}/{n}, raw exceptions "
+              f"check match {sum(r.get('check') == 'match' for r in opened)}/{n} (of them cut into dynamo's graphs, each "
+              f"checked on its own: {sum(bool(r.get('cut')) for r in opened)}), raw exceptions "
               f"{sum(bool(r.get('raw')) for r in rows)}, crashes/timeouts "
               f"{sum(r.get('error', '').startswith(('crashed', 'timeout')) for r in rows)}; on the {len(modules)} modules: symbolic_trace {sum(bool(r['symbolic']) for r in modules)}, "
               f"torch.export {len(exported)}, torchview {sum(bool(r.get('torchview')) for r in modules)}; median "

@@ -107,7 +107,7 @@ def session_html(session: Any) -> str:
     steps = [f"{'▶' if s is current else ' '} step {s.index}: {s.pass_name} · {check_text(s)}"
              for s in session.steps]
     return static_html(title=f"Session: {len(session.steps)} steps, at step {session.index}",
-                       lines=[*steps, why], svg=svg, rows=node_rows(current.graph, MAX_ROWS),
-                       total=len(current.graph),
+                       lines=[*session.capture.note.splitlines(), *steps, why], svg=svg,
+                       rows=node_rows(current.graph, MAX_ROWS), total=len(current.graph),
                        note="s.to_html(path) writes the whole session as one interactive page.")
 

@@ -1,4 +1,5 @@
 """A training step as people write it: a function closing over the model."""
+import pytest
 import torch
 from torch import nn
 
@@ -103,6 +104,40 @@ def test_a_step_over_a_model_that_skips_value_checks_when_traced_opens_as_one_ma
     assert {"lin", "lin · backward", "loss"} <= {d["module_path"] for _, d in graph.nodes(data=True)}
     assert any(d["target"] == "aten.mul.Tensor" for _, d in graph.nodes(data=True))  # the traced path
     assert session.current.check.status == "match"
+
+
+class AsksIfCompiled(SkipsItsCheckWhenTraced):
+    """Hugging Face's experts in small: after the value check, an op that fails on fake
+    tensors (``fails_on_fakes``: as ``aten._grouped_mm``'s fake kernel refuses float32),
+    and another path, kept for compiled graphs, computing the same (``clone`` marks it)."""
+
+    def __init__(self, fails_on_fakes):
+        super().__init__()
+        self.fails_on_fakes = fails_on_fakes
+
+    def forward(self, x):
+        out = super().forward(x)
+        if torch.compiler.is_compiling():
+            return out.clone()
+        if self.fails_on_fakes and isinstance(x, torch._subclasses.FakeTensor):
+            raise RuntimeError("no fake kernel for this dtype")
+        return out
+
+
+@pytest.mark.parametrize("fails_on_fakes", [False, True])
+def test_make_fx_takes_the_compiled_path_only_where_the_eager_one_cannot_be_traced(fails_on_fakes):
+    net = AsksIfCompiled(fails_on_fakes)
+
+    def train_step(x):
+        loss = net(x).pow(2).mean()
+        return loss, torch.autograd.grad(loss, list(net.parameters()))
+
+    session = fxviz.Session(train_step, (torch.randn(2, 3),))
+    assert session.capture.method == "make_fx"
+    targets = {d["target"] for _, d in session.current.graph.nodes(data=True)}
+    assert ("aten.clone.default" in targets) == fails_on_fakes  # as eager runs it, where it can
+    assert session.current.check.status == "match"
+    assert not torch.compiler.is_compiling()
 
 
 def test_parameters_are_drawn_searched_and_listed_under_their_qualified_names():

@@ -34,6 +34,7 @@ def view():
 
 def test_explore_with_dynamo_lists_every_graph_and_part(view):
     assert isinstance(view, CompileExplorer) and isinstance(view.explorer, Explorer)
+    assert view.why.value == ""  # dynamo asked for by name: nothing to explain
     rows = view.listing.children
     assert len(rows) == 2
     labels = [[b.description for b in row.children if hasattr(b, "on_click")] for row in rows]
@@ -91,10 +92,52 @@ def test_auto_falling_back_to_dynamo_shows_the_list_over_the_first_graph():
         assert widget.compiled.views() == [(0, "dynamo"), (0, "forward"), (1, "dynamo"), (1, "forward")]
         assert widget.explorer.session.capture.method == "dynamo"
         assert "No AOT backward graphs" in widget.hint.value and "fxviz.compiled(model, x)" in widget.hint.value
+        # why one graph was not possible: each method's stop, with the model's line
+        why = widget.why.value
+        assert "Branchy opened as 2 graphs, cut where dynamo broke (the first: Data-dependent branching" in why
+        assert f"test_compiled.py:{BREAK_LINE}" in why and "- make_fx: make_fx could not trace Branchy" in why
+        assert "What to do:" in why and "Branchy opened as 2 graphs" in widget._repr_mimebundle_()["text/html"]
         widget.show(1, "forward")
         forward = widget.explorer.session
         assert forward.current.check.status == "match"
         assert {forward.current.graph.nodes[n]["target"] for n in forward.current.graph} >= {"out.weight", "out.bias"}
+    finally:
+        widget.close()
+
+
+def test_the_note_on_why_several_graphs_escapes_the_models_code():
+    class Marked(nn.Module):
+        def forward(self, x):
+            if x.sum() > 0: return x * 2  # <b>branch</b>
+            return x - 1
+
+    widget = explore(Marked(), torch.randn(2, 3), profile="off")
+    try:
+        assert "&lt;b&gt;branch&lt;/b&gt;" in widget.why.value and "<b>branch" not in widget.why.value
+    finally:
+        widget.close()
+
+
+def test_a_step_dynamo_captures_up_to_its_gradients_opens_the_list_with_the_note():
+    """One dynamo graph that ends at a break (torch.autograd.grad runs outside it) is no
+    whole capture either: the list and the note, not a plain Explorer that looks complete."""
+    net = nn.Linear(3, 3)
+
+    def train_step(x):
+        h = net(x)
+        if not torch.compiler.is_dynamo_compiling() and h.sum() > 0:  # a value check only dynamo skips
+            h = h * 1
+        loss = h.pow(2).mean()
+        return loss, torch.autograd.grad(loss, list(net.parameters()))
+
+    widget = explore(train_step, torch.randn(2, 3), profile="off")
+    try:
+        assert isinstance(widget, CompileExplorer) and len(widget.compiled.graphs) == 1
+        note = widget.explorer.session.capture.note
+        assert note.startswith("train_step opened as 1 graph, cut where dynamo broke "
+                               "(the first: using `torch.autograd.grad`")
+        assert "- make_fx: make_fx could not trace train_step at" in note and "is_dynamo_compiling()" in note
+        assert "train_step opened as 1 graph" in widget.why.value
     finally:
         widget.close()
 

@@ -40,7 +40,7 @@ def explore(model_or_session: Any, *example_inputs: Any, profile: str = "backgro
                 return explore_compiled(model_or_session, example_inputs, session_kwargs,
                                         profile=profile, profile_kwargs=profile_kwargs)
             session = Session(model_or_session, example_inputs, **session_kwargs)
-    if session.capture.method == "dynamo" and len(session.capture.graphs) > 1:
+    if session.capture.method == "dynamo" and (len(session.capture.graphs) > 1 or session.capture.note):
         from .compile_view import CompileExplorer
 
         return CompileExplorer.around(session, profile=profile, profile_kwargs=profile_kwargs)

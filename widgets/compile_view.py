@@ -10,9 +10,11 @@ graph's steps as they were left.
 
 Stable CSS classes: fxviz-compile (the widget), fxviz-compile-list (the list),
 fxviz-compile-row (one graph), fxviz-compile-part (a part's button; the shown one also
-fxviz-compile-current), fxviz-compile-hint (which AOT graphs are missing and how to get
-them), fxviz-compile-ends (what ended a graph), fxviz-compile-info (the
-chosen graph's break and guards), fxviz-compile-break, fxviz-compile-guards.
+fxviz-compile-current), fxviz-compile-why (why ``tracer="auto"`` opened the model as
+these graphs and what to do; its text in fxviz-compile-note), fxviz-compile-hint (which
+AOT graphs are missing and how to get them), fxviz-compile-ends (what ended a graph),
+fxviz-compile-info (the chosen graph's break and guards), fxviz-compile-break,
+fxviz-compile-guards.
 """
 from __future__ import annotations
 
@@ -64,6 +66,8 @@ class CompileExplorer(w.VBox):
         self.title = w.HTML(f"<b>{escape(compiled.name)}</b> · torch.compile made {count} graph{'s' * (count != 1)}, "
                             f"{breaks} graph break{'s' * (breaks != 1)}")
         self.title.add_class("fxviz-compile-title")
+        self.why = w.HTML(_why_html(compiled))
+        self.why.add_class("fxviz-compile-why")
         self.hint = w.HTML(_missing_parts_html(compiled))
         self.hint.add_class("fxviz-compile-hint")
         self._buttons: dict[tuple[int, str], w.Button] = {}
@@ -74,7 +78,7 @@ class CompileExplorer(w.VBox):
         self.error = w.HTML()
         self.holder = w.VBox()
         style = w.HTML(f"<style>{CSS}</style>", layout=w.Layout(display="none"))
-        super().__init__([style, self.title, self.hint, self.listing, self.info, self.error, self.holder])
+        super().__init__([style, self.title, self.why, self.hint, self.listing, self.info, self.error, self.holder])
         self.add_class("fxviz-compile")
         self.show(index, part)
 
@@ -112,7 +116,7 @@ class CompileExplorer(w.VBox):
         if inner and "text/html" in inner:
             rows = "".join(f"<li>graph {g.index} ({', '.join(g.parts)}): {_ends_html(g)}</li>"
                            for g in self.compiled.graphs)
-            bundle["text/html"] = f"<div>{self.title.value}<ul>{rows}</ul></div>{inner['text/html']}"
+            bundle["text/html"] = f"<div>{self.title.value}{self.why.value}<ul>{rows}</ul></div>{inner['text/html']}"
         return bundle
 
     def close(self) -> None:
@@ -145,6 +149,12 @@ def _ends_html(graph: Any) -> str:
     place = user_place(brk.get("user_line"))
     where = f' at <code title="{escape(brk.get("user_line") or "")}">{escape(place)}</code>' if place else ""
     return f'graph break: <b>{escape(brk["reason"])}</b>{where}'
+
+
+def _why_html(compiled: Compiled) -> str:
+    """Why ``tracer="auto"`` opened the model as these graphs and what to do (the capture's note)."""
+    note = compiled.capture.note
+    return f'<pre class="fxviz-compile-note" role="note">{_pre(note)}</pre>' if note else ""
 
 
 def _missing_parts_html(compiled: Compiled) -> str:

@@ -23,6 +23,7 @@ from typing import Any
 
 import torch
 import torch.fx
+from torch._export.utils import _compiling_state_context  # what non-strict torch.export sets while it traces
 from torch._ops import HigherOrderOperator, OpOverload, OpOverloadPacket  # the types of ATen operator targets
 from torch.fx._lazy_graph_module import _LazyGraphModule
 from torch.fx.graph_module import _assign_attr, _get_attr
@@ -187,13 +188,24 @@ def uncompiled(model: Any) -> Any:
     return model
 
 
-def make_fx_on_fakes(fn: Callable[..., Any], decompositions: dict | None, record_module_stack: bool) -> Callable[..., Any]:
+def make_fx_on_fakes(fn: Callable[..., Any], decompositions: dict | None, record_module_stack: bool,
+                     compiling: bool = False) -> Callable[..., Any]:
     """make_fx tracing on fake copies of the inputs, the tensors ``fn`` closes over
-    (parameters) taken as they are (``_allow_non_fake_inputs``: no public switch)."""
+    (parameters) taken as they are (``_allow_non_fake_inputs``: no public switch).
+    ``compiling``: with ``torch.compiler.is_compiling()`` and ``is_exporting()`` true, as
+    non-strict torch.export traces (``_compiling_state_context``), so code that asks takes
+    the path it keeps for compiled graphs."""
     from torch.fx.experimental.proxy_tensor import make_fx
 
-    return make_fx(fn, decompositions, tracing_mode="fake", _allow_non_fake_inputs=True,
-                   record_module_stack=record_module_stack)
+    traced = make_fx(fn, decompositions, tracing_mode="fake", _allow_non_fake_inputs=True,
+                     record_module_stack=record_module_stack)
+    if not compiling:
+        return traced
+
+    def trace(*inputs: Any) -> torch.fx.GraphModule:
+        with _compiling_state_context():
+            return traced(*inputs)
+    return trace
 
 
 def forget_last_trace() -> None:

@@ -19,7 +19,7 @@ import torch
 import torch.fx
 from torch import nn
 
-from fxviz.capture import export
+from fxviz.capture import dynamo, export
 from fxviz.capture._common import (Capture, FrontEnd, Request, as_inputs, auto_order, called_as, caller, cell_name,
                                    choose, first_line, forget_front_end, front_end, front_ends, methods,
                                    torch_errors_quiet, where)
@@ -111,6 +111,8 @@ def _auto(model: Any, inputs: tuple, options: dict[str, Any], timeout: float | N
                 raise _own_failure(model, inputs) or _out_of_time(model, attempts, elapsed, timeout, exc)
             continue
         result.attempts = attempts
+        if result.method == "dynamo":
+            result.note = dynamo.split_note(getattr(model, "__name__", type(model).__name__), result, attempts)
         for gm in result.graphs:
             gm.meta["fxviz"]["attempts"] = attempts
         return result

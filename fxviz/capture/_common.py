@@ -45,6 +45,9 @@ class Capture:
     graph_breaks: list[dict[str, Any]] = field(default_factory=list)
     #: What the graph reproduces, when not the model itself (a copy with plain outputs).
     reference: Any = None
+    #: Why ``tracer="auto"`` opened the model as dynamo's graphs cut at graph breaks, and
+    #: what to do about it ("" when it did not).
+    note: str = ""
 
     @property
     def gm(self) -> torch.fx.GraphModule:

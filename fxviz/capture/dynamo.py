@@ -89,6 +89,23 @@ def capture(fn: Callable[..., Any], inputs: tuple, *, aot: bool = True, backward
     return Capture(graphs, "dynamo", graph_breaks=breaks)
 
 
+def split_note(name: str, result: Capture, attempts: list[tuple[str, str]]) -> str:
+    """Why ``tracer="auto"`` opened ``name`` as dynamo's graphs cut at graph breaks (what
+    stopped each method that would have made one whole graph) and what the user can do;
+    "" when there is no break (dynamo's graph holds all of it)."""
+    if not result.graph_breaks:
+        return ""
+    count, first = len(result.graphs), result.graph_breaks[0]
+    at = f" at {first['user_line']}" if first.get("user_line") else ""
+    stopped = "".join(f"\n  - {method}: {reason}" for method, reason in attempts if not reason.startswith("skipped"))
+    return (f"{name} opened as {count} graph{'s' * (count != 1)}, cut where dynamo broke (the first: "
+            f"{first['reason']}{at}): what runs at a break is in no graph. No method traced it as one graph:{stopped}\n"
+            "Each graph is checked on its own, on the inputs dynamo gave it, not the whole model or step.\n"
+            "What to do: make the line where each method stopped traceable (a Python branch or loop on a "
+            "tensor's value: torch.where or torch.cond, or an option of the library that takes a traceable path); "
+            "then it opens as one graph. Meanwhile explore() lists the graphs and opens each on its own.")
+
+
 def _recorder(owner: torch.fx.GraphModule, part: str) -> Callable[..., Any]:
     """An AOT compiler that keeps the graph it is given (on ``owner``'s meta) and the
     real inputs of its first call."""

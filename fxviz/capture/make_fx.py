@@ -35,11 +35,14 @@ def capture(fn: Callable[..., Any], inputs: tuple, module: nn.Module | None = No
         with untouched(fn):  # make_fx runs real ops: a training-mode BN would advance its statistics
             gm = _traced(target, decompositions, root is not None, inputs)
     except Exception as exc:
+        on_values = getattr(exc, "fxviz_on_values", None)  # the real trace's stop, where the fakes' was elsewhere
+        earlier = (f"\n  (on fake inputs, where code that asks whether it is traced takes its traceable path; "
+                   f"on the real ones it stopped before, reading a value{where(on_values)})") if on_values else ""
         raise TraceError(
             f"make_fx could not trace {getattr(fn, '__name__', type(fn).__name__)}{where(exc)}\n"
-            f"  {first_line(exc)}\n"
+            f"  {first_line(exc)}{earlier}\n"
             "  What to do: make the function run on the example inputs as given, and avoid "
-            "Python branches on tensor values (use torch.where / torch.cond)."
+            "Python branches and loops on tensor values (use torch.where / torch.cond)."
         ) from exc
     # make_fx names the graph's class "<lambda>" (its own wrapper): name it as the user did.
     gm.__class__.__name__ = type(fn).__name__ if isinstance(fn, nn.Module) else getattr(fn, "__name__", "step")
@@ -53,8 +56,14 @@ def capture(fn: Callable[..., Any], inputs: tuple, module: nn.Module | None = No
 def _traced(target: Callable[..., Any], decompositions: dict | None, record: bool, inputs: tuple) -> torch.fx.GraphModule:
     """make_fx on the real inputs or, where the code reads a tensor's value (``if mask.all()``),
     again on fake ones: code that checks whether it is traced (Hugging Face's ``is_tracing``, in
-    every decoder's mask) then takes its traceable path, as under torch.export. A branch that
-    needs the value all the same fails there too, and the real trace's error is the one told."""
+    every decoder's mask) then takes its traceable path. Where that fails too, once more as
+    torch.export traces (``torch.compiler.is_compiling()``): Hugging Face's experts then use
+    their custom op with a fake kernel rather than ``aten._grouped_mm``, whose fake kernel
+    refuses float32 (its CPU kernel takes it). Each retry is tried only where the one before
+    failed, so a graph keeps as close to what runs eagerly as it can. A branch that needs the
+    value all the same fails throughout; the last trace's error is the one told: it got past
+    what traced code skips, so it names what stops a graph (the real trace's place is kept on
+    it as ``fxviz_on_values`` where that differs)."""
     from torch.fx.experimental.proxy_tensor import make_fx
 
     try:
@@ -63,10 +72,14 @@ def _traced(target: Callable[..., Any], decompositions: dict | None, record: boo
         if "_local_scalar_dense" not in str(exc):  # torch's op for reading a value (.item(), bool())
             raise
         on_values = exc
-    try:
-        return make_fx_on_fakes(target, decompositions, record)(*inputs)
-    except Exception:
-        raise on_values from None
+    for compiling in (False, True):
+        try:
+            return make_fx_on_fakes(target, decompositions, record, compiling)(*inputs)
+        except Exception as exc:
+            on_fakes = exc
+    if where(on_fakes) != where(on_values):
+        on_fakes.fxviz_on_values = on_values
+    raise on_fakes
 
 
 def _name_parameters(gm: torch.fx.GraphModule, root: nn.Module) -> None:
