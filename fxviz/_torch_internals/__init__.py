@@ -23,7 +23,6 @@ from typing import Any
 
 import torch
 import torch.fx
-from torch._export.utils import _compiling_state_context  # what non-strict torch.export sets while it traces
 from torch._ops import HigherOrderOperator, OpOverload, OpOverloadPacket  # the types of ATen operator targets
 from torch.fx._lazy_graph_module import _LazyGraphModule
 from torch.fx.graph_module import _assign_attr, _get_attr
@@ -33,6 +32,11 @@ from torch.utils._pytree import register_pytree_node, tree_leaves, tree_map, tre
 from torch.utils._python_dispatch import TorchDispatchMode  # the only way to see every ATen call
 from torch.utils import flop_counter
 from torch.utils.flop_counter import FlopCounterMode
+
+try:  # what non-strict torch.export sets while it traces; missing from some torch fxviz supports
+    from torch._export.utils import _compiling_state_context
+except ImportError:
+    _compiling_state_context = None
 
 __all__ = [
     "HigherOrderOperator", "OpOverload", "OpOverloadPacket", "TorchDispatchMode", "register_pytree_node", "tree_leaves", "tree_map",
@@ -194,12 +198,12 @@ def make_fx_on_fakes(fn: Callable[..., Any], decompositions: dict | None, record
     (parameters) taken as they are (``_allow_non_fake_inputs``: no public switch).
     ``compiling``: with ``torch.compiler.is_compiling()`` and ``is_exporting()`` true, as
     non-strict torch.export traces (``_compiling_state_context``), so code that asks takes
-    the path it keeps for compiled graphs."""
+    the path it keeps for compiled graphs (a torch without that switch traces as without it)."""
     from torch.fx.experimental.proxy_tensor import make_fx
 
     traced = make_fx(fn, decompositions, tracing_mode="fake", _allow_non_fake_inputs=True,
                      record_module_stack=record_module_stack)
-    if not compiling:
+    if not compiling or _compiling_state_context is None:
         return traced
 
     def trace(*inputs: Any) -> torch.fx.GraphModule:
