@@ -135,9 +135,12 @@ class Session:
         """
         spec = resolve(pass_)
         prev = self.current
-        gm = _cow.fork(prev.gm)
-        with _cow.guard_writes(prev.gm):
-            result = spec(gm, nodes=nodes, **params)
+        # The copy and what the pass makes live on as the new step: a collection meanwhile only
+        # rescans them (a quarter of apply at 100k nodes).
+        with gc_paused():
+            gm = _cow.fork(prev.gm)
+            with _cow.guard_writes(prev.gm):
+                result = spec(gm, nodes=nodes, **params)
         check_inputs = prev.check_inputs
         if spec.convert_inputs is not None:
             check_inputs = tuple(spec.convert_inputs(inputs) for inputs in check_inputs)
