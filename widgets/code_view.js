@@ -1,7 +1,7 @@
 // @ts-check
 /**
  * fxviz code view: HTML (pygments output or a diff table, escaped by the kernel)
- * in its own scroller, scrolled to the marked line (`.hll`). It scrolls only its own
+ * in its own scroller, scrolled to the marked line (`.hll`), else to its start. It scrolls only its own
  * box, never the page (no scrollIntoView), and waits for a size when it is
  * rendered in a hidden tab.
  */
@@ -25,6 +25,7 @@ function render({ model, el }) {
   function scrollToMark() {
     const mark = box.querySelector(".hll");
     pending = Boolean(mark) && box.clientHeight === 0;
+    if (!mark) box.scrollTop = 0; // a diff, or no node selected: its start (a part of a long one starts at the node)
     if (!mark || pending) return;
     const top = mark.getBoundingClientRect().top - box.getBoundingClientRect().top + box.scrollTop;
     box.scrollTop = scrollTopFor(top, box.clientHeight);

@@ -287,6 +287,7 @@ def test_10_panels_fit_the_default_size(desk, explorer):
     explorer.locator(".fxviz-code-diff").click()
     scroller = explorer.locator(".fxviz-code-scroll")
     scroller.locator(".fxviz-diff-unified").wait_for()
+    assert scroller.evaluate("e => e.scrollTop") == 0  # a diff opens at its start, not where the code was
     assert not explorer.locator(".fxviz-code .fxviz-diff").is_visible()  # side by side is for wide panels
     panel, code = explorer.locator(".fxviz-tabs").bounding_box(), scroller.bounding_box()
     assert code["x"] + code["width"] <= panel["x"] + panel["width"] + 1, (code, panel)
