@@ -564,7 +564,7 @@ def test_a_long_code_and_its_diff_show_the_part_at_the_selected_node():
     try:
         lines = len(explorer.session.current.code.strip("\n").splitlines())
         html_now = explorer.code.view.html
-        assert f"Lines 1–{CODE_WINDOW} of {lines}, from the start" in text(html_now)
+        assert f"Lines 1–{CODE_WINDOW} of {lines} (too long to show whole), from the start" in text(html_now)
         assert "add_100 =" in text(html_now) and "add_250 =" not in text(html_now)
         explorer.select("add_250")
         marked = re.search(r'<span class="hll">(.*?)</span>\n', explorer.code.view.html, re.S)

@@ -52,9 +52,9 @@ def code_html(code: str, line: int | None = None) -> str:
     end = start + CODE_WINDOW - 1
     formatter = HtmlFormatter(cssclass="fxviz-code-hl", linenos="inline", linenostart=start,
                               hl_lines=[line - start + 1] if line else [], nobackground=True)
-    where = "around the selected node" if line else "from the start; select a node to see its part"
-    note = (f'<p class="fxviz-hint fxviz-code-window">Lines {start:,}–{end:,} of {len(lines):,}, {where}: '
-            "the whole code is too long to show at once.</p>")
+    where = "around the selected node" if line else "from the start: select a node to see the code around it"
+    note = (f'<p class="fxviz-hint fxviz-code-window">Lines {start:,}–{end:,} of {len(lines):,} '
+            f"(too long to show whole), {where}.</p>")
     return note + highlight("".join(lines[start - 1 : end]), PythonLexer(stripnl=False), formatter)
 
 
