@@ -155,6 +155,22 @@ def test_a_dict_of_keyword_inputs_gets_the_tuple_to_pass_instead():
     assert session.current.check.status == "match"
 
 
+def test_a_tuple_given_to_explore_gets_the_call_that_unpacks_it():
+    """explore takes the inputs one by one; Session as one tuple: the slip between them
+    reaches the model as a tuple, and the error says which call to write."""
+    from fxviz.widgets import explore
+
+    ids, mask = torch.tensor([[1, 2, 3]]), torch.ones(1, 3)
+    with pytest.raises(TraceError, match=r"explore\(model, \*inputs\), not explore\(model, inputs\)"):
+        explore(Tokens(), (ids, None, mask), profile="off")
+    with pytest.raises(TraceError) as caught:  # Session takes the tuple: a wrong input there gets no such advice
+        fxviz.Session(Tokens(), ((ids, None, mask),))
+    assert "explore(model" not in str(caught.value)
+    explorer = explore(Tokens(), ids, None, mask, profile="off")  # the advice works
+    assert explorer.session.current.check.status == "match"
+    explorer.close()
+
+
 class CountsNonzero(nn.Module):
     """A branch on a data-dependent size: torch.export fails on it, after printing its partial graph."""
 

@@ -260,7 +260,16 @@ def _device_advice(model: Any, inputs: tuple) -> str:
                 else f"where the model is (e.g. torch.randn(..., device={home!r}))")
         return (f"the model's tensors are on {', '.join(sorted(held))} but the example inputs on "
                 f"{', '.join(sorted(given))}: make the inputs {make}, or move the model.")
-    return _keywords_advice(model, inputs) or "pass inputs the model accepts."
+    return _keywords_advice(model, inputs) or _packed_advice(inputs) or "pass inputs the model accepts."
+
+
+def _packed_advice(inputs: tuple) -> str | None:
+    """explore() takes the inputs one by one, Session as one tuple: a tuple given to explore
+    reaches the model as its one argument."""
+    if caller() == "explore" and len(inputs) == 1 and isinstance(inputs[0], (tuple, list)):
+        return ("explore takes the example inputs one by one, as the model is called: explore(model, *inputs), "
+                "not explore(model, inputs) (Session(model, inputs) takes them as one tuple).")
+    return None
 
 
 def _keywords_advice(model: Any, inputs: tuple) -> str | None:
