@@ -34,3 +34,24 @@ def test_a_launch_bound_gpu_profile_says_node_times_are_host_times():
     assert "Launch-bound" in note and "23%" in note and "kernel_us" in note
     assert _launch_html({"launch_bound": False, "device_busy": 0.9}) == ""
     assert _launch_html({}) == ""  # a CPU profile has no such attribute
+
+
+def test_a_long_graphs_output_among_the_slowest_is_said_to_be_python_returning():
+    """At thousands of nodes, returning from forward (freeing a variable per node) outlasts
+    any small op: the output node tops the chart, and the panel says why."""
+    import torch
+
+    import fxviz
+    from fxviz.widgets.panel_timing import TOP, _output_html
+
+    class Chain(torch.nn.Module):
+        def forward(self, x):
+            for _ in range(3000):
+                x = -x
+            return x
+
+    df = fxviz.profile(fxviz.trace(Chain()), (torch.randn(2),), repeats=5)
+    slowest = df.nlargest(TOP, "median_us")
+    assert slowest["op"].iloc[0] == "output"  # the return, slower than any negation
+    assert "freeing its 3,002 variables" in _output_html(slowest, len(df))
+    assert _output_html(slowest.iloc[1:], len(df)) == "" and _output_html(slowest, TOP) == ""
