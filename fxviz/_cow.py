@@ -14,7 +14,7 @@ import torch
 import torch.fx
 from torch import nn
 
-from fxviz._torch_internals import TorchDispatchMode, code_on_first_use, get_attr, op_schema
+from fxviz._torch_internals import TorchDispatchMode, code_made, code_on_first_use, get_attr, op_schema
 from fxviz.errors import FxvizError
 
 from fxviz._runtime import has_values
@@ -60,10 +60,11 @@ class _Rebuilder:
         return self.copies[id(module)]
 
 
-def fork(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
+def fork(gm: torch.fx.GraphModule, *, code_later: bool = False) -> torch.fx.GraphModule:
     """The starting point of the next step: a new GraphModule over a copy of ``gm``'s
     graph and a skeleton of the modules it calls. Tensors (buffers too) stay shared.
-    Its code is made when first used: a pass edits the copy and recompiles it anyway."""
+    ``code_later``: its code is made when first used, or by :func:`code_made` (a pass
+    edits the copy and recompiles it anyway: seconds saved at 100k nodes)."""
     graph = copy.deepcopy(gm.graph)
     rebuild = _Rebuilder(clone_buffers=False)
     root = {}
@@ -74,6 +75,8 @@ def fork(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
     new = code_on_first_use(root, graph, type(gm).__name__)
     new.training = gm.training
     new.meta = copy.copy(gm.meta)
+    if not code_later:
+        code_made(new)
     return new
 
 

@@ -138,7 +138,7 @@ class Session:
         # The copy and what the pass makes live on as the new step: a collection meanwhile only
         # rescans them (a quarter of apply at 100k nodes).
         with gc_paused():
-            gm = _cow.fork(prev.gm)
+            gm = _cow.fork(prev.gm, code_later=True)  # the pass's result is recompiled (PassSpec)
             with _cow.guard_writes(prev.gm):
                 result = spec(gm, nodes=nodes, **params)
         check_inputs = prev.check_inputs

@@ -1,4 +1,7 @@
 """Session: steps, undo/redo/goto, transactional apply, copy-on-write, replay."""
+import copy
+import inspect
+
 import networkx as nx
 import pytest
 import torch
@@ -206,6 +209,9 @@ def test_a_step_makes_its_code_once_and_a_graph_without_code_is_refused(monkeypa
     monkeypatch.setattr(torch.fx.Graph, "python_code", lambda self, *a, **k: made.append(self) or real(self, *a, **k))
     step = session.apply("fuse_conv_bn")
     assert made == [step.gm.graph] and "bn" not in step.code
+    # A GraphModule like any other: copies start with its code, and TorchScript takes it.
+    assert list(inspect.signature(copy.deepcopy(step.gm).forward).parameters) == ["input"]
+    assert torch.jit.script(step.gm)(x_image()).shape == (2, 2)
 
     class NoCode(torch.fx.CodeGen):
         def gen_fn_def(self, free_vars, maybe_return_annotation):

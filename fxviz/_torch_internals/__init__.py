@@ -25,7 +25,7 @@ import torch
 import torch.fx
 from torch._ops import HigherOrderOperator, OpOverload, OpOverloadPacket  # the types of ATen operator targets
 from torch.fx._lazy_graph_module import _LazyGraphModule
-from torch.fx.graph_module import _assign_attr, _get_attr
+from torch.fx.graph_module import _WrappedCall, _assign_attr, _get_attr
 from torch.fx.node import _get_qualified_name
 from torch.fx.passes.shape_prop import _extract_tensor_metadata
 from torch.utils._pytree import register_pytree_node, tree_leaves, tree_map, tree_map_only  # torch's own pytree (no public one)
@@ -121,9 +121,25 @@ def code_on_first_use(root: Any, graph: torch.fx.Graph, class_name: str) -> torc
 
 def code_made(gm: torch.fx.GraphModule) -> None:
     """Recompile ``gm`` now, also where ``recompile()`` only marks the code stale (a
-    :func:`code_on_first_use` module): errors in making it surface here, not at a later call."""
+    :func:`code_on_first_use` module): errors in making it surface here, not at a later
+    call. Such a module then becomes a plain GraphModule, the same object with the code
+    just made: torch.jit.script refuses lazy ones, and copies of one start without code."""
     gm.recompile()
-    _LazyGraphModule.force_recompile(gm)
+    if not isinstance(gm, _LazyGraphModule):
+        return
+    gm.real_recompile()
+    lazy = type(gm)
+    # A class of its own per module, as GraphModule.__new__ makes (its name tells copies to
+    # derive from GraphModule), with the forward just compiled and GraphModule's call wrapper.
+    plain = type("GraphModuleImpl", (torch.fx.GraphModule,), {"forward": lazy.forward, "__call__": _call_wrapped})
+    plain._wrapped_call = _WrappedCall(plain, None)
+    plain.__name__ = lazy.__name__
+    gm.__class__ = plain
+
+
+def _call_wrapped(self: Any, *args: Any, **kwargs: Any) -> Any:
+    """GraphModule's ``__call__`` (set by its ``recompile``): errors name the generated code's line."""
+    return self._wrapped_call(self, *args, **kwargs)
 
 
 def call_inputs(program: Any) -> tuple[int | None, list[str]]:
