@@ -20,26 +20,30 @@ STYLE = """<style>
 
 
 def code_diff_html(code_a: str, code_b: str, labels: tuple[str, str] = ("a", "b"), context: int | None = 3,
-                   *, near: int | None = None, max_rows: int | None = None) -> str:
+                   *, near: int | None = None, max_rows: int | None = None, before: int = 0) -> str:
     """Side-by-side HTML table of two code texts, from difflib; ``context`` unchanged
     lines around each change (None: all). Rows carry ``fxviz-diff-{equal,delete,insert,
     replace}`` classes; every string is escaped. ``max_rows``: only that many rows, from
-    line ``near`` of ``code_b`` (else from the first)."""
+    ``before`` rows before the one of line ``near`` of ``code_b`` (the last rows where no
+    row is at or after it; the first without ``near``), with "⋯ N more lines" around."""
     lines_a, lines_b = code_a.splitlines(), code_b.splitlines()
     matcher = AnchoredMatcher(lines_a, lines_b)
     groups = [matcher.get_opcodes()] if context is None else matcher.get_grouped_opcodes(context)
-    rows = []  # (line in code_b it is at, tag, left, right): made whole, formatted only where shown
+    rows = []  # (line of code_b shown or None, tag, left, right): made whole, formatted only where shown
     for g, group in enumerate(groups):
         if g:
-            rows.append((group[0][3] + 1, "gap", None, None))
+            rows.append((None, "gap", None, None))
         for tag, i1, i2, j1, j2 in group:
-            rows += [(j1 + k + 1, tag, (i1 + k + 1, lines_a[i1 + k]) if i1 + k < i2 else ("", ""),
+            rows += [(j1 + k + 1 if j1 + k < j2 else None, tag, (i1 + k + 1, lines_a[i1 + k]) if i1 + k < i2 else ("", ""),
                       (j1 + k + 1, lines_b[j1 + k]) if j1 + k < j2 else ("", "")) for k in range(max(i2 - i1, j2 - j1))]
-    first = next((r for r, row in enumerate(rows) if near and row[0] >= near), 0)
-    last = len(rows) if max_rows is None else min(len(rows), first + max_rows)
-    shown = [_row(*row[1:]) for row in rows[first:last]]
-    if last < len(rows):
-        shown.append(f'<tr class="fxviz-diff-gap"><td colspan="4">⋯ {len(rows) - last:,} more lines</td></tr>')
+    last = len(rows) if max_rows is None else max_rows
+    found = next((r for r, row in enumerate(rows) if near and row[0] is not None and row[0] >= near), None)
+    first = max(0, len(rows) - last) if near and found is None else max(0, (found or 0) - before)
+    shown = [_row(*row[1:]) for row in rows[first : first + last]]
+    if first:
+        shown.insert(0, f'<tr class="fxviz-diff-gap"><td colspan="4">⋯ {first:,} lines before</td></tr>')
+    if first + last < len(rows):
+        shown.append(f'<tr class="fxviz-diff-gap"><td colspan="4">⋯ {len(rows) - first - last:,} more lines</td></tr>')
     head = "".join(f'<th colspan="2">{html.escape(label)}</th>' for label in labels)
     return f'<table class="fxviz-diff"><thead><tr>{head}</tr></thead><tbody>{"".join(shown)}</tbody></table>'
 

@@ -15,6 +15,7 @@ import torch
 import torch.fx
 
 from fxviz._compare_html import code_diff_html, comparison_html
+from fxviz._gc import gc_paused
 from fxviz._linediff import unified_diff
 from fxviz.check import CheckResult, compare_outputs, run_outputs
 from fxviz.errors import InputError
@@ -73,12 +74,14 @@ class Comparison:
     @functools.cached_property
     def code_diff(self) -> str:
         """Unified diff of the two steps' generated code."""
-        return "\n".join(unified_diff(self.step_a.code.splitlines(), self.step_b.code.splitlines(), *self.labels))
+        with gc_paused():  # lines of two codes of 100k nodes: a collection meanwhile would rescan them all (4x)
+            return "\n".join(unified_diff(self.step_a.code.splitlines(), self.step_b.code.splitlines(), *self.labels))
 
     def code_diff_html(self, context: int | None = 3, **window: Any) -> str:
         """Side-by-side HTML table of the code diff (every code string escaped); ``window``:
-        ``near`` and ``max_rows`` of :func:`code_diff_html`, to show a part of a long one."""
-        return code_diff_html(self.step_a.code, self.step_b.code, self.labels, context=context, **window)
+        ``near``, ``max_rows`` and ``before`` of :func:`code_diff_html`, to show a part of a long one."""
+        with gc_paused():
+            return code_diff_html(self.step_a.code, self.step_b.code, self.labels, context=context, **window)
 
     @functools.cached_property
     def graph_diff(self) -> pd.DataFrame:

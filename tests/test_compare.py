@@ -327,3 +327,24 @@ def test_a_long_side_by_side_diff_can_start_at_a_line_and_stop():
     assert 1990 <= min(numbers) <= 1996 and max(numbers) < 2100
     assert "mul_2000" in table and "mul_10 " not in table
     assert int(re.search(r"⋯ ([\d,]+) more lines", table).group(1).replace(",", "")) > 500  # the rest, not shown
+
+
+def test_a_diff_window_shows_the_node_after_a_long_removal_and_the_end_past_the_last_change():
+    """Rows of the first code only (a removal) are at no line of the second: a window
+    from line ``near`` starts at that line's row, not inside the removal before it; with
+    no change at or after ``near``, the window is the diff's end."""
+    from fxviz.widgets.panel_code import diff_html
+
+    a = _generated_code(3000, set())  # lines 1001-2000 (add_999 ... add_1998) fused into one
+    b = [*a[:1000], "    fused = fused_op(add_998)", *(line.replace("(add_1998)", "(fused)") for line in a[2000:])]
+    table = code_diff_html("\n".join(a), "\n".join(b), near=1001, max_rows=50, before=5)
+    assert "fused = fused_op(add_998)" in table and "more lines" in table
+    later = code_diff_html("\n".join(a), "\n".join(b), near=1002, max_rows=50, before=0)
+    assert re.search(r"⋯ \d+ lines before", later) and "add_1999 = torch.tanh(fused)" in later
+    comparison = SimpleNamespace(code_diff="\n".join(unified_lines := __import__("fxviz")._linediff.unified_diff(
+        a, b, "a", "b")), code_diff_html=lambda **window: code_diff_html("\n".join(a), "\n".join(b), **window))
+    assert len(unified_lines) > 400
+    unified = diff_html(comparison, "unified", near=1001)
+    assert "fused_op" in unified and "from the selected node" in unified
+    end = diff_html(comparison, "side by side", near=10**6)
+    assert "its end: no change at or after the selected node" in end and "more lines" not in end

@@ -40,21 +40,21 @@ CODE_WINDOW = 400
 NEAR_BEFORE = 5
 
 
-def code_html(code: str, line: int | None = None) -> str:
+def code_html(code: str, line: int | None = None, *, first: int = 1) -> str:
     """``code`` as highlighted HTML (pygments escapes it), ``line`` marked; a code longer
-    than CODE_WINDOW lines as the window of it around ``line`` (else its start),
-    numbered, under a note that says which lines these are."""
+    than CODE_WINDOW lines as the window of it around ``line`` (else its start), numbered
+    (``first``: the number of its first line), under a note that says which lines these are."""
     lines = code.splitlines(keepends=True)
     if len(lines) <= CODE_WINDOW:
         formatter = HtmlFormatter(cssclass="fxviz-code-hl", hl_lines=[line] if line else [], nobackground=True)
         return highlight(code, PythonLexer(stripnl=False), formatter)
     start = max(1, min(len(lines) - CODE_WINDOW + 1, (line or 1) - CODE_WINDOW // 2))
     end = start + CODE_WINDOW - 1
-    formatter = HtmlFormatter(cssclass="fxviz-code-hl", linenos="inline", linenostart=start,
+    formatter = HtmlFormatter(cssclass="fxviz-code-hl", linenos="inline", linenostart=start + first - 1,
                               hl_lines=[line - start + 1] if line else [], nobackground=True)
     where = "around the selected node" if line else "from the start: select a node to see the code around it"
-    note = (f'<p class="fxviz-hint fxviz-code-window">Lines {start:,}–{end:,} of {len(lines):,} '
-            f"(too long to show whole), {where}.</p>")
+    note = (f'<p class="fxviz-hint fxviz-code-window">Lines {start + first - 1:,}–{end + first - 1:,} of '
+            f"{len(lines) + first - 1:,} (too long to show whole), {where}.</p>")
     return note + highlight("".join(lines[start - 1 : end]), PythonLexer(stripnl=False), formatter)
 
 
@@ -86,20 +86,23 @@ def source_html(location: str, context: int = 12) -> str:
 def diff_html(comparison: Any, layout: str, near: int | None = None) -> str:
     """The code diff of ``comparison`` in ``layout`` (one of DIFF_LAYOUTS): a unified
     diff (one column: fits a narrow panel), the side-by-side table, or both for CSS to
-    choose by width. A diff longer than CODE_WINDOW lines shows that many, from a few lines
-    before line ``near`` of the second step's code (else from the start)."""
+    choose by width. A diff longer than CODE_WINDOW lines shows that many: from a few
+    lines before line ``near`` of the second step's code, else from the start (no node
+    selected) or the end (no change at or after it)."""
     lines = comparison.code_diff.splitlines()
     window = {}
     note = ""
     if len(lines) > CODE_WINDOW:
         at = _second_lines(lines)
-        near = near and max(1, near - NEAR_BEFORE)
-        start = next((k for k, line in enumerate(at) if near and line >= near), 0)
-        end = min(len(lines), start + CODE_WINDOW)
-        where = "from the selected node's line" if start else "from the start; select a node to see the changes at it"
-        note = (f'<p class="fxviz-hint fxviz-code-window">Lines {start + 1:,}–{end:,} of the diff\'s {len(lines):,}, '
-                f"{where}.</p>")
-        lines, window = lines[start:end], {"near": near, "max_rows": CODE_WINDOW}
+        found = next((k for k, line in enumerate(at) if near and line is not None and line >= near), None)
+        start = max(0, len(lines) - CODE_WINDOW) if near and found is None else max(0, (found or 0) - NEAR_BEFORE)
+        where = ("from the selected node's line" if found is not None else
+                 "its end: no change at or after the selected node" if near else
+                 "from its start: select a node to see the changes at it")
+        note = (f'<p class="fxviz-hint fxviz-code-window">Part of a diff of {len(lines):,} lines '
+                f"(too long to show whole), {where}.</p>")
+        lines = lines[start : start + CODE_WINDOW]
+        window = {"near": near, "max_rows": CODE_WINDOW, "before": NEAR_BEFORE}
     unified = highlight("\n".join(lines) or "(no change in the code)", DiffLexer(stripnl=False),
                         HtmlFormatter(cssclass="fxviz-code-hl fxviz-diff-unified", nobackground=True))
     if layout == "unified":
@@ -110,16 +113,19 @@ def diff_html(comparison: Any, layout: str, near: int | None = None) -> str:
     return f'{note}<div class="fxviz-diff-fit">{unified}<div class="fxviz-diff-split">{split}</div></div>'
 
 
-def _second_lines(diff: list[str]) -> list[int]:
-    """For each line of a unified diff, the line of the second text it is at."""
-    at, line = [], 0
+def _second_lines(diff: list[str]) -> list[int | None]:
+    """For each line of a unified diff, the line of the second text it shows (None: a
+    line of the first text only, a header)."""
+    at: list[int | None] = []
+    line = 0
     for text in diff:
         if text.startswith("@@"):  # @@ -a,b +c,d @@
             line = int(re.match(r"@@ -\S+ \+(\d+)", text).group(1))
+            at.append(None)
+        elif text.startswith(("-", "+++")):
+            at.append(None)
+        else:
             at.append(line)
-            continue
-        at.append(line)
-        if not text.startswith(("-", "---", "+++")):
             line += 1
     return at
 
@@ -201,5 +207,6 @@ class CodePanel(w.VBox):
             self.view.html = diff_html(comparison, self.layout_choice.value, node_line(step.code, name, op) if name else None)
         else:
             name, op = self._selected
-            code = step.code.lstrip("\n")  # torch.fx starts its code with blank lines
-            self.view.html = code_html(code, node_line(code, name, op) if name else None)
+            code = step.code.lstrip("\n")  # torch.fx starts its code with blank lines; numbered as in diffs
+            self.view.html = code_html(code, node_line(code, name, op) if name else None,
+                                       first=step.code.count("\n", 0, len(step.code) - len(code)) + 1)

@@ -37,13 +37,15 @@ try:  # what non-strict torch.export sets while it traces; missing from some tor
     from torch._export.utils import _compiling_state_context
 except ImportError:
     _compiling_state_context = None
+#: whether :func:`make_fx_on_fakes` can trace as torch.export does (``compiling=True``)
+TRACES_AS_COMPILING = _compiling_state_context is not None
 
 __all__ = [
     "HigherOrderOperator", "OpOverload", "OpOverloadPacket", "TorchDispatchMode", "register_pytree_node", "tree_leaves", "tree_map",
     "tree_map_only",
     "FLASH_CPU", "FlopCounter", "assign_attr", "core_aten_decompositions", "current_autograd_node", "export_forward_backward",
     "as_called", "extract_tensor_metadata", "get_attr", "has_values", "is_fake", "op_schema", "qualified_name", "share_codegen",
-    "code_made", "code_on_first_use",
+    "code_made", "code_on_first_use", "TRACES_AS_COMPILING",
 ]
 
 
@@ -214,12 +216,12 @@ def make_fx_on_fakes(fn: Callable[..., Any], decompositions: dict | None, record
     (parameters) taken as they are (``_allow_non_fake_inputs``: no public switch).
     ``compiling``: with ``torch.compiler.is_compiling()`` and ``is_exporting()`` true, as
     non-strict torch.export traces (``_compiling_state_context``), so code that asks takes
-    the path it keeps for compiled graphs (a torch without that switch traces as without it)."""
+    the path it keeps for compiled graphs (only where ``TRACES_AS_COMPILING``)."""
     from torch.fx.experimental.proxy_tensor import make_fx
 
     traced = make_fx(fn, decompositions, tracing_mode="fake", _allow_non_fake_inputs=True,
                      record_module_stack=record_module_stack)
-    if not compiling or _compiling_state_context is None:
+    if not compiling:
         return traced
 
     def trace(*inputs: Any) -> torch.fx.GraphModule:

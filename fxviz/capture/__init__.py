@@ -267,8 +267,9 @@ def _packed_advice(inputs: tuple) -> str | None:
     """explore() takes the inputs one by one, Session as one tuple: a tuple given to explore
     reaches the model as its one argument."""
     if caller() == "explore" and len(inputs) == 1 and isinstance(inputs[0], (tuple, list)):
-        return ("explore takes the example inputs one by one, as the model is called: explore(model, *inputs), "
-                "not explore(model, inputs) (Session(model, inputs) takes them as one tuple).")
+        return ("if the model takes these as separate arguments, give them one by one, as the model is called: "
+                "explore(model, *inputs), not explore(model, inputs) (Session(model, inputs) takes one tuple); "
+                "else pass inputs the model accepts.")
     return None
 
 

@@ -98,7 +98,7 @@ def split_note(name: str, result: Capture, attempts: list[tuple[str, str]]) -> s
     count, first = len(result.graphs), result.graph_breaks[0]
     at = f" at {first['user_line']}" if first.get("user_line") else ""
     stopped = "".join(f"\n  - {method}: {reason}" for method, reason in attempts if not reason.startswith("skipped"))
-    return re.sub(r"\S*/(site|dist)-packages/", "", (  # a library's files by their package path, as the list names them
+    return re.sub(r"(?:[A-Za-z]:)?[/\\][^\n:]*?[/\\](?:site|dist)-packages[/\\]", "", (  # a library's files by their package path, as the list names them
             f"{name} opened as {count} graph{'s' * (count != 1)}, cut where dynamo broke (the first: "
             f"{first['reason']}{at}): what runs at a break is in no graph. No method traced it as one graph:{stopped}\n"
             "Each graph is checked on its own, on the inputs dynamo gave it, not the whole model or step.\n"

@@ -9,7 +9,7 @@ import torch
 import torch.fx
 from torch import nn
 
-from fxviz._torch_internals import assign_attr, make_fx_on_fakes
+from fxviz._torch_internals import TRACES_AS_COMPILING, assign_attr, make_fx_on_fakes
 from fxviz.capture._common import finish, first_line, front_end, where
 from fxviz.capture.backward import attribute_backward, sequence_numbers
 from fxviz._runtime import untouched
@@ -72,7 +72,7 @@ def _traced(target: Callable[..., Any], decompositions: dict | None, record: boo
         if "_local_scalar_dense" not in str(exc):  # torch's op for reading a value (.item(), bool())
             raise
         on_values = exc
-    for compiling in (False, True):
+    for compiling in (False, True) if TRACES_AS_COMPILING else (False,):
         try:
             return make_fx_on_fakes(target, decompositions, record, compiling)(*inputs)
         except Exception as exc:
