@@ -237,7 +237,12 @@ def test_the_explorers_export_button_writes_the_report_and_links_it(tmp_path, mo
     explorer = fxviz.explore(model, torch.randn(2, 4), profile="sync", profile_kwargs={"repeats": 3})
     try:
         explorer.session.apply("lower_modules")
+        seen, write = [], explorer.session.to_html
+        monkeypatch.setattr(explorer.session, "to_html", lambda *a, **k: (
+            seen.append((explorer.export_button.description, explorer.export_button.disabled)), write(*a, **k))[1])
         explorer.export_button.click()
+        assert seen == [("exporting…", True)]  # seconds on a large graph: the button says so meanwhile
+        assert (explorer.export_button.description, explorer.export_button.disabled) == ("export", False)
         assert explorer.error.value == ""
         page = (tmp_path / "Sequential-report.html").read_text()
         assert 'href="Sequential-report.html"' in explorer.export_link.value

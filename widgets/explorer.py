@@ -55,6 +55,7 @@ from .panel_passes import PassPanel, step_badge
 from .panel_timing import TimingPanel
 from .profiling import Profiler
 from ._later import after_cell
+from ._busy import working
 from ._tree import close_tree
 from .table_view import TableView
 
@@ -149,7 +150,7 @@ class Explorer(w.VBox):
         timings measured so far, and show a link to it; default path: ``<model>-report.html``
         in the kernel's working directory (a notebook's own folder)."""
         path = pathlib.Path(path or re.sub(r"[^\w.-]", "_", self._name) + "-report.html")
-        with self.profiler.paused():  # writing checks every step: the model runs
+        with working(self.export_button, "exporting…"), self.profiler.paused():  # checks every step: runs the model
             self.session.to_html(path, title=self._name)
         href = escape(path.as_posix() if not path.is_absolute() else path.as_uri())
         self.export_link.value = f'<a href="{href}" target="_blank" download>{escape(path.name)}</a>'

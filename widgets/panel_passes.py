@@ -19,6 +19,7 @@ from fxviz.errors import InputError
 from fxviz.markup import escape
 from fxviz.passes import PassParam, PassSpec
 
+from ._busy import working
 from ._tree import replace_children
 
 WHOLE, SELECTED = "whole graph", "selected nodes"
@@ -110,14 +111,12 @@ class PassPanel(w.VBox):
 
     @contextlib.contextmanager
     def busy(self) -> Iterator[None]:
-        """The apply button says the pass is running, and takes no second click, until it
-        ends, failed or not: seconds on a graph of 100,000 nodes."""
-        self.apply.description, self.apply.icon, self.apply.disabled = "applying…", "hourglass-half", True
+        """The apply button says the pass is running until it ends (:func:`working`)."""
         try:
-            yield
+            with working(self.apply, "applying…"):
+                yield
         finally:
-            self.apply.description, self.apply.icon, self.apply.disabled = "apply", "play", False
-            self._describe()  # enabled again where the pass applies to the (new) current step
+            self._describe()  # disabled again where the pass does not apply to the new current step
 
     def request(self) -> tuple[str, dict[str, Any], tuple[str, ...] | None]:
         """``(pass name, parameters, nodes or None)`` from the form; ValueError names a
