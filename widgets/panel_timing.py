@@ -168,13 +168,14 @@ def _overhead(attrs: dict) -> str:
 
 def _output_html(slowest: Any, nodes: int) -> str:
     """The output node among the 3 slowest of a graph longer than the chart: its time is
-    Python returning from forward, whose frame holds a variable per node (a quarter of a
-    millisecond at 100,000 nodes), not an op."""
+    Python returning from forward (the results put into the structure the model returns,
+    a variable per node freed: a quarter of a millisecond at 100,000 nodes), not an op."""
     if nodes <= TOP or "output" not in set(slowest["op"][:3]):
         return ""
     return '<div class="fxviz-hint">' + escape(
-        f"output: the time forward takes to return, freeing its {nodes:,} variables (one per node); "
-        "no op runs there.") + "</div>"
+        "output: the time forward takes to return: putting the results into the structure the model returns "
+        f"(a tuple, or a pytree of many tensors) and freeing its {nodes:,} variables (one per node); no op runs there.") \
+        + "</div>"
 
 
 def _launch_html(attrs: dict) -> str:
