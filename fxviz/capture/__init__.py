@@ -20,6 +20,7 @@ import torch.fx
 from torch import nn
 
 from fxviz.capture import dynamo, export
+from fxviz.capture.model_config import config_advice
 from fxviz.capture._common import (Capture, FrontEnd, Request, as_inputs, auto_order, called_as, caller, cell_name,
                                    choose, first_line, forget_front_end, front_end, front_ends, methods,
                                    torch_errors_quiet, where)
@@ -75,7 +76,10 @@ def _capture(model: Any, example_inputs: Any, tracer: Any, capture_timeout: floa
         reason = chosen.why_not(model, inputs)
         if reason:
             raise TraceError(_advice(chosen, model, reason))
-        return chosen(_request(chosen, model, inputs, tracer, options))
+        try:
+            return chosen(_request(chosen, model, inputs, tracer, options))
+        except TraceError as exc:  # as with "auto": a model that fails on its own is not the tracer's failure
+            raise _own_failure(model, inputs) or exc
     except TraceError as exc:  # name the call the user wrote, as the messages below do
         if not str(exc).startswith(f"{caller()}("):
             exc.args = (f"{caller()}(...): {exc}",)
@@ -260,7 +264,8 @@ def _device_advice(model: Any, inputs: tuple) -> str:
                 else f"where the model is (e.g. torch.randn(..., device={home!r}))")
         return (f"the model's tensors are on {', '.join(sorted(held))} but the example inputs on "
                 f"{', '.join(sorted(given))}: make the inputs {make}, or move the model.")
-    return _keywords_advice(model, inputs) or _packed_advice(inputs) or "pass inputs the model accepts."
+    return (config_advice(modules) or _keywords_advice(model, inputs) or _packed_advice(inputs)
+            or "pass inputs the model accepts.")
 
 
 def _packed_advice(inputs: tuple) -> str | None:
