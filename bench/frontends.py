@@ -153,6 +153,11 @@ def _hidden(out: Any) -> torch.Tensor:
 
 
 TINY_LM = {"vocab_size": 128, "num_key_value_heads": 1, **SMALL}
+#: Multi-head latent attention (q/k 16 wide, v 8) and a mixture of experts in layer 1. Its keys and values are
+#: made per head, so num_key_value_heads must equal num_attention_heads (fxviz's error says so otherwise).
+TINY_MLA = {**TINY_LM, "num_key_value_heads": SMALL["num_attention_heads"], "q_lora_rank": 16, "kv_lora_rank": 16,
+            "qk_rope_head_dim": 8, "qk_nope_head_dim": 8, "v_head_dim": 8, "moe_intermediate_size": 16,
+            "n_routed_experts": 4, "num_experts_per_tok": 2, "n_group": 1, "topk_group": 1, "first_k_dense_replace": 1}
 FAMILIES: dict[str, dict[str, Callable[[], tuple]]] = {
     "timm": {n: _timm(n) for n in (
         "resnet18", "convnext_atto", "efficientnet_b0", "mobilenetv3_small_100", "regnetx_002", "ghostnet_100",
@@ -237,6 +242,9 @@ FAMILIES: dict[str, dict[str, Callable[[], tuple]]] = {
         "mixtral (train step, eager experts)": _step(_hf("MixtralConfig", num_local_experts=4, num_experts_per_tok=2,
                                                          experts_implementation="eager", use_cache=False, **TINY_LM),
                                                      _hidden),
+        **_decoder("DeepseekV3Config", **TINY_MLA),
+        "deepseekv3 (train step)": _step(_hf("DeepseekV3Config", use_cache=False, **TINY_MLA), _hidden),
+        "deepseekv2 (no cache)": _hf("DeepseekV2Config", use_cache=False, **TINY_MLA),
         "qwen2-moe (train step)": _step(_hf("Qwen2MoeConfig", num_experts=4, num_experts_per_tok=2,
                                             moe_intermediate_size=32, shared_expert_intermediate_size=32,
                                             use_cache=False, **TINY_LM), _hidden),
