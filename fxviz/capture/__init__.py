@@ -20,7 +20,7 @@ import torch.fx
 from torch import nn
 
 from fxviz.capture import dynamo, export
-from fxviz.capture.own_failure import own_failure
+from fxviz.capture.model_failure import own_failure
 from fxviz.capture._common import (Capture, FrontEnd, Request, as_inputs, auto_order, called_as, caller, cell_name,
                                    choose, first_line, forget_front_end, front_end, front_ends, methods,
                                    torch_errors_quiet, where)
