@@ -55,6 +55,28 @@ def small_image() -> torch.Tensor:
     return torch.randn(1, 3, 64, 64)
 
 
+class MaskedAttention(nn.Module):
+    """Self-attention under a mask (CPU's flash-attention kernel); ``loss``: returns the
+    mean square of its output, a loss to train on."""
+
+    def __init__(self, loss: bool = False):
+        super().__init__()
+        self.qkv, self.loss = nn.Linear(16, 48), loss
+
+    def forward(self, x, mask):
+        q, k, v = self.qkv(x).view(1, 8, 3, 2, 8).permute(2, 0, 3, 1, 4)
+        out = nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        return out.pow(2).mean() if self.loss else out
+
+
+@pytest.fixture
+def masked_attention() -> tuple[type[MaskedAttention], tuple[torch.Tensor, torch.Tensor]]:
+    """The class, and its inputs: 8 tokens of width 16 and their causal mask."""
+    torch.manual_seed(0)
+    mask = torch.zeros(8, 8).masked_fill(torch.ones(8, 8, dtype=torch.bool).triu(1), float("-inf"))
+    return MaskedAttention, (torch.randn(1, 8, 16), mask)
+
+
 @pytest.fixture(scope="session")
 def chromium():
     """The one Playwright driver and Debian Chromium of the run: Playwright's sync API

@@ -101,19 +101,9 @@ def test_without_a_make_fx_trace_the_joint_graphs_backward_falls_back_to_the_heu
     assert conv_bwd.meta["module_path"] == "model.0 · backward"
 
 
-class MaskedAttentionLoss(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.qkv = nn.Linear(16, 48)
-
-    def forward(self, x, mask):
-        q, k, v = self.qkv(x).view(1, 8, 3, 2, 8).permute(2, 0, 3, 1, 4)
-        return nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask).pow(2).mean()
-
-
-def test_the_joint_graph_of_masked_attention_has_the_eager_gradients():
+def test_the_joint_graph_of_masked_attention_has_the_eager_gradients(masked_attention):
     """torch's decomposition of the CPU flash-attention forward returns the attention
     weights where the backward kernel reads the log-sum-exp: the gradients were wrong."""
-    mask = torch.zeros(8, 8).masked_fill(torch.ones(8, 8, dtype=torch.bool).triu(1), float("-inf"))
-    session = fxviz.Session(MaskedAttentionLoss(), (torch.randn(1, 8, 16), mask), tracer="export (joint)")
+    model, inputs = masked_attention
+    session = fxviz.Session(model(loss=True), inputs, tracer="export (joint)")
     assert session.current.check.status == "match", session.current.check.message
