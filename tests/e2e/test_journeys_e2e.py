@@ -230,6 +230,9 @@ def test_3_apply_undo_redo_keep_the_zoom_and_the_graph_in_view(desk, explorer):
 def test_4_timing_compare_controls_are_reachable_and_agree_with_python(desk, explorer):
     page = desk
     _open_tab(explorer, "Timing")
+    # The step's timings first: when they arrive the summary and chart above the controls grow.
+    explorer.locator(".fxviz-timing-summary", has_text=re.compile(r"Step \d+: forward")).wait_for(timeout=180_000)
+    explorer.locator(".fxviz-timing-chart svg").wait_for(timeout=60_000)
     for control in (".fxviz-compare-a select", ".fxviz-compare-b select", "button.fxviz-compare"):
         box = explorer.locator(control)
         box.scroll_into_view_if_needed()
