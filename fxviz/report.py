@@ -191,7 +191,7 @@ def _step(step: Any, current: int, views: dict[str, int], variants: list[int], b
         "n_nodes": len(graph),
         "views": {focus: variants[i] for focus, i in views.items()},
         "nodes": nodes_json({n: _tooltip(a, times.get(n)) for n, a in graph.nodes(data=True)}),
-        "details": blobs.add(_details(graph, times)),
+        "details": blobs.add({n: _details(graph, n, times.get(n)) for n in graph}),
         "rows": blobs.add(node_rows(graph, _Measured(table))),
         "code": blobs.add(code),
         "lines": _node_lines(code, graph),
@@ -226,29 +226,23 @@ def _tooltip(attrs: dict[str, Any], t: tuple[float, float] | None) -> dict[str, 
             "shape": shape_text(attrs["shape"]), "time": "" if t is None else f"{t[0]:.1f} µs ({t[1]:.1f} %)"}
 
 
-DETAIL_ROWS = ("op", "name", "target", "args", "kwargs", "module path", "shape", "dtype", "stride", "memory format",
-               "FLOPs", "MACs", "time")
-
-
-def _details(graph: Any, times: dict[str, tuple[float, float]]) -> dict[str, dict[str, Any]]:
-    """What the Explorer's Details tab says about each node, as plain strings."""
-    out = {}
-    for name, a in graph.nodes(data=True):
-        t = times.get(name)
-        values = (
-            a["op"], name, a["target"], a["args"], a["kwargs"],
-            "(top level)" if a["module_path"] == "" else a["module_path"], shape_text(a["shape"]) or "unknown",
-            a["dtype"], a["stride"],
-            a["memory_format"], None if a["flops"] is None else f"{int(a['flops']):,}",
-            None if a["macs"] is None else f"{int(a['macs']):,}",
-            "not profiled" if t is None else f"{t[0]:.1f} µs ({t[1]:.1f} % of the step's node time)",
-        )
-        out[name] = {
-            "rows": [[k, "—" if v is None else str(v)] for k, v in zip(DETAIL_ROWS, values)],
-            "inputs": [[f"{use}: {p}", p] for p, edge in graph.pred[name].items() for use in edge["uses"]],
-            "users": list(graph.succ[name]),
-        }
-    return out
+def _details(graph: Any, name: str, t: tuple[float, float] | None) -> dict[str, Any]:
+    """What the Explorer's Details tab says about one node, as plain strings."""
+    a = graph.nodes[name]
+    rows = [
+        ("op", a["op"]), ("name", name), ("target", a["target"]), ("args", a["args"]), ("kwargs", a["kwargs"]),
+        ("module path", "(top level)" if a["module_path"] == "" else a["module_path"]),
+        ("shape", shape_text(a["shape"]) or "unknown"), ("dtype", a["dtype"]), ("stride", a["stride"]),
+        ("memory format", a["memory_format"]),
+        ("FLOPs", None if a["flops"] is None else f"{int(a['flops']):,}"),
+        ("MACs", None if a["macs"] is None else f"{int(a['macs']):,}"),
+        ("time", "not profiled" if t is None else f"{t[0]:.1f} µs ({t[1]:.1f} % of the step's node time)"),
+    ]
+    return {
+        "rows": [[k, "—" if v is None else str(v)] for k, v in rows],
+        "inputs": [[f"{use}: {p}", p] for p in graph.predecessors(name) for use in graph.edges[p, name]["uses"]],
+        "users": list(graph.successors(name)),
+    }
 
 
 def _timing(table: Any, blobs: _Blobs) -> dict[str, Any]:
