@@ -298,8 +298,8 @@ class _DotWriter:
             out.append(f'{indent}{self._id("stub", k)} [id="fxst-{k}" label=<{escape(text)}> '
                        'shape=plain fontsize=9 fontcolor="#6b7280" style=""]')
 
-    def _highlight(self, names: list[str]) -> str:
-        return f' penwidth=2.5 color="{HIGHLIGHT_COLOR}"' if self.highlight and self.highlight.intersection(names) else ""
+    def _highlight(self, names: list[str]) -> str:  # nothing highlighted: a box's members are not scanned
+        return "" if not self.highlight or self.highlight.isdisjoint(names) else f' penwidth=2.5 color="{HIGHLIGHT_COLOR}"'
 
     def _fx_node(self, name: str, out: list[str], indent: str) -> None:
         attrs = {"name": name, **self.graph.nodes[name]}

@@ -18,6 +18,7 @@ Explorer or ``step.profile()``) unless ``profile=True`` measures the others.
 from __future__ import annotations
 
 import base64
+import contextlib
 import gzip
 import html
 import json
@@ -25,6 +26,7 @@ import pathlib
 import re
 import sys
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,7 +58,7 @@ def report_html(session: Any, *, title: str | None = None, profile: bool = False
     steps = session.steps
     name = title or type(steps[0].gm).__name__
     # dot lays out the drawings and zlib compresses blobs while the page is made
-    with ThreadPoolExecutor(WORKERS) as layouts, ThreadPoolExecutor(1) as compress:
+    with _threads(WORKERS) as layouts, _threads(1) as compress:
         blobs = _Blobs(compress)
         views = draw_all((s.graph for s in steps), max_views, layouts)
         variants = blobs.reserve(len(views.variants))  # the drawings first, as they are added
@@ -92,6 +94,17 @@ def report_html(session: Any, *, title: str | None = None, profile: bool = False
         f'<script type="module">{host}</script>',
         "</body></html>",
     ])
+
+
+@contextlib.contextmanager
+def _threads(workers: int) -> Iterator[ThreadPoolExecutor]:
+    """A thread pool that drops the work not yet started when the block fails: an export
+    that fails fails at once, not after dot has laid out every drawing."""
+    pool = ThreadPoolExecutor(workers)
+    try:
+        yield pool
+    finally:
+        pool.shutdown(cancel_futures=True)
 
 
 def _front_end() -> tuple[str, str, str, str, list, Any, Any, pathlib.Path]:
