@@ -54,7 +54,7 @@ def write_html(session: Any, path: str | pathlib.Path, *, title: str | None = No
 def report_html(session: Any, *, title: str | None = None, profile: bool = False,
                 max_views: int = DEFAULT_MAX_VIEWS) -> str:
     """The report page as a string."""
-    views_esm, views_css, table_esm, table_css, columns, node_rows, nodes_json, widgets_dir = _front_end()
+    views_esm, views_css, table_esm, table_css, columns, node_rows, by_column, widgets_dir = _front_end()
     steps = session.steps
     name = title or type(steps[0].gm).__name__
     # dot lays out the drawings and zlib compresses blobs while the page is made
@@ -68,7 +68,7 @@ def report_html(session: Any, *, title: str | None = None, profile: bool = False
             "columns": columns,
             "color_modes": [colour_modes.mode(None).view()],  # its drawings are coloured by op
             "steps": [_step(s, session.index, views.per_step[s.index], variants, blobs, profile, node_rows,
-                            nodes_json) for s in steps],
+                            by_column) for s in steps],
             "diffs": {f"{a.index},{b.index}": blobs.add(session.compare(a.index, b.index).code_diff)
                       for a in steps for b in steps if a is not b},
         }
@@ -109,12 +109,13 @@ def _threads(workers: int) -> Iterator[ThreadPoolExecutor]:
 
 def _front_end() -> tuple[str, str, str, str, list, Any, Any, pathlib.Path]:
     """The graph view's and node table's ES modules and CSS exactly as the widgets get
-    them, the Explorer's node-table columns, its row builder, the graph view's encoding
-    of node records (``nodes_to_json``) and the widgets' folder
+    them, the Explorer's node-table columns, its row builder, the class that encodes the
+    graph view's node records (``Columns``, as ``nodes_to_json`` uses it) and the widgets' folder
     (``fxviz.widgets`` maps onto the top-level ``widgets/``, not ``fxviz/widgets``)."""
     try:
+        from fxviz.widgets.columns import Columns
+        from fxviz.widgets.graph_view import GraphView
         from fxviz.widgets.node_records import COLUMNS, rows
-        from fxviz.widgets.graph_view import GraphView, nodes_to_json
         from fxviz.widgets.table_view import TableView
     except ImportError as exc:
         raise MissingDependency(
@@ -123,7 +124,7 @@ def _front_end() -> tuple[str, str, str, str, list, Any, Any, pathlib.Path]:
         ) from exc
     widgets_dir = pathlib.Path(sys.modules[GraphView.__module__].__file__).parent
     return (str(GraphView._esm), str(GraphView._css), str(TableView._esm), str(TableView._css),
-            COLUMNS, rows, nodes_to_json, widgets_dir)
+            COLUMNS, rows, Columns, widgets_dir)
 
 
 def _json(value: Any) -> str:
@@ -184,7 +185,7 @@ def _no_nan(value: Any) -> Any:
 
 
 def _step(step: Any, current: int, views: dict[str, int], variants: list[int], blobs: _Blobs,
-          profile: bool, node_rows: Any, nodes_json: Any) -> dict[str, Any]:
+          profile: bool, node_rows: Any, by_column: Any) -> dict[str, Any]:
     graph = step.graph
     code = step.code.lstrip("\n")  # torch.fx starts its code with blank lines
     table = step.measured_profile
@@ -203,7 +204,7 @@ def _step(step: Any, current: int, views: dict[str, int], variants: list[int], b
                   "max_abs": _finite(check.max_abs), "max_rel": _finite(check.max_rel)},
         "n_nodes": len(graph),
         "views": {focus: variants[i] for focus, i in views.items()},
-        "nodes": nodes_json({n: _tooltip(a, times.get(n)) for n, a in graph.nodes(data=True)}),
+        "nodes": _nodes(graph, times, by_column),
         "details": blobs.add({n: _details(graph, n, times.get(n)) for n in graph}),
         "rows": blobs.add(node_rows(graph, _Measured(table))),
         "code": blobs.add(code),
@@ -233,10 +234,15 @@ def _finite(x: float) -> float | None:
     return x if x == x and abs(x) != float("inf") else None
 
 
-def _tooltip(attrs: dict[str, Any], t: tuple[float, float] | None) -> dict[str, str]:
-    """The graph view's per-node record (tooltip and search); ``t``: (median µs, share %)."""
-    return {"op": attrs["op"], "target": str(attrs["target"]), "module_path": attrs["module_path"] or "",
-            "shape": shape_text(attrs["shape"]), "time": "" if t is None else f"{t[0]:.1f} µs ({t[1]:.1f} %)"}
+def _nodes(graph: Any, times: dict[str, tuple[float, float]], by_column: Any) -> dict[str, Any]:
+    """The graph view's node records (tooltip and search) as it reads them (``nodes_to_json``),
+    made column by column: a dict per node would cost twice as long."""
+    attrs = [a for _, a in graph.nodes(data=True)]
+    return by_column({
+        "name": list(graph), "op": [a["op"] for a in attrs], "target": [str(a["target"]) for a in attrs],
+        "module_path": [a["module_path"] or "" for a in attrs], "shape": [shape_text(a["shape"]) for a in attrs],
+        "time": ["" if (t := times.get(n)) is None else f"{t[0]:.1f} µs ({t[1]:.1f} %)" for n in graph],
+    }, len(attrs)).encoded()
 
 
 def _details(graph: Any, name: str, t: tuple[float, float] | None) -> dict[str, Any]:

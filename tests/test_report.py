@@ -87,6 +87,10 @@ def test_timings_appear_only_when_measured_unless_asked(my_module):
     timing = _data(report_html(session))["steps"][0]["timing"]
     assert timing["columns"][0] == "node" and {r[0] for r in timing["rows"]} <= set(session.current.graph)
     assert "3 repeats" in timing["summary"]
+    records = {r["name"]: r for r in rows_from_json(_data(report_html(session))["steps"][0]["nodes"])}
+    measured = session.current.measured_profile.set_index("node")
+    assert {name: r["time"] for name, r in records.items() if r["time"]} == {  # the tooltips' times
+        name: f"{m.median_us:.1f} µs ({m.share:.1f} %)" for name, m in measured.iterrows()}
 
 
 def test_every_user_string_is_escaped():
