@@ -74,8 +74,8 @@ def _layout(rendering: Rendering) -> tuple[Rendering, str | RenderError]:
 def module_paths(graph: nx.DiGraph) -> set[str]:
     """Every module path and its ancestors (``render`` ignores the ones it does not draw)."""
     paths = set()
-    for _, attrs in graph.nodes(data=True):
-        parts = (attrs.get("module_path") or "").split(".")
+    for path in {attrs.get("module_path") or "" for _, attrs in graph.nodes(data=True)}:  # each once
+        parts = path.split(".")
         paths.update(".".join(parts[: i + 1]) for i in range(len(parts)) if parts[0])
     return paths
 
