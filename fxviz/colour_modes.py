@@ -17,6 +17,7 @@ from typing import Any
 import networkx as nx
 
 from fxviz.errors import InputError
+from fxviz.graph_memo import derived
 from fxviz.layout_plan import Unit
 
 #: node name -> value (an op kind, a number, a mark), for every node a mode knows about
@@ -109,9 +110,15 @@ def heat(boxes: Boxes, data: NodeData, name: str) -> Fills:
     return fill, legend
 
 
+def node_attr(graph: nx.DiGraph, key: str) -> NodeData:
+    """Node name -> attribute ``key`` of ``fxviz.to_networkx``'s graph (None left out);
+    once per graph inside :func:`fxviz.graph_memo.unchanged_graphs` (a report's drawings)."""
+    return derived(graph, ("attr", key), lambda g: {n: a[key] for n, a in g.nodes(data=True) if a.get(key) is not None})
+
+
 def graph_attr(key: str) -> Callable[[nx.DiGraph], NodeData]:
-    """Per-node data from an attribute of ``fxviz.to_networkx``'s graph (None left out)."""
-    return lambda graph: {n: a[key] for n, a in graph.nodes(data=True) if a.get(key) is not None}
+    """Per-node data from an attribute of the graph (:func:`node_attr`)."""
+    return lambda graph: node_attr(graph, key)
 
 
 def profile_column(column: str) -> Callable[[Any], NodeData]:

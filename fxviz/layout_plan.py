@@ -72,7 +72,7 @@ def plan_layout(graph: nx.DiGraph, *, collapse: set[str], expand: Iterable[str],
 
 def _plan(graph: nx.DiGraph, collapse: set[str], expand: list[str], auto: bool, max_nodes: int,
           long_edge: int, ratio: float) -> LayoutPlan:
-    tree = _tree(graph)
+    tree, members = _tree(graph)
     collapse = {p for p in collapse if p in tree.boxes}
     must: list[str] = []
     for key in expand:
@@ -85,13 +85,13 @@ def _plan(graph: nx.DiGraph, collapse: set[str], expand: list[str], auto: bool, 
         must.extend(reversed(tree.chain(asked[0])))
     wishes = asked[1:]
     if not auto:
-        return _build(tree, [p for p in tree.boxes if p and p not in collapse], [], long_edge)
+        return _build(tree, members, [p for p in tree.boxes if p and p not in collapse], [], long_edge)
     budget, plan, over = max_nodes, None, 1.0
     box_limit = max_nodes * (ratio if wishes else 1)
     for _ in range(24):  # shrink the box budget until the plan's boxes and work fit
         opened, closed = _choose_open(tree, collapse, must, wishes, budget, ratio)
         if plan is None or opened != plan.opened:
-            plan = _build(tree, opened, closed, long_edge)
+            plan = _build(tree, members, opened, closed, long_edge)
             over = max(plan.box_count / box_limit, plan.work / (WORK_PER_BOX * max_nodes))
             if over <= 1:
                 return plan
@@ -103,27 +103,29 @@ def _plan(graph: nx.DiGraph, collapse: set[str], expand: list[str], auto: bool, 
     return plan
 
 
-def _build(tree: BoxTree, opened: list[str], closed: list[str], long_edge: int) -> LayoutPlan:
+def _build(tree: BoxTree, members: dict[str, list[str]], opened: list[str], closed: list[str],
+           long_edge: int) -> LayoutPlan:
     plan = LayoutPlan(closed=closed)
-    _place(tree, set(opened), plan)
+    _place(tree, members, set(opened), plan)
     placed = set(plan.opened)
     plan.opened = [p for p in opened if p in placed]
     _plan_edges(tree, plan, long_edge)
     return plan
 
 
-_TREES: weakref.WeakKeyDictionary[nx.DiGraph, tuple[int, BoxTree]] = weakref.WeakKeyDictionary()
+_TREES: weakref.WeakKeyDictionary[nx.DiGraph, tuple[int, BoxTree, dict[str, list[str]]]] = weakref.WeakKeyDictionary()
 
 
-def _tree(graph: nx.DiGraph) -> BoxTree:
+def _tree(graph: nx.DiGraph) -> tuple[BoxTree, dict[str, list[str]]]:
     """The box tree of ``graph``, built once per graph (a step's graph never changes):
-    expanding a box or revealing a node then costs the drawing, not the graph."""
+    expanding a box or revealing a node then costs the drawing, not the graph; and the
+    FX nodes of each box drawn collapsed so far (a report draws ~40 views of one tree)."""
     size = graph.number_of_nodes()  # a cheap check that the graph was not rebuilt in place
     cached = _TREES.get(graph)
     if cached is None or cached[0] != size:
-        cached = (size, build_tree(graph))
+        cached = (size, build_tree(graph), {})
         _TREES[graph] = cached
-    return cached[1]
+    return cached[1], cached[2]
 
 
 def _choose_open(tree: BoxTree, collapse: set[str], must: list[str], wishes: list[str],
@@ -188,7 +190,7 @@ def _hidden(box: Box) -> bool:
     return box.repeated or box.edges > DENSE_EDGES * len(box.items)
 
 
-def _place(tree: BoxTree, opened: set[str], plan: LayoutPlan) -> None:
+def _place(tree: BoxTree, known: dict[str, list[str]], opened: set[str], plan: LayoutPlan) -> None:
     """Children lists of open boxes, and the unit (own box or collapsed box) of every node."""
     boxes = tree.boxes
     stack = [""]
@@ -210,7 +212,9 @@ def _place(tree: BoxTree, opened: set[str], plan: LayoutPlan) -> None:
                 plan.collapsed.add(key)
                 plan.labels[key] = boxes[key].label
                 plan.drawn += 1
-                members = _members(boxes, key)
+                members = known.get(key)
+                if members is None:
+                    members = known[key] = _members(boxes, key)
                 plan.members[key] = members
                 plan.unit_of.update(dict.fromkeys(members, ("collapsed", key)))  # one unit shared by its members
 

@@ -22,6 +22,7 @@ import torch.fx
 
 from fxviz import colour_modes
 from fxviz.errors import RenderError
+from fxviz.graph_memo import derived
 from fxviz.markup import escape
 from fxviz.graph import shape_text, to_networkx
 from fxviz.layout_plan import LayoutPlan, Unit, plan_layout
@@ -165,7 +166,6 @@ def _render(graph: nx.DiGraph, budget: int, asked: int | None, fallback: bool, n
         )
     fill, legend = _fills(graph, plan, options["color_by"], options["values"], options["marks"])
     writer = _DotWriter(graph, plan, fill, options["highlight"])
-    lines = writer.lines()
     dot = graphviz.Digraph(
         name="fxviz",
         graph_attr={"rankdir": options["rankdir"], "nodesep": "0.25", "ranksep": "0.35", "fontname": "Helvetica",
@@ -174,7 +174,7 @@ def _render(graph: nx.DiGraph, budget: int, asked: int | None, fallback: bool, n
                    "fontsize": "11", "margin": "0.08,0.04", "height": "0.3", "penwidth": "0.8",
                    "color": "#6b7280"},
         edge_attr={"arrowsize": "0.6", "color": "#6b7280", "penwidth": "0.8"},
-        body=lines,
+        body=writer.lines(),
     )
     if plan.closed:
         note = "; ".join(filter(None, [note, f"{len(plan.closed)} {'box' if len(plan.closed) == 1 else 'boxes'} "
@@ -182,8 +182,7 @@ def _render(graph: nx.DiGraph, budget: int, asked: int | None, fallback: bool, n
     coarser = None
     if fallback and plan.box_count > MIN_FALLBACK:  # half the boxes, asked open or not
         half = max(MIN_FALLBACK, plan.box_count // 2)
-        # Half the time too (at least 1 s, never more than this one's): the whole fallback
-        # waits at most about twice layout_timeout.
+        # Half the time too (at least 1 s, never more than this one's): the fallback waits at most ~2x layout_timeout.
         timeout = options["layout_timeout"]
         coarser = partial(_render, graph, min(budget, half), half, True,
                           **{**options, "layout_timeout": min(timeout, max(1.0, timeout / 2))})
@@ -262,7 +261,8 @@ class _DotWriter:
         self.graph, self.plan, self.fill, self.highlight = graph, plan, fill, highlight
         self.elements: dict[str, dict[str, Any]] = {}
         self.ids: dict[tuple[str, Any], str] = {}
-        self.flops = {n: f for n, f in graph.nodes(data="flops") if f} if plan.members else {}  # summed per collapsed box
+        # summed per collapsed box, once per box of a graph (its members: its graph's, whatever else is open)
+        self.flops = colour_modes.node_attr(graph, "flops") if plan.members else {}
 
     def _id(self, kind: str, key: Any) -> str:
         return self.ids.setdefault((kind, key), f"{kind[0]}{len(self.ids)}")
@@ -298,8 +298,8 @@ class _DotWriter:
             out.append(f'{indent}{self._id("stub", k)} [id="fxst-{k}" label=<{escape(text)}> '
                        'shape=plain fontsize=9 fontcolor="#6b7280" style=""]')
 
-    def _highlight(self, names: list[str]) -> str:
-        return f' penwidth=2.5 color="{HIGHLIGHT_COLOR}"' if self.highlight.intersection(names) else ""
+    def _highlight(self, names: list[str]) -> str:  # nothing highlighted: a box's members are not scanned
+        return "" if not self.highlight or self.highlight.isdisjoint(names) else f' penwidth=2.5 color="{HIGHLIGHT_COLOR}"'
 
     def _fx_node(self, name: str, out: list[str], indent: str) -> None:
         attrs = {"name": name, **self.graph.nodes[name]}
@@ -312,7 +312,7 @@ class _DotWriter:
         members = self.plan.members[path]
         cid = len(self.elements)
         self.elements[f"fxco-{cid}"] = {"kind": "collapsed", "name": path, "count": len(members)}
-        flops = sum(filter(None, map(self.flops.get, members)))
+        flops = derived(self.graph, ("flops", path), lambda _: sum(filter(None, map(self.flops.get, members))))
         detail = f"{len(members)} nodes" + (f" · {human_flops(flops)}" if flops else "") + " · ⊕"
         label = (f"<<B>{escape(self.plan.labels[path])}</B><BR/>"
                  f'<FONT POINT-SIZE="9">{escape(detail)}</FONT>>')

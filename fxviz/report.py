@@ -18,12 +18,15 @@ Explorer or ``step.profile()``) unless ``profile=True`` measures the others.
 from __future__ import annotations
 
 import base64
+import contextlib
 import gzip
 import html
 import json
 import pathlib
 import re
 import sys
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,7 +34,7 @@ from fxviz import colour_modes
 from fxviz._gc import gc_paused
 from fxviz.errors import FxvizError, MissingDependency
 from fxviz.graph import shape_text
-from fxviz.report_views import draw_all, variant_record
+from fxviz.report_views import WORKERS, draw_all, variant_record
 
 TOP_NODES = 15  # rows of each step's timing table and chart
 DEFAULT_MAX_VIEWS = 40
@@ -51,23 +54,27 @@ def write_html(session: Any, path: str | pathlib.Path, *, title: str | None = No
 def report_html(session: Any, *, title: str | None = None, profile: bool = False,
                 max_views: int = DEFAULT_MAX_VIEWS) -> str:
     """The report page as a string."""
-    views_esm, views_css, table_esm, table_css, columns, node_rows, nodes_json, widgets_dir = _front_end()
-    blobs = _Blobs()
+    views_esm, views_css, table_esm, table_css, columns, node_rows, by_column, widgets_dir = _front_end()
     steps = session.steps
-    views, svgs = draw_all((s.graph for s in steps), max_views)
-    variants = [blobs.add(variant_record(r, svg)) for r, svg in zip(views.variants, svgs)]
     name = title or type(steps[0].gm).__name__
-    data = {
-        "title": name,
-        "current": session.index,
-        "columns": columns,
-        "color_modes": [colour_modes.mode(None).view()],  # its drawings are coloured by op
-        "steps": [_step(s, session.index, views.per_step[s.index], variants, blobs, profile, node_rows, nodes_json)
-                  for s in steps],
-        "diffs": {f"{a.index},{b.index}": blobs.add(session.compare(a.index, b.index).code_diff)
-                  for a in steps for b in steps if a is not b},
-        "blobs": blobs.items,
-    }
+    # dot lays out the drawings and zlib compresses blobs while the page is made
+    with _threads(WORKERS) as layouts, _threads(1) as compress:
+        blobs = _Blobs(compress)
+        views = draw_all((s.graph for s in steps), max_views, layouts)
+        variants = blobs.reserve(len(views.variants))  # the drawings first, as they are added
+        data = {
+            "title": name,
+            "current": session.index,
+            "columns": columns,
+            "color_modes": [colour_modes.mode(None).view()],  # its drawings are coloured by op
+            "steps": [_step(s, session.index, views.per_step[s.index], variants, blobs, profile, node_rows,
+                            by_column) for s in steps],
+            "diffs": {f"{a.index},{b.index}": blobs.add(session.compare(a.index, b.index).code_diff)
+                      for a in steps for b in steps if a is not b},
+        }
+        for i, rendering, svg in zip(variants, views.variants, views.svgs()):
+            blobs.put(i, variant_record(rendering, svg))
+        data["blobs"] = blobs.items()
     from fxviz.widgets.esm import REPORT_HOST, join
 
     host = join(REPORT_HOST, widgets_dir)
@@ -89,14 +96,26 @@ def report_html(session: Any, *, title: str | None = None, profile: bool = False
     ])
 
 
+@contextlib.contextmanager
+def _threads(workers: int) -> Iterator[ThreadPoolExecutor]:
+    """A thread pool that drops the work not yet started when the block fails: an export
+    that fails fails at once, not after dot has laid out every drawing."""
+    pool = ThreadPoolExecutor(workers)
+    try:
+        yield pool
+    finally:
+        pool.shutdown(cancel_futures=True)
+
+
 def _front_end() -> tuple[str, str, str, str, list, Any, Any, pathlib.Path]:
     """The graph view's and node table's ES modules and CSS exactly as the widgets get
-    them, the Explorer's node-table columns, its row builder, the graph view's encoding
-    of node records (``nodes_to_json``) and the widgets' folder
+    them, the Explorer's node-table columns, its row builder, the class that encodes the
+    graph view's node records (``Columns``, as ``nodes_to_json`` uses it) and the widgets' folder
     (``fxviz.widgets`` maps onto the top-level ``widgets/``, not ``fxviz/widgets``)."""
     try:
+        from fxviz.widgets.columns import Columns
+        from fxviz.widgets.graph_view import GraphView
         from fxviz.widgets.node_records import COLUMNS, rows
-        from fxviz.widgets.graph_view import GraphView, nodes_to_json
         from fxviz.widgets.table_view import TableView
     except ImportError as exc:
         raise MissingDependency(
@@ -105,7 +124,7 @@ def _front_end() -> tuple[str, str, str, str, list, Any, Any, pathlib.Path]:
         ) from exc
     widgets_dir = pathlib.Path(sys.modules[GraphView.__module__].__file__).parent
     return (str(GraphView._esm), str(GraphView._css), str(TableView._esm), str(TableView._css),
-            COLUMNS, rows, nodes_to_json, widgets_dir)
+            COLUMNS, rows, Columns, widgets_dir)
 
 
 def _json(value: Any) -> str:
@@ -122,19 +141,51 @@ class _Measured:
 
 
 class _Blobs:
-    """Heavy values, each stored once as gzip+base64 JSON; referenced by index."""
+    """Heavy values, each stored once as gzip+base64 JSON; referenced by index. zlib lets
+    go of the GIL: each value is compressed in ``pool`` while the page goes on."""
 
-    def __init__(self) -> None:
-        self.items: list[str] = []
+    def __init__(self, pool: Executor) -> None:
+        self.pool = pool
+        self._items: list[Future[str] | None] = []
 
     def add(self, value: Any) -> int:
-        raw = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
-        self.items.append(base64.b64encode(gzip.compress(raw, compresslevel=9, mtime=0)).decode("ascii"))
-        return len(self.items) - 1
+        (index,) = self.reserve(1)
+        self.put(index, value)
+        return index
+
+    def reserve(self, count: int) -> range:
+        """Indices for values known later (:meth:`put`)."""
+        self._items += [None] * count
+        return range(len(self._items) - count, len(self._items))
+
+    def put(self, index: int, value: Any) -> None:
+        try:
+            text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        except ValueError:  # NaN or infinity, which JSON lacks (looked for only when there is one)
+            text = json.dumps(_no_nan(value), ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        self._items[index] = self.pool.submit(_gzip64, text.encode())
+
+    def items(self) -> list[str]:
+        """Every value as gzip+base64 text, once all are put and compressed."""
+        return [item.result() for item in self._items]
+
+
+def _gzip64(raw: bytes) -> str:
+    """zlib's default level: 9 takes 3x as long for a page 1-4 % smaller."""
+    return base64.b64encode(gzip.compress(raw, compresslevel=6, mtime=0)).decode("ascii")
+
+
+def _no_nan(value: Any) -> Any:
+    """``value`` with None for every NaN or infinity in it."""
+    if isinstance(value, dict):
+        return {k: _no_nan(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_no_nan(v) for v in value]
+    return _finite(value) if isinstance(value, float) else value
 
 
 def _step(step: Any, current: int, views: dict[str, int], variants: list[int], blobs: _Blobs,
-          profile: bool, node_rows: Any, nodes_json: Any) -> dict[str, Any]:
+          profile: bool, node_rows: Any, by_column: Any) -> dict[str, Any]:
     graph = step.graph
     code = step.code.lstrip("\n")  # torch.fx starts its code with blank lines
     table = step.measured_profile
@@ -153,10 +204,9 @@ def _step(step: Any, current: int, views: dict[str, int], variants: list[int], b
                   "max_abs": _finite(check.max_abs), "max_rel": _finite(check.max_rel)},
         "n_nodes": len(graph),
         "views": {focus: variants[i] for focus, i in views.items()},
-        "nodes": nodes_json({n: _tooltip(a, times.get(n)) for n, a in graph.nodes(data=True)}),
+        "nodes": _nodes(graph, times, by_column),
         "details": blobs.add({n: _details(graph, n, times.get(n)) for n in graph}),
-        "rows": blobs.add([{k: None if isinstance(v, float) and v != v else v for k, v in row.items()}
-                           for row in node_rows(graph, _Measured(table))]),  # JSON has no NaN
+        "rows": blobs.add(node_rows(graph, _Measured(table))),
         "code": blobs.add(code),
         "lines": _node_lines(code, graph),
         "timing": None if table is None else _timing(table, blobs),
@@ -184,10 +234,15 @@ def _finite(x: float) -> float | None:
     return x if x == x and abs(x) != float("inf") else None
 
 
-def _tooltip(attrs: dict[str, Any], t: tuple[float, float] | None) -> dict[str, str]:
-    """The graph view's per-node record (tooltip and search); ``t``: (median µs, share %)."""
-    return {"op": attrs["op"], "target": str(attrs["target"]), "module_path": attrs["module_path"] or "",
-            "shape": shape_text(attrs["shape"]), "time": "" if t is None else f"{t[0]:.1f} µs ({t[1]:.1f} %)"}
+def _nodes(graph: Any, times: dict[str, tuple[float, float]], by_column: Any) -> dict[str, Any]:
+    """The graph view's node records (tooltip and search) as it reads them (``nodes_to_json``),
+    made column by column: a dict per node would cost twice as long."""
+    attrs = [a for _, a in graph.nodes(data=True)]
+    return by_column({
+        "name": list(graph), "op": [a["op"] for a in attrs], "target": [str(a["target"]) for a in attrs],
+        "module_path": [a["module_path"] or "" for a in attrs], "shape": [shape_text(a["shape"]) for a in attrs],
+        "time": ["" if (t := times.get(n)) is None else f"{t[0]:.1f} µs ({t[1]:.1f} %)" for n in graph],
+    }, len(attrs)).encoded()
 
 
 def _details(graph: Any, name: str, t: tuple[float, float] | None) -> dict[str, Any]:

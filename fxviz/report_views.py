@@ -15,16 +15,18 @@ from __future__ import annotations
 import contextlib
 import hashlib
 from collections.abc import Iterable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 import networkx as nx
 
 from fxviz.errors import RenderError
+from fxviz.graph_memo import unchanged_graphs
 from fxviz.render import Rendering, render
 
 ALL = "*"  # the key of the Explorer's own first view
+WORKERS = 4  # layouts (dot processes) at once
 
 
 @dataclass
@@ -35,6 +37,7 @@ class Views:
     variants: list[Rendering] = field(default_factory=list)
     per_step: list[dict[str, int]] = field(default_factory=list)
     _by_dot: dict[str, int] = field(default_factory=dict)
+    _layouts: list[Future] = field(default_factory=list)  # one per variant laid out or under way
 
     def add(self, rendering: Rendering) -> int:
         key = hashlib.sha1(rendering.dot.source.encode()).hexdigest()
@@ -43,28 +46,36 @@ class Views:
             self.variants.append(rendering)
         return self._by_dot[key]
 
-    def svgs(self, workers: int = 4) -> list[str | RenderError]:
-        """Lay out every variant (``dot`` runs in parallel subprocesses); one that runs
-        out of time is replaced by its coarser drawing (``Rendering.drawn``), and a
-        layout that fails gives its error, which the page shows instead."""
-        def layout(rendering: Rendering) -> tuple[Rendering, str | RenderError]:
-            drawn = rendering.drawn()
-            try:
-                return drawn, drawn.svg
-            except RenderError as exc:
-                return rendering, exc
+    def lay_out(self, pool: Executor) -> None:
+        """Start laying out the variants added since the last call in ``pool``'s threads
+        (``dot`` runs in subprocesses: the caller's Python goes on meanwhile)."""
+        self._layouts += [pool.submit(_layout, r) for r in self.variants[len(self._layouts):]]
 
+    def svgs(self, workers: int = WORKERS) -> list[str | RenderError]:
+        """Lay out every variant not yet under way (:meth:`lay_out`, ``workers`` at once)
+        and wait for all; one that runs out of time is replaced by its coarser drawing
+        (``Rendering.drawn``), and a layout that fails gives its error, which the page
+        shows instead."""
         with ThreadPoolExecutor(workers) as pool:
-            done = list(pool.map(layout, self.variants))
+            self.lay_out(pool)
+            done = [layout.result() for layout in self._layouts]
         self.variants = [rendering for rendering, _ in done]
         return [svg for _, svg in done]
+
+
+def _layout(rendering: Rendering) -> tuple[Rendering, str | RenderError]:
+    drawn = rendering.drawn()
+    try:
+        return drawn, drawn.svg
+    except RenderError as exc:
+        return rendering, exc
 
 
 def module_paths(graph: nx.DiGraph) -> set[str]:
     """Every module path and its ancestors (``render`` ignores the ones it does not draw)."""
     paths = set()
-    for _, attrs in graph.nodes(data=True):
-        parts = (attrs.get("module_path") or "").split(".")
+    for path in {attrs.get("module_path") or "" for _, attrs in graph.nodes(data=True)}:  # each once
+        parts = path.split(".")
         paths.update(".".join(parts[: i + 1]) for i in range(len(parts)) if parts[0])
     return paths
 
@@ -104,12 +115,16 @@ def step_views(graph: nx.DiGraph, views: Views, max_views: int) -> dict[str, int
     return out
 
 
-def draw_all(graphs: Iterable[nx.DiGraph], max_views: int) -> tuple[Views, list[str | RenderError]]:
-    """Views of every step and their laid-out SVGs."""
+def draw_all(graphs: Iterable[nx.DiGraph], max_views: int, pool: Executor) -> Views:
+    """Views of every step, each step's laid out in ``pool`` while the next is drawn
+    (``Views.svgs`` waits for them). A step's graph never changes: what each drawing
+    derives from all of its nodes is computed once per graph."""
     views = Views()
-    for graph in graphs:
-        views.per_step.append(step_views(graph, views, max_views))
-    return views, views.svgs()
+    with unchanged_graphs():
+        for graph in graphs:
+            views.per_step.append(step_views(graph, views, max_views))
+            views.lay_out(pool)
+    return views
 
 
 def variant_record(rendering: Rendering, svg: str | RenderError) -> dict[str, Any]:

@@ -16,6 +16,7 @@ import torch
 from torch import nn
 
 import fxviz
+from fxviz.colour_modes import OP_COLORS
 from fxviz.node_table import COLUMNS
 from fxviz.report import report_html
 from fxviz.report_views import ALL, chain, focused, module_paths
@@ -86,6 +87,10 @@ def test_timings_appear_only_when_measured_unless_asked(my_module):
     timing = _data(report_html(session))["steps"][0]["timing"]
     assert timing["columns"][0] == "node" and {r[0] for r in timing["rows"]} <= set(session.current.graph)
     assert "3 repeats" in timing["summary"]
+    records = {r["name"]: r for r in rows_from_json(_data(report_html(session))["steps"][0]["nodes"])}
+    measured = session.current.measured_profile.set_index("node")
+    assert {name: r["time"] for name, r in records.items() if r["time"]} == {  # the tooltips' times
+        name: f"{m.median_us:.1f} µs ({m.share:.1f} %)" for name, m in measured.iterrows()}
 
 
 def test_every_user_string_is_escaped():
@@ -106,6 +111,22 @@ def test_focused_views_open_the_chain_and_collapse_the_rest(resnet18):
     rendering = focused(graph, "layer2.0", paths)
     assert "layer2" not in rendering.collapsed and "layer2.0" not in rendering.collapsed
     assert {"layer1", "layer3", "layer2.1", "layer2.0.downsample"} <= set(rendering.collapsed)
+
+
+def test_each_steps_drawings_colour_its_own_nodes(resnet_session):
+    """A report derives each graph's colours once for all its drawings: lower_modules turns
+    modules (relu) into functions, and every node drawn in every view of every step takes
+    its own step's colour; each legend lists its own step's node kinds."""
+    data = _data(report_html(resnet_session))
+    ops = [dict(step.graph.nodes(data="op")) for step in resnet_session.steps]
+    assert [o["relu"] for o in ops] == ["call_module", "call_module", "call_function"]
+    for kinds, step in zip(ops, data["steps"]):
+        for index in set(step["views"].values()):
+            variant = _blob(data, index)
+            fills = re.findall(r'<g id="fx&#45;([^"]+)" class="node">\s*<title>[^<]*</title>\s*<\w+ fill="(#\w+)"',
+                               variant["svg"])
+            assert fills and all(fill == OP_COLORS[kinds[html.unescape(name)]] for name, fill in fills)
+            assert {e["label"] for e in variant["legend"]} == set(kinds.values())
 
 
 def test_a_view_budget_bounds_the_drawings(resnet_session):

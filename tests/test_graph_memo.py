@@ -1,0 +1,82 @@
+"""Per-node data a drawing derives from its whole graph is kept per graph object inside
+``unchanged_graphs`` (a report's drawings) and never outside it: two graphs drawn in one
+block each get their own colours and FLOPs, and a graph changed in place outside a block
+is drawn with its change."""
+from __future__ import annotations
+
+import re
+
+import torch
+from torch import nn
+
+import fxviz
+from fxviz.colour_modes import OP_COLORS
+from fxviz.graph_memo import unchanged_graphs
+from fxviz.render import human_flops, render
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc, self.act = nn.Linear(8, 8), nn.ReLU()
+
+    def forward(self, x):
+        return self.act(self.fc(x))
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.Sequential(Block(), Block())
+
+    def forward(self, x):
+        return self.blocks(x)
+
+
+def _graph():
+    torch.manual_seed(0)
+    return fxviz.Session(Net(), (torch.randn(2, 8),)).current.graph
+
+
+def _fill(rendering, name: str) -> str:
+    return re.search(rf'id="fx-{name}" label=<.*?> fillcolor="(#\w+)"', rendering.dot.source).group(1)
+
+
+def _collapsed_flops(rendering) -> str:
+    return re.search(r"\d+ nodes · ([^·]+FLOPs) · ⊕", rendering.dot.source).group(1)
+
+
+def _drawn(graph):
+    """block 0 collapsed (its FLOPs summed), block 1 open (its nodes coloured by kind)."""
+    return render(graph, collapse=["blocks.0"], expand=["blocks.1"])
+
+
+def test_two_graphs_drawn_in_one_block_each_get_their_own_colours_and_flops():
+    first = _graph()
+    second = first.copy()  # same names, own attribute dicts
+    for _, attrs in second.nodes(data=True):
+        attrs["op"] = "call_function" if attrs["op"] == "call_module" else attrs["op"]
+        attrs["flops"] = None if attrs["flops"] is None else attrs["flops"] * 3
+    assert first.nodes["blocks_1_fc"]["op"] == "call_module"
+    block0 = [n for n, a in first.nodes(data=True) if (a["module_path"] or "").startswith("blocks.0")]
+    flops = sum(first.nodes[n]["flops"] or 0 for n in block0)
+    with unchanged_graphs():
+        drawn = [_drawn(first), _drawn(second), _drawn(first)]
+    assert [_fill(r, "blocks_1_fc") for r in drawn] == [OP_COLORS["call_module"], OP_COLORS["call_function"],
+                                                        OP_COLORS["call_module"]]
+    assert [_collapsed_flops(r) for r in drawn] == [human_flops(flops), human_flops(3 * flops), human_flops(flops)]
+    assert "call_module" in {e["label"] for e in drawn[0].legend} - {e["label"] for e in drawn[1].legend}
+    assert drawn[2].dot.source == drawn[0].dot.source
+
+
+def test_a_graph_changed_in_place_outside_a_block_is_drawn_with_its_change():
+    graph = _graph()
+    before = _drawn(graph)
+    graph.nodes["blocks_1_fc"]["op"] = "call_method"
+    for node in graph:
+        if graph.nodes[node]["flops"]:
+            graph.nodes[node]["flops"] *= 2
+    after = _drawn(graph)
+    assert (_fill(before, "blocks_1_fc"), _fill(after, "blocks_1_fc")) == (OP_COLORS["call_module"],
+                                                                            OP_COLORS["call_method"])
+    assert _collapsed_flops(before) != _collapsed_flops(after)
