@@ -111,3 +111,12 @@ def test_outside_a_kernel_nothing_is_stale():
     with requests.running():
         pass
     assert _busy._sent() is None and not requests.stale()
+
+
+def test_profiling_waits_while_an_action_runs(explorer, monkeypatch):
+    """A background job making a large graph's timed code would share the interpreter
+    with the undo (a pass, an export): it waits for the action's end (Scheduler.paused)."""
+    waiting, real = [], explorer.session.undo
+    monkeypatch.setattr(explorer.session, "undo", lambda: (waiting.append(explorer.profiler._turns.waiting), real()))
+    explorer.undo_button.click()
+    assert waiting == [1] and explorer.profiler._turns.waiting == 0 and explorer.session.index == 0
