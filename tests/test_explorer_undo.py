@@ -120,3 +120,16 @@ def test_profiling_waits_while_an_action_runs(explorer, monkeypatch):
     monkeypatch.setattr(explorer.session, "undo", lambda: (waiting.append(explorer.profiler._turns.waiting), real()))
     explorer.undo_button.click()
     assert waiting == [1] and explorer.profiler._turns.waiting == 0 and explorer.session.index == 0
+
+
+def test_undo_and_redo_take_no_click_while_a_pass_applies(explorer, monkeypatch):
+    """A pass takes seconds on a large graph and the new step is drawn before it ends:
+    undo must not look clickable meanwhile (its click would be dropped)."""
+    seen, real = [], explorer.session.apply
+    monkeypatch.setattr(explorer.session, "apply", lambda *a, **k: (real(*a, **k), seen.append(buttons(explorer))))
+    explorer.tabs.selected_index = 2  # the Passes tab lists the pass registered by the fixture
+    explorer.passes.select.value = "unused_relu"
+    explorer.passes.apply.click()
+    assert seen == [[("undo", True), ("redo", True)]]  # after the new step was shown, before the action ended
+    assert explorer.session.index == 2 and len(explorer.session.steps) == 3  # the redo tail made way for it
+    assert buttons(explorer) == [("undo", False), ("redo", True)]

@@ -23,15 +23,21 @@ def held(button: Any, enabled: Callable[[], bool] = lambda: True) -> Iterator[No
 
 
 @contextlib.contextmanager
-def working(button: Any, text: str, enabled: Callable[[], bool] = lambda: True) -> Iterator[None]:
-    """``button`` reads ``text`` and is :func:`held` until the block ends."""
+def labelled(button: Any, text: str) -> Iterator[None]:
+    """``button`` reads ``text`` (with an hourglass) until the block ends."""
     description, icon = button.description, button.icon
     button.description, button.icon = text, "hourglass-half"
     try:
-        with held(button, enabled):
-            yield
+        yield
     finally:
         button.description, button.icon = description, icon
+
+
+@contextlib.contextmanager
+def working(button: Any, text: str, enabled: Callable[[], bool] = lambda: True) -> Iterator[None]:
+    """``button`` reads ``text`` and is :func:`held` until the block ends."""
+    with labelled(button, text), held(button, enabled):
+        yield
 
 
 class OneAtATime:

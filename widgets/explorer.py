@@ -194,7 +194,7 @@ class Explorer(w.VBox):
             self._say("A click or key pressed while the last action ran was ignored.", error=False)
             return
         self._say("")
-        with self._requests.running(), busy(), self.profiler.paused():
+        with self._requests.running(), self.undo_redo.held(), busy(), self.profiler.paused():
             self._run(action, *args)
 
     def _run(self, action: Callable[..., Any], *args: Any) -> None:

@@ -1,8 +1,9 @@
 """The Explorer's undo and redo, from its buttons and from Ctrl+Z / Ctrl+Shift+Z.
 
 Going to another step redraws the graph: seconds at 100,000 nodes. Meanwhile the
-button pressed says "undoing…" / "redoing…" and both take no click; after, each is
-enabled where the session can go that way.
+button pressed says "undoing…" / "redoing…"; during any action both take no click (one
+made meanwhile would wait in the kernel's queue); after, each is enabled where the
+session can go that way.
 """
 from __future__ import annotations
 
@@ -12,14 +13,15 @@ from typing import Any
 
 import ipywidgets as w
 
-from ._busy import held, working
+from ._busy import held, labelled
 
 VERBS = {"undo": "undoing…", "redo": "redoing…"}
 
 
 class UndoRedo:
     """The two buttons (``undo``, ``redo``); ``run(which)`` goes back or forward
-    through ``act(action, busy=...)`` (the Explorer's: it shows a failure), ``show()`` follows the session."""
+    through ``act(action, busy=...)`` (the Explorer's: it shows a failure and holds the
+    buttons meanwhile, :meth:`held`); ``show()`` follows the session."""
 
     def __init__(self, session: Any, act: Callable[..., Any]):
         self.session, self._act = session, act
@@ -37,20 +39,21 @@ class UndoRedo:
     def run(self, which: str) -> None:
         """Undo or redo ("undo" | "redo"); nothing to undo or redo: nothing happens."""
         if self._can(which):
-            self._act(getattr(self.session, which), busy=lambda: self._busy(which))
+            pressed = self.undo if which == "undo" else self.redo
+            self._act(getattr(self.session, which), busy=lambda: labelled(pressed, VERBS[which]))
 
     @contextlib.contextmanager
-    def _busy(self, which: str) -> Iterator[None]:
-        pressed, other = (self.undo, self.redo) if which == "undo" else (self.redo, self.undo)
-        self._running = True  # show() leaves the buttons to the blocks below until they end
+    def held(self) -> Iterator[None]:
+        """Both buttons take no click while an action runs (any: undo, a pass, an export),
+        then each is enabled where the session can go that way."""
+        self._running = True  # show() leaves the buttons to this block until it ends
         try:
-            with working(pressed, VERBS[which], lambda: self._can(which)), \
-                    held(other, lambda: self._can("redo" if which == "undo" else "undo")):
+            with held(self.undo, lambda: self._can("undo")), held(self.redo, lambda: self._can("redo")):
                 yield
         finally:
             self._running = False
 
     def show(self) -> None:
-        """Enable each button where the session can go that way (not while one runs)."""
+        """Enable each button where the session can go that way (not while an action runs)."""
         if not self._running:
             self.undo.disabled, self.redo.disabled = not self._can("undo"), not self._can("redo")
