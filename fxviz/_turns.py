@@ -45,12 +45,14 @@ class Turns:
         return not self.waiting or self.closed
 
     @contextlib.contextmanager
-    def kernel(self) -> Iterator[None]:
-        """A kernel action: it waits for the worker's model run in flight, none starts meanwhile."""
+    def kernel(self, alone: bool = True) -> Iterator[None]:
+        """A kernel action: the worker's job stops at its next stopping point or waits at its
+        next pause point, and none starts meanwhile; ``alone`` (it runs the model): it waits
+        for the worker's model run in flight to stop (a check, to end)."""
         with self._gate:
             self.waiting += 1
             self.generation += 1
-            self._gate.wait_for(lambda: not self._busy)
+            self._gate.wait_for(lambda: not alone or not self._busy)
         try:
             yield
         finally:

@@ -138,11 +138,13 @@ class Scheduler:
         """Other work ran (e.g. a pass was applied): a profile in flight is measured again."""
         self._turns.disturb()
 
-    def paused(self) -> AbstractContextManager:
+    def paused(self, alone: bool = True) -> AbstractContextManager:
         """The kernel runs the model (a pass's check) alone, at once: the measurement in
         flight stops at its next stopping point (a check runs to its end; a job making
-        timed code waits at its next node) and runs again after; no other starts meanwhile."""
-        return self._turns.kernel()
+        timed code waits at its next node) and runs again after; no other starts meanwhile.
+        ``alone=False``: an action that runs no model (an undo's redraw) does not wait for
+        the stop, and what ends meanwhile is shown after it."""
+        return self._turns.kernel(alone)
 
     def close(self, timeout: float = 10.0) -> None:
         """Cancel pending jobs and the one in flight, and wait (up to ``timeout`` s) for
@@ -188,6 +190,7 @@ class Scheduler:
             del batch, steps, pairs  # while idle, hold no steps and no UI alive
 
     def _stages(self, steps: list, pairs: list, turn: Callable[[], Any], callbacks: Iterable = ()) -> None:
+        worker = turn == self._turns.worker  # else the caller's thread measures: nothing to step aside for
         for items, measure, label in ((steps, self._check, "checking"), (steps, self._table, "profiling"),
                                       (steps, self._aten, "ATen ops"), (pairs, self._pair, "comparing")):
             if not items:
@@ -197,9 +200,8 @@ class Scheduler:
                     if self._closed:
                         return
                     self._progress(label, k, len(items))
-                    aside = turn == self._turns.worker  # else the caller's thread measures: nothing to step aside for
-                    with turn(), cancellable(self._cancelled, self._turns.aside if aside else None,
-                                             self._turns.hold if aside else None):
+                    with turn(), cancellable(self._cancelled, self._turns.aside if worker else None,
+                                             self._turns.hold if worker else None):
                         measure(item)
             except Cancelled:  # nothing of the job is kept, nothing more runs now
                 if not self._closed:  # a kernel action preempted it: its turn comes again
@@ -209,6 +211,8 @@ class Scheduler:
                 return
             finally:
                 self._progress(label, 0, 0)
+            if worker:  # a kernel action first: the UI it redraws would wait for these callbacks
+                self._turns.after_kernel()
             if self._closed:  # an item that cannot be cancelled (a check) ended after close(): no redraw
                 return
             for callback in callbacks:

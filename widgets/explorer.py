@@ -189,12 +189,12 @@ class Explorer(w.VBox):
         """Run an action on the session (its controls ``busy()`` meanwhile) and show its
         error, if any. The session is transactional: a failed pass leaves it as it was.
         A request made in the browser while the previous action ran is dropped, saying so.
-        Profiling waits meanwhile: it would share the interpreter with the action."""
+        Profiling stops or waits meanwhile: it would share the interpreter with the action."""
         if self._requests.stale():
             self._say("A click or key pressed while the last action ran was ignored.", error=False)
             return
         self._say("")
-        with self._requests.running(), self.undo_redo.held(), busy(), self.profiler.paused():
+        with self._requests.running(), self.undo_redo.held(), busy(), self.profiler.paused(alone=False):
             self._run(action, *args)
 
     def _run(self, action: Callable[..., Any], *args: Any) -> None:
@@ -212,7 +212,7 @@ class Explorer(w.VBox):
 
     def _apply(self) -> None:
         name, params, nodes = self.passes.request()
-        with self.passes.busy():
+        with self.passes.busy(), self.profiler.paused():  # the pass and the new step's shapes run the model
             self.session.apply(name, nodes=nodes, **params)
 
     def _say(self, message: str, *, error: bool = True, node: str | None = None) -> None:
