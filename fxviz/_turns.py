@@ -1,9 +1,9 @@
 """Turns between the kernel and a measuring worker thread: the kernel's actions go first.
 
-A kernel action (a pass's check runs the model) waits only for the model run in flight
-to end: the worker's measuring loops stop at their next stopping point
-(:mod:`fxviz._cancel`), and nothing of the worker's starts while an action waits or
-runs. A stretch of a job that runs no model (generating timed code) steps aside
+A kernel action that runs the model (a pass's check) waits only for the model run in
+flight to end, one that runs none (an undo's redraw) not even for that: the worker's
+measuring loops stop at their next stopping point (:mod:`fxviz._cancel`), and nothing of
+the worker's starts while an action waits or runs. A stretch of a job that runs no model (generating timed code) steps aside
 (:meth:`Turns.aside`): the kernel does not wait for it, and it waits at its pause points
 (:meth:`Turns.hold`) while the kernel acts.
 """
