@@ -1,17 +1,20 @@
-"""Apply on a large graph while the background profiler makes its timed code.
+"""Apply (or undo) on a large graph while the background profiler makes its timed code.
 
 On bench/scale.py's synthetic graph (100k nodes by default) an Explorer opens with
 profiling in the background; at the moment its worker is in a given stage of making the
-profile's timed code, the kernel applies "replace_op" as the apply button does. Stages:
-``python_code`` (torch's code generator writing the timed forward), ``compile`` (its
-compilation), and ``off`` (no profiler: the baseline). Each run is a fresh process; the
+profile's timed code, the kernel applies "replace_op" as the apply button does (with
+``--action undo``: the session has it applied already, and the undo button is clicked).
+Stages: ``python_code`` (torch's code generator writing the timed forward), ``compile``
+(its compilation), ``check`` (the step's numeric check, which cannot stop) and ``off``
+(no profiler: the baseline). Each run is a fresh process; the
 stages alternate, round after round, and each is reported as its median over the rounds
 (min-max) and over the baseline's median: the seconds of the apply (wall), the kernel
 thread's CPU seconds in it (what it did), its seconds ready to run but waiting for a CPU
 (``queued``: other processes on a busy machine; Linux's schedstat) and the rest
 (``blocked``: the thread waited, mostly for the interpreter's lock held by the worker;
 the baseline's blocked seconds are its own waits). Run from the repository root:
-.venv/bin/python -P bench/apply_profiling.py [--nodes 100000] [--rounds 3]
+.venv/bin/python -P bench/apply_profiling.py [--nodes 100000] [--rounds 3] [--action apply|undo]
+[--stages off,python_code,compile,check]
 """
 from __future__ import annotations
 
@@ -23,7 +26,8 @@ import sys
 import time
 from pathlib import Path
 
-STAGES = {"off": None, "python_code": "CodeGen._gen_python_code", "compile": "_TimedCode.__init__"}
+STAGES = {"off": None, "python_code": "CodeGen._gen_python_code", "compile": "_TimedCode.__init__",
+          "check": "Step.check"}
 
 
 def _in(thread, qualname: str) -> bool:
@@ -35,7 +39,7 @@ def _in(thread, qualname: str) -> bool:
     return False
 
 
-def child(stage: str, nodes: int) -> dict:
+def child(stage: str, nodes: int, action: str) -> dict:
     import torch
 
     sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -46,7 +50,10 @@ def child(stage: str, nodes: int) -> dict:
 
     torch.set_num_threads(1)
     model, inputs, opts = scale.synthetic(nodes)
-    explorer = Explorer(fxviz.Session(model, inputs, **opts), profile="off" if stage == "off" else "background")
+    session = fxviz.Session(model, inputs, **opts)
+    if action == "undo":
+        session.apply("replace_op")
+    explorer = Explorer(session, profile="off" if stage == "off" else "background")
     explorer.passes.select.value = "replace_op"
     start = time.perf_counter()
     if STAGES[stage]:
@@ -55,11 +62,11 @@ def child(stage: str, nodes: int) -> dict:
             time.sleep(0.002)
     waited = time.perf_counter() - start
     wall, cpu, queued = time.perf_counter(), time.thread_time(), _queued()
-    explorer._act(explorer._apply)
+    explorer._act(explorer._apply) if action == "apply" else explorer.undo_button.click()
     wall, cpu, queued = time.perf_counter() - wall, time.thread_time() - cpu, _queued() - queued
-    assert explorer.session.index == 1, explorer.error.value
+    assert explorer.session.index == (action == "apply"), explorer.error.value
     explorer.close()
-    return {"wall": wall, "cpu": cpu, "queued": queued, "blocked": wall - cpu - queued, "waited": waited}
+    return {"wall": wall, "cpu": cpu, "queued": queued, "blocked": max(0.0, wall - cpu - queued), "waited": waited}
 
 
 def _queued() -> float:
@@ -74,22 +81,25 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=100_000)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--action", choices=("apply", "undo"), default="apply")
+    parser.add_argument("--stages", default="off,python_code,compile", help="comma-separated: " + ",".join(STAGES))
     parser.add_argument("--child", choices=STAGES, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        print(json.dumps(child(args.child, args.nodes)))
+        print(json.dumps(child(args.child, args.nodes, args.action)))
         return
-    runs: dict[str, list[dict]] = {stage: [] for stage in STAGES}
+    stages = ["off", *(s for s in args.stages.split(",") if s != "off")]  # the baseline, always
+    runs: dict[str, list[dict]] = {stage: [] for stage in stages}
     for r in range(args.rounds):
-        for stage in STAGES:
-            out = subprocess.run([sys.executable, "-P", __file__, "--child", stage, "--nodes", str(args.nodes)],
-                                 capture_output=True, text=True, check=True).stdout
+        for stage in stages:
+            out = subprocess.run([sys.executable, "-P", __file__, "--child", stage, "--nodes", str(args.nodes),
+                                  "--action", args.action], capture_output=True, text=True, check=True).stdout
             runs[stage].append(json.loads(out.splitlines()[-1]))
             print(f"round {r + 1} {stage:<12} " + " ".join(f"{k} {v:.2f}" for k, v in runs[stage][-1].items()),
                   flush=True)
     keys = ("wall", "cpu", "queued", "blocked")
     base = {key: statistics.median(run[key] for run in runs["off"]) for key in keys}
-    print(f"\n{args.nodes} nodes, {args.rounds} rounds: median (min-max) and over the baseline's median")
+    print(f"\n{args.action}, {args.nodes} nodes, {args.rounds} rounds: median (min-max) and over the baseline's median")
     for stage, done in runs.items():
         cells = []
         for key in keys:
