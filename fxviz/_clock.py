@@ -7,6 +7,11 @@ which would drown small nodes.
 """
 from __future__ import annotations
 
+import contextlib
+import marshal
+import os
+import subprocess
+import sys
 import threading
 import time
 import types
@@ -18,10 +23,16 @@ import numpy as np
 import torch
 import torch.fx
 
-from fxviz._cancel import runs_no_model, stop_if_cancelled
+from fxviz._cancel import pause_point, runs_no_model, stop_if_cancelled
 from fxviz._torch_internals import share_codegen
 
 PREEMPTED_US = 50.0
+# Compiling a timed forward holds the interpreter's lock throughout (3.6 s at 100,000
+# nodes, about 0.5 s at this size): a longer one is compiled in a child process.
+COMPILE_APART_CHARS = 2_000_000
+PAUSE_EVERY = 32  # nodes: about a millisecond of code generation
+_COMPILE = ("import marshal, sys; code = compile(sys.stdin.buffer.read(), sys.argv[1], 'exec', dont_inherit=True, "
+            "optimize=int(sys.argv[2])); sys.stdout.buffer.write(sys.version.encode() + b'\\0' + marshal.dumps(code))")
 
 class Clock:
     """Stamps at node boundaries: ``tick(i)`` before node i, the last one as the timed
@@ -111,7 +122,7 @@ class _TimedCode:
     def __init__(self, gm: torch.fx.GraphModule, timed: torch.fx.Graph, made_for: tuple[str, int]):
         code = timed.python_code(root_module="self")
         namespace = dict(code.globals)
-        exec(compile(code.src, f"<fxviz timed {type(gm).__name__}>", "exec", dont_inherit=True), namespace)
+        exec(_compiled(code.src, f"<fxviz timed {type(gm).__name__}>"), namespace)
         self.made_for = made_for  # gm's code and node count when copied (:func:`_version`)
         self._forward = namespace.pop("forward")
         self._tick_name = next(name for name, value in namespace.items() if value is _tick)
@@ -122,6 +133,37 @@ class _TimedCode:
                                    forward.__name__, forward.__defaults__, forward.__closure__)
         bound.__kwdefaults__ = forward.__kwdefaults__
         return bound
+
+
+def _compiled(src: str, name: str) -> types.CodeType:
+    """``compile(src, name, "exec")``; a long ``src`` in a child process of this Python,
+    the code object marshalled back, so the kernel is not frozen meanwhile, and at the
+    lowest CPU priority, so the kernel's work goes first on a busy machine (here, where
+    no child can run)."""
+    if len(src) >= COMPILE_APART_CHARS:
+        try:
+            with subprocess.Popen([sys.executable, "-I", "-S", "-c", _COMPILE, name, str(sys.flags.optimize)],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as child:
+                with contextlib.suppress(OSError, AttributeError):  # no such call on Windows
+                    os.setpriority(os.PRIO_PROCESS, child.pid, 19)
+                out, _ = child.communicate(src.encode())
+            version, _, code = out.partition(b"\0")
+            if child.returncode == 0 and version == sys.version.encode():  # marshal's format is this Python's
+                return marshal.loads(code)
+        except (OSError, ValueError, EOFError, TypeError):
+            pass
+    return compile(src, name, "exec", dont_inherit=True)
+
+
+class _Index(int):
+    """Node i's index in a timed graph (every ``PAUSE_EVERY``-th node's), written into
+    the code as the int itself: torch's code generator calls its ``repr``, which makes it
+    a pause point (:func:`pause_point`) in seconds of code generation that cannot stop
+    otherwise. One per node would cost 5 % more code generation; this, well under 1 %."""
+
+    def __repr__(self) -> str:
+        pause_point()
+        return int.__repr__(self)
 
 
 def _tick(i: int) -> None:
@@ -190,6 +232,6 @@ def _timed_graph(gm: torch.fx.GraphModule) -> torch.fx.Graph:
     copies: dict[torch.fx.Node, torch.fx.Node] = {}
     for i, node in enumerate(gm.graph.nodes):
         stop_if_cancelled()
-        graph.call_function(_tick, (i,))
+        graph.call_function(_tick, (_Index(i) if i % PAUSE_EVERY == 0 else i,))
         copies[node] = graph.node_copy(node, copies.__getitem__)
     return graph

@@ -18,13 +18,15 @@ import logging
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
 
 from fxviz._cancel import cancellable
+from fxviz._turns import Turns
 from fxviz.aten_breakdown import profile_aten
 from fxviz.comparison import Comparison, compare, measure_steps
 from fxviz.errors import Cancelled, FxvizError, InputError
@@ -84,8 +86,7 @@ class Scheduler:
         self._progress = progress or (lambda *_: None)
         self._timings: weakref.WeakKeyDictionary[Any, dict[str, Timings]] = weakref.WeakKeyDictionary()
         self._pairs: weakref.WeakKeyDictionary[Any, dict[tuple, Compared]] = weakref.WeakKeyDictionary()
-        self._gate = threading.Condition()  # guards _busy, _waiting and _generation: the kernel goes first
-        self._busy, self._waiting, self._generation = False, 0, 0
+        self._turns = Turns()  # the kernel's actions go first
         self._wake = threading.Condition()  # guards the queue below
         self._pending: list[tuple[list, list, Callable[[], Any]]] = []
         self._worker: threading.Thread | None = None
@@ -135,24 +136,15 @@ class Scheduler:
 
     def disturb(self) -> None:
         """Other work ran (e.g. a pass was applied): a profile in flight is measured again."""
-        with self._gate:
-            self._generation += 1
+        self._turns.disturb()
 
-    @contextlib.contextmanager
-    def paused(self) -> Iterator[None]:
+    def paused(self, alone: bool = True) -> AbstractContextManager:
         """The kernel runs the model (a pass's check) alone, at once: the measurement in
         flight stops at its next stopping point (a check runs to its end; a job making
-        timed code goes on beside it) and runs again after; no other starts meanwhile."""
-        with self._gate:
-            self._waiting += 1
-            self._generation += 1
-            self._gate.wait_for(lambda: not self._busy)
-        try:
-            yield
-        finally:
-            with self._gate:
-                self._waiting -= 1
-                self._gate.notify_all()
+        timed code waits at its next node) and runs again after; no other starts meanwhile.
+        ``alone=False``: an action that runs no model (an undo's redraw) does not wait for
+        the stop, and what ends meanwhile is shown after it."""
+        return self._turns.kernel(alone)
 
     def close(self, timeout: float = 10.0) -> None:
         """Cancel pending jobs and the one in flight, and wait (up to ``timeout`` s) for
@@ -168,8 +160,7 @@ class Scheduler:
             self._closed = True
             self._pending.clear()
             self._wake.notify()
-        with self._gate:
-            self._gate.notify_all()
+        self._turns.close()
 
     def _stale(self, step: Any, force: bool) -> bool:
         known = self.known(step)
@@ -187,8 +178,7 @@ class Scheduler:
                 # redraw it just made to the browser (close() ends the pause at once).
                 if self._closed or self._wake.wait_for(lambda: self._closed, START_DELAY_S):
                     return
-            with self._gate:  # a kernel action first: what it asks for joins this batch
-                self._gate.wait_for(lambda: not self._waiting or self._closed)
+            self._turns.after_kernel()  # a kernel action first: what it asks for joins this batch
             with self._wake:
                 if self._closed:
                     return
@@ -196,10 +186,11 @@ class Scheduler:
             # The newest request first: the step the user looks at now, not one a kernel action preempted.
             steps = list(dict.fromkeys(s for b in reversed(batch) for s in b[0]))
             pairs = list(dict.fromkeys(p for b in reversed(batch) for p in b[1]))
-            self._stages(steps, pairs, self._turn, [b[2] for b in batch])
+            self._stages(steps, pairs, self._turns.worker, [b[2] for b in batch])
             del batch, steps, pairs  # while idle, hold no steps and no UI alive
 
     def _stages(self, steps: list, pairs: list, turn: Callable[[], Any], callbacks: Iterable = ()) -> None:
+        worker = turn == self._turns.worker  # else the caller's thread measures: nothing to step aside for
         for items, measure, label in ((steps, self._check, "checking"), (steps, self._table, "profiling"),
                                       (steps, self._aten, "ATen ops"), (pairs, self._pair, "comparing")):
             if not items:
@@ -209,7 +200,8 @@ class Scheduler:
                     if self._closed:
                         return
                     self._progress(label, k, len(items))
-                    with turn(), cancellable(self._cancelled, self._aside if turn == self._turn else None):
+                    with turn(), cancellable(self._cancelled, self._turns.aside if worker else None,
+                                             self._turns.hold if worker else None):
                         measure(item)
             except Cancelled:  # nothing of the job is kept, nothing more runs now
                 if not self._closed:  # a kernel action preempted it: its turn comes again
@@ -219,6 +211,8 @@ class Scheduler:
                 return
             finally:
                 self._progress(label, 0, 0)
+            if worker:  # a kernel action first: the UI it redraws would wait for these callbacks
+                self._turns.after_kernel()
             if self._closed:  # an item that cannot be cancelled (a check) ended after close(): no redraw
                 return
             for callback in callbacks:
@@ -231,36 +225,7 @@ class Scheduler:
         """Whether the job in flight is to stop (read by the measuring loops, :mod:`fxviz._cancel`):
         the scheduler is closed, or the kernel waits to run the model (:meth:`paused`) while
         the worker measures (not a "sync" measurement, which the kernel itself runs)."""
-        return self._closed or (self._waiting > 0 and threading.current_thread() is self._worker)
-
-    @contextlib.contextmanager
-    def _turn(self) -> Iterator[None]:
-        """The worker's turn to run a model: only while no kernel action waits or runs."""
-        with self._gate:
-            self._gate.wait_for(lambda: not self._waiting)
-            self._busy = True
-        try:
-            yield
-        finally:
-            with self._gate:
-                self._busy = False
-                self._gate.notify_all()
-
-    @contextlib.contextmanager
-    def _aside(self, restart: bool) -> Iterator[None]:
-        """The job runs no model for a while: a kernel action may run meanwhile, after
-        which the job stops, to run again (``restart``: see ``runs_no_model``)."""
-        with self._gate:
-            self._busy, generation = False, self._generation
-            self._gate.notify_all()
-        try:
-            yield
-        finally:
-            with self._gate:
-                self._gate.wait_for(lambda: not self._waiting or self._closed)
-                self._busy, disturbed = True, generation != self._generation
-        if disturbed and restart:
-            raise Cancelled("A kernel action ran meanwhile: the measurement runs again (its timed code is kept).")
+        return self._closed or (self._turns.waiting > 0 and threading.current_thread() is self._worker)
 
     def _check(self, step: Any) -> None:
         """The numeric check (it ends in a state, "error" included), in the same queue."""
@@ -273,9 +238,9 @@ class Scheduler:
         if not self._stale(step, force=True):
             return
         for attempt in range(2):
-            generation = self._generation
+            generation = self._turns.generation
             table, error = _attempt(lambda: step.profile(**self.kwargs), "profiling")
-            other_work = generation != self._generation
+            other_work = generation != self._turns.generation
             if table is not None:  # recorded with the profile's other conditions
                 table.attrs.setdefault("conditions", {})["other_work"] = other_work
             disturbed = other_work or (table is not None and table.attrs.get("noisy", False))

@@ -85,3 +85,39 @@ def test_run_all_the_rows_reach_the_browser_before_the_next_cell_runs(kernel):
 def test_a_cell_left_alone_still_gets_its_rows(kernel):
     events, (made,) = run(kernel, MAKE, until_fill_of=0)
     assert made["rows"] == 0 and events.index((0, "idle")) < events.index((0, "rows")), events
+
+
+UNDOABLE = r'''
+import json, time, torch, fxviz
+from torch import nn
+from fxviz.widgets.explorer import Explorer
+def change(gm):
+    gm.graph.call_function(torch.relu, (next(iter(gm.graph.nodes)),))
+s = fxviz.Session(nn.Sequential(nn.Linear(2, 2), nn.ReLU()), (torch.randn(1, 2),))
+for _ in range(3):
+    s.apply(change)
+ex = Explorer(s, profile="off")
+goto = s.goto
+s.goto = lambda index: (time.sleep(0.5), goto(index))[1]  # a large graph's redraw
+print(json.dumps({"undo": ex.undo_button.model_id}))
+'''
+STATE = 'print(json.dumps({"index": s.index, "status": ex.status.value}))'
+
+
+def test_a_second_click_made_while_an_undo_runs_is_dropped(kernel):
+    """Two clicks sent as a double click would be: the second waits in the kernel's
+    queue while the first undo runs, and is dropped (its browser time is before the
+    first's end), not run after it; a click sent after the undo runs."""
+    _, (made,) = run(kernel, UNDOABLE)
+
+    def click() -> None:
+        kernel.shell_channel.send(kernel.session.msg("comm_msg", {
+            "comm_id": made["undo"], "data": {"method": "custom", "content": {"event": "click"}}}))
+
+    click()
+    click()
+    _, (state,) = run(kernel, STATE)
+    assert state == {"index": 2, "status": "A click or key pressed while the last action ran was ignored."}
+    click()
+    _, (state,) = run(kernel, STATE)
+    assert state == {"index": 1, "status": ""}

@@ -182,6 +182,44 @@ def test_a_check_that_ends_after_close_calls_nothing_back(monkeypatch):
     assert not scheduler._worker.is_alive() and called == [] and step.calls == 0
 
 
+@pytest.mark.parametrize("alone", [True, False])
+def test_what_the_worker_measured_is_shown_after_a_kernel_action_not_during_it(monkeypatch, alone):
+    """A check ending while the kernel undoes (a second at 100k nodes) redrew the old
+    step on the worker, holding the Explorer's lock the undo's own redraw waited for: the
+    worker's callbacks now wait for the action's end. An action that runs the model
+    (``alone``) waits for the check to end; one that runs none (an undo) starts at once."""
+    import fxviz.measure
+
+    monkeypatch.setattr(fxviz.measure, "START_DELAY_S", 0.0)
+    checking, release = threading.Event(), threading.Event()
+
+    class SlowCheck(FakeStep):
+        @property
+        def check(self):
+            checking.set()
+            release.wait(10)
+            return "match"
+
+    step, called = SlowCheck(False), []
+    step.check_done = False
+    scheduler = Scheduler("background", FAST)
+    try:
+        scheduler.request([step], lambda: called.append(time.monotonic()))
+        assert checking.wait(10)
+        threading.Timer(0.2, release.set).start()  # the check ends while the kernel acts or waits to
+        with scheduler.paused(alone=alone):
+            checked = release.is_set()
+            time.sleep(0.4)
+            during, ended = list(called), time.monotonic()
+        deadline = time.monotonic() + 30
+        while len(called) < 2 and time.monotonic() < deadline:  # checked, then profiled (and more)
+            time.sleep(0.01)
+        assert checked is alone and during == [] and len(called) >= 2 and called[0] >= ended
+    finally:
+        release.set()
+        scheduler.close()
+
+
 def test_a_kernel_action_preempts_a_profile_in_flight_which_runs_again_after(monkeypatch):
     """Applying a pass while a step profiles used to wait for the whole profile (11 s at
     100k nodes); the profile stops at its next forward instead, keeps nothing, and is

@@ -1,18 +1,77 @@
-"""A button that says its action is running: on a graph of 100,000 nodes an action takes
-seconds, and a click that shows nothing reads as a click that was lost."""
+"""Actions that say they are running: on a graph of 100,000 nodes an action takes
+seconds, and a click that shows nothing reads as a click that was lost; a click made
+meanwhile waits in the kernel's queue and would then run unseen."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+import datetime
+import sys
+import time
+from collections.abc import Callable, Iterator
 from typing import Any
 
 
 @contextlib.contextmanager
-def working(button: Any, text: str) -> Iterator[None]:
-    """``button`` reads ``text`` and takes no second click until the block ends, failed or not."""
-    description, icon = button.description, button.icon
-    button.description, button.icon, button.disabled = text, "hourglass-half", True
+def held(button: Any, enabled: Callable[[], bool] = lambda: True) -> Iterator[None]:
+    """``button`` takes no click until the block ends, failed or not; then it is enabled
+    where ``enabled()`` says (read at the end: the action may have changed it)."""
+    button.disabled = True
     try:
         yield
     finally:
-        button.description, button.icon, button.disabled = description, icon, False
+        button.disabled = not enabled()
+
+
+@contextlib.contextmanager
+def labelled(button: Any, text: str) -> Iterator[None]:
+    """``button`` reads ``text`` (with an hourglass) until the block ends."""
+    description, icon = button.description, button.icon
+    button.description, button.icon = text, "hourglass-half"
+    try:
+        yield
+    finally:
+        button.description, button.icon = description, icon
+
+
+@contextlib.contextmanager
+def working(button: Any, text: str, enabled: Callable[[], bool] = lambda: True) -> Iterator[None]:
+    """``button`` reads ``text`` and is :func:`held` until the block ends."""
+    with labelled(button, text), held(button, enabled):
+        yield
+
+
+class OneAtATime:
+    """Tells a request made in the browser while the previous action ran (a second
+    click or key press, queued by the kernel until the action ended) from one made
+    after it. Browser and kernel clocks may differ, so only the browser's are compared:
+    the previous action ended, in the browser's time, no earlier than its own request's
+    time plus what it took in the kernel. Outside a widget message (a cell, a script)
+    nothing is stale."""
+
+    def __init__(self) -> None:
+        self._ended: datetime.datetime | None = None  # the last action's end, in the browser's time
+
+    def stale(self) -> bool:
+        """Whether the request being handled was made before the last action ended."""
+        sent = _sent()
+        return sent is not None and self._ended is not None and sent < self._ended
+
+    @contextlib.contextmanager
+    def running(self) -> Iterator[None]:
+        sent, start = _sent(), time.monotonic()
+        try:
+            yield
+        finally:
+            if sent is not None:
+                self._ended = sent + datetime.timedelta(seconds=time.monotonic() - start)
+
+
+def _sent() -> datetime.datetime | None:
+    """When the browser sent the widget message the kernel is handling, else None."""
+    ipython = sys.modules.get("IPython")
+    kernel = getattr(ipython.get_ipython() if ipython is not None else None, "kernel", None)
+    if kernel is None:
+        return None
+    header = (kernel.get_parent("shell") or {}).get("header", {})
+    sent = header.get("date")
+    return sent if header.get("msg_type") == "comm_msg" and isinstance(sent, datetime.datetime) else None

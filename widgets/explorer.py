@@ -31,10 +31,11 @@ Stable CSS classes (browser tests and styling rely on them):
 """
 from __future__ import annotations
 
+import contextlib
 import pathlib
-import re
 import threading
 from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from typing import Any
 
 import ipywidgets as w
@@ -54,10 +55,12 @@ from .panel_details import DetailsPanel
 from .panel_passes import PassPanel, step_badge
 from .panel_timing import TimingPanel
 from .profiling import Profiler
+from .report_button import ReportButton
 from ._later import after_cell
-from ._busy import working
+from ._busy import OneAtATime
 from ._tree import close_tree
 from .table_view import TableView
+from .undo_redo import UndoRedo
 
 CSS = (pathlib.Path(__file__).parent / "explorer.css").read_text()
 DEFAULT_PROFILE_KWARGS = {"budget_s": 1.0}
@@ -95,14 +98,14 @@ class Explorer(w.VBox):
         self.title = _named(w.HTML(f"<b>{escape(name)}</b>"), "fxviz-title")
         self._name = name
         self.step_label = _named(w.Label(), "fxviz-step")
-        self.undo_button = _named(w.Button(description="undo", icon="undo", layout={"width": "auto"}), "fxviz-undo")
-        self.redo_button = _named(w.Button(description="redo", icon="repeat", layout={"width": "auto"}), "fxviz-redo")
+        self.undo_redo = UndoRedo(session, self._act)
+        self.undo_button, self.redo_button = self.undo_redo.undo, self.undo_redo.redo
+        self._requests = OneAtATime()  # a click made while an action ran is dropped, not run after it
         self.badge = _named(w.HTML(), "fxviz-badge")
         self.status = _named(w.Label(), "fxviz-status")
         self.error = _named(w.HTML(), "fxviz-error")
-        self.export_button = _named(w.Button(description="export", icon="download", layout={"width": "auto"},
-                                             tooltip="write the whole session as one HTML page"), "fxviz-export")
-        self.export_link = _named(w.HTML(), "fxviz-export-link")
+        self._report = ReportButton(session, name, self.profiler.paused, self._say)
+        self.export_button, self.export_link = self._report.button, self._report.link
         header = _named(w.HBox([self.title, self.step_label, self.undo_button, self.redo_button, self.badge,
                                 self.profiler.progress, self.status, self.export_button, self.export_link]),
                         "fxviz-header")
@@ -117,9 +120,7 @@ class Explorer(w.VBox):
         # Opening the Passes tab lists passes registered since (e.g. in another cell).
         self.tabs.observe(lambda _: self.passes.show(session, self.graph.selected), "selected_index")
         self.tabs.observe(lambda _: self._show_code(), "selected_index")
-        self.undo_button.on_click(lambda _: self._act(session.undo))
-        self.redo_button.on_click(lambda _: self._act(session.redo))
-        self.graph.on_action(self._on_key)  # Ctrl+Z / Ctrl+Shift+Z in the workbench
+        self.graph.on_action(self.undo_redo.run)  # Ctrl+Z / Ctrl+Shift+Z in the workbench
         self.export_button.on_click(lambda _: self._act(self.export))
         self.passes.apply.on_click(lambda _: self._act(self._apply))
         self._unsubscribe = session.subscribe(self._on_session)
@@ -146,17 +147,10 @@ class Explorer(w.VBox):
                 self._say(f"The Explorer could not list the nodes: {type(exc).__name__}: {exc}")
 
     def export(self, path: str | pathlib.Path | None = None) -> pathlib.Path:
-        """Write the session as one self-contained HTML page (``Session.to_html``) with the
-        timings measured so far, and show a link to it; default path: ``<model>-report.html``
-        in the kernel's working directory (a notebook's own folder)."""
-        path = pathlib.Path(path or re.sub(r"[^\w.-]", "_", self._name) + "-report.html")
-        with working(self.export_button, "exporting…"), self.profiler.paused():  # checks every step: runs the model
-            self.session.to_html(path, title=self._name)
-        href = escape(path.as_posix() if not path.is_absolute() else path.as_uri())
-        self.export_link.value = f'<a href="{href}" target="_blank" download>{escape(path.name)}</a>'
-        count = len(self.session.steps)
-        self._say(f"Wrote the report ({count} step{'s' * (count != 1)}) to {path}", error=False)
-        return path
+        """Write the session as one self-contained HTML page with the timings measured so
+        far and link it (default path: ``<model>-report.html`` in the kernel's working
+        directory); see :class:`ReportButton`."""
+        return self._report.write(path)
 
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
         """The widget view plus, as text/html, a static copy (graph, node table, step) for
@@ -190,10 +184,20 @@ class Explorer(w.VBox):
         super().close()
 
     # --- user actions ----------------------------------------------------------
-    def _act(self, action: Callable[..., Any], *args: Any) -> None:
-        """Run an action on the session and show its error, if any. The session is
-        transactional: a failed pass leaves it as it was."""
+    def _act(self, action: Callable[..., Any], *args: Any,
+             busy: Callable[[], AbstractContextManager] = contextlib.nullcontext) -> None:
+        """Run an action on the session (its controls ``busy()`` meanwhile) and show its
+        error, if any. The session is transactional: a failed pass leaves it as it was.
+        A request made in the browser while the previous action ran is dropped, saying so.
+        Profiling stops or waits meanwhile: it would share the interpreter with the action."""
+        if self._requests.stale():
+            self._say("A click or key pressed while the last action ran was ignored.", error=False)
+            return
         self._say("")
+        with self._requests.running(), self.undo_redo.held(), busy(), self.profiler.paused(alone=False):
+            self._run(action, *args)
+
+    def _run(self, action: Callable[..., Any], *args: Any) -> None:
         try:
             action(*args)
         except NothingToDo as exc:
@@ -205,13 +209,6 @@ class Explorer(w.VBox):
             self._say(str(exc), node=node)
         except Exception as exc:  # shown to the user, who cannot see a callback's traceback
             self._say(f"{type(exc).__name__}: {exc}")
-
-    def _on_key(self, action: str) -> None:
-        """Undo/redo from the keyboard: a key with nothing to undo does nothing."""
-        if action == "undo" and self.session.can_undo:
-            self._act(self.session.undo)
-        elif action == "redo" and self.session.can_redo:
-            self._act(self.session.redo)
 
     def _apply(self) -> None:
         name, params, nodes = self.passes.request()
@@ -237,7 +234,7 @@ class Explorer(w.VBox):
         with self._ui:
             step, session = self.session.current, self.session
             self.step_label.value = f"step {step.index} of {len(session.steps) - 1} · {step.pass_name}"
-            self.undo_button.disabled, self.redo_button.disabled = not session.can_undo, not session.can_redo
+            self.undo_redo.show()
             self.badge.value = step_badge(step)
             if self.graph.selected not in step.graph:
                 self.graph.selected = ""

@@ -198,6 +198,16 @@ def stop_lab(lab: Lab) -> None:
 
 # --- helpers -----------------------------------------------------------
 
+BUSY = re.compile(r"(apply|export|undo|redo)ing…")
+
+
+def action_done(explorer, timeout: float = 60) -> None:
+    """Wait for the end of the Explorer's action in flight (its button says "…ing…" until
+    then): its new step shows before it ends, and a click or key made before the end is
+    dropped (widgets/_busy.OneAtATime)."""
+    poll("the action to end", lambda: explorer.locator("button", has_text=BUSY).count() == 0, timeout)
+
+
 def assert_no_js_error(page) -> None:
     """Fail if any widget shows JupyterLab's "Click to show javascript error" (the message
     says which error: clicking the box reveals it)."""

@@ -14,7 +14,7 @@ import re
 
 import pytest
 
-from labdriver import assert_no_js_error, kernel_json, open_notebook, run_all, shoot_themes
+from labdriver import action_done, assert_no_js_error, kernel_json, open_notebook, run_all, shoot_themes
 
 pytestmark = pytest.mark.e2e
 
@@ -128,6 +128,7 @@ def test_fuse_conv_bn_apply_and_undo(lab, page):
     # Undo: the BatchNorm nodes and the longer code come back; redo is offered.
     explorer.locator("button.fxviz-undo").click()
     _wait_step(explorer, "step 0 of 1")
+    action_done(explorer)  # then the buttons say what the session can do
     bn1.wait_for()
     explorer.locator(".fxviz-gv-status", has_text=f"{nodes_before} nodes").wait_for()
     assert sorted(_batchnorm_nodes(explorer)) == sorted(batchnorms_before)

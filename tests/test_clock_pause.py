@@ -1,0 +1,140 @@
+"""Making a large graph's timed code (seconds at 100,000 nodes, no stopping point) and a
+kernel action at the same time: the code generator waits at its pause points while the
+action runs, and a long compilation runs in a child process; the code made is the same."""
+from __future__ import annotations
+
+import marshal
+import sys
+import threading
+import time
+
+import pytest
+import torch
+import torch.fx
+from torch import nn
+
+from fxviz import _clock
+from fxviz._cancel import cancellable
+from fxviz._turns import Turns
+from fxviz.errors import Cancelled
+
+
+def chain(n: int) -> torch.fx.GraphModule:
+    return torch.fx.symbolic_trace(nn.Sequential(*[nn.ReLU() for _ in range(n)]))
+
+
+def make_code_beside_the_kernel(monkeypatch, act):
+    """The worker makes ``gm``'s timed code as the scheduler runs it; at its 10th pause
+    point the kernel's ``act(turns, seen)`` starts. Returns (pause points seen when the
+    kernel action began and after it, what the worker ended with, gm)."""
+    gm, turns, seen, reached, acting = chain(1000), Turns(), [], threading.Event(), threading.Event()
+    real = _clock.pause_point
+
+    def counted() -> None:
+        seen.append(1)
+        if len(seen) == 10:
+            reached.set()
+            acting.wait(5)
+        real()
+
+    monkeypatch.setattr(_clock, "pause_point", counted)
+    ended = {}
+
+    def work() -> None:
+        try:
+            with turns.worker(), cancellable(lambda: False, turns.aside, turns.hold):
+                _clock._timed_code(gm)
+            ended["result"] = "made"
+        except Cancelled as exc:
+            ended["result"] = str(exc)
+
+    worker = threading.Thread(target=work)
+    worker.start()
+    assert reached.wait(10)
+    counts = act(turns, seen, acting)
+    worker.join(10)
+    return counts, ended.get("result"), gm
+
+
+def test_a_kernel_action_holds_the_code_generator_at_its_next_node(monkeypatch):
+    def act(turns, seen, acting):
+        with turns.kernel():  # the worker steps aside to make code: the kernel does not wait for it
+            acting.set()
+            before = len(seen)
+            time.sleep(0.3)
+            return before, len(seen)
+
+    (before, during), result, gm = make_code_beside_the_kernel(monkeypatch, act)
+    assert before == 10 and during <= 11  # held at its next pause point, not writing code beside the kernel
+    assert "runs again" in result  # the profile in flight is retaken: the kernel acted
+    kept = _clock._kept[gm]  # the code made is kept for it, for this version of gm
+    assert kept.made_for == _clock._version(gm)
+    ticks = []
+    _clock.instrument(gm, ticks.append)(torch.randn(3))
+    assert ticks == list(range(len(gm.graph.nodes)))
+
+
+def test_without_a_kernel_action_the_code_generator_goes_on(monkeypatch):
+    def act(turns, seen, acting):
+        acting.set()
+        time.sleep(0.3)
+        return 10, len(seen)
+
+    (_, during), result, gm = make_code_beside_the_kernel(monkeypatch, act)
+    assert during == points(gm) and result == "made"
+
+
+def test_closing_stops_a_held_code_generator(monkeypatch):
+    def act(turns, seen, acting):
+        with turns.kernel():
+            acting.set()
+            time.sleep(0.1)
+            turns.close()  # the Explorer closed while the kernel acts (e.g. at exit)
+            time.sleep(0.1)
+            return 10, len(seen)
+
+    (_, during), result, gm = make_code_beside_the_kernel(monkeypatch, act)
+    assert during <= 11 and "cancelled before it finished" in result and gm not in _clock._kept
+
+
+def test_a_long_source_is_compiled_in_a_child_process_to_the_same_code(monkeypatch):
+    gm = chain(30)
+    src = _clock._timed_graph(gm).python_code(root_module="self").src
+    here = compile(src, "<fxviz timed t>", "exec", dont_inherit=True)
+    monkeypatch.setattr(_clock, "COMPILE_APART_CHARS", 0)
+    runs = []
+    real_popen = _clock.subprocess.Popen
+    monkeypatch.setattr(_clock.subprocess, "Popen", lambda *a, **k: runs.append(a[0][0]) or real_popen(*a, **k))
+    niced = []
+    monkeypatch.setattr(_clock.os, "setpriority", lambda *a: niced.append(a[2]))
+    monkeypatch.setattr(_clock, "compile", lambda *a, **k: pytest.fail("compiled here"), raising=False)
+    assert marshal.dumps(_clock._compiled(src, "<fxviz timed t>")) == marshal.dumps(here)
+    assert runs == [sys.executable] and niced == [19]  # at the lowest priority: the kernel goes first
+    ticks = []
+    _clock.instrument(gm, ticks.append)(torch.randn(3))  # a timed forward from it runs
+    assert ticks == list(range(len(gm.graph.nodes)))
+    monkeypatch.delattr(_clock, "compile")
+    for where in ("executable", "version"):  # no child to be had, or another Python's code: made here
+        with monkeypatch.context() as patched:
+            patched.setattr(_clock.sys, where, "/nonexistent/python" if where == "executable" else "3.0")
+            assert marshal.dumps(_clock._compiled(src, "<fxviz timed t>")) == marshal.dumps(here)
+
+
+def points(gm: torch.fx.GraphModule) -> int:
+    return -(-len(gm.graph.nodes) // _clock.PAUSE_EVERY)  # nodes 0, 32, 64, ...
+
+
+@pytest.mark.parametrize("n", [5, 300])
+def test_pause_points_leave_the_timed_code_as_it_was(n):
+    """A pause point every 32 nodes, and the same source as with plain ints."""
+    gm, calls = chain(n), []
+    timed = _clock._timed_graph(gm)
+    with cancellable(lambda: False, None, lambda: calls.append(1)):
+        src = timed.python_code(root_module="self").src
+    plain = torch.fx.Graph()
+    _clock.share_codegen(plain, gm.graph)
+    copies = {}
+    for i, node in enumerate(gm.graph.nodes):
+        plain.call_function(_clock._tick, (i,))
+        copies[node] = plain.node_copy(node, copies.__getitem__)
+    assert src == plain.python_code(root_module="self").src and len(calls) == points(gm)
