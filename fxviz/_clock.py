@@ -30,6 +30,7 @@ PREEMPTED_US = 50.0
 # Compiling a timed forward holds the interpreter's lock throughout (3.6 s at 100,000
 # nodes, about 0.5 s at this size): a longer one is compiled in a child process.
 COMPILE_APART_CHARS = 2_000_000
+COMPILE_APART_S = 10.0  # the child's time limit, plus a second per MB of source
 PAUSE_EVERY = 32  # nodes: about a millisecond of code generation
 _COMPILE = ("import marshal, sys; code = compile(sys.stdin.buffer.read(), sys.argv[1], 'exec', dont_inherit=True, "
             "optimize=int(sys.argv[2])); sys.stdout.buffer.write(sys.version.encode() + b'\\0' + marshal.dumps(code))")
@@ -138,21 +139,46 @@ class _TimedCode:
 def _compiled(src: str, name: str) -> types.CodeType:
     """``compile(src, name, "exec")``; a long ``src`` in a child process of this Python,
     the code object marshalled back, so the kernel is not frozen meanwhile, and at the
-    lowest CPU priority, so the kernel's work goes first on a busy machine (here, where
-    no child can run)."""
-    if len(src) >= COMPILE_APART_CHARS:
+    lowest CPU priority, so the kernel's work goes first on a busy machine. In process
+    where no child Python can run (an embedding application's kernel) or it fails or
+    takes longer than compiling here could (it is then killed)."""
+    if len(src) >= COMPILE_APART_CHARS and os.path.basename(sys.executable).lower().startswith("python"):
         try:
-            with subprocess.Popen([sys.executable, "-I", "-S", "-c", _COMPILE, name, str(sys.flags.optimize)],
-                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as child:
-                with contextlib.suppress(OSError, AttributeError):  # no such call on Windows
-                    os.setpriority(os.PRIO_PROCESS, child.pid, 19)
-                out, _ = child.communicate(src.encode())
-            version, _, code = out.partition(b"\0")
-            if child.returncode == 0 and version == sys.version.encode():  # marshal's format is this Python's
-                return marshal.loads(code)
-        except (OSError, ValueError, EOFError, TypeError):
+            code = _compiled_apart(src, name)
+            if code is not None:
+                return code
+        except (OSError, ValueError, EOFError, TypeError, subprocess.TimeoutExpired):
             pass
     return compile(src, name, "exec", dont_inherit=True)
+
+
+def _compiled_apart(src: str, name: str) -> types.CodeType | None:
+    windows = getattr(subprocess, "IDLE_PRIORITY_CLASS", 0) | getattr(subprocess, "CREATE_NO_WINDOW", 0)
+    child = subprocess.Popen([sys.executable, "-I", "-S", "-c", _COMPILE, name, str(sys.flags.optimize)],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                             creationflags=windows)
+    try:
+        with contextlib.suppress(OSError, AttributeError):  # not on Windows (creationflags there)
+            os.setpriority(os.PRIO_PROCESS, child.pid, 19)
+        deadline = time.monotonic() + COMPILE_APART_S + len(src) / 1e6  # ~3 MB/s in process: a wide margin
+        data: bytes | None = src.encode()
+        while True:
+            try:
+                out, _ = child.communicate(data, timeout=0.5)
+                break
+            except subprocess.TimeoutExpired:
+                data = None  # sent once: a retry goes on reading
+                if time.monotonic() > deadline:
+                    raise
+                pause_point()  # raises Cancelled once the Explorer is closed
+    finally:
+        if child.poll() is None:
+            child.kill()
+        child.wait()
+    version, _, code = out.partition(b"\0")
+    if child.returncode == 0 and version == sys.version.encode():  # marshal's format is this Python's
+        return marshal.loads(code)
+    return None
 
 
 class _Index(int):

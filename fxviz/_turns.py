@@ -52,8 +52,9 @@ class Turns:
         with self._gate:
             self.waiting += 1
             self.generation += 1
-            self._gate.wait_for(lambda: not alone or not self._busy)
-        try:
+        try:  # an interrupt (Ctrl+C) while waiting must not leave the worker waiting for this action
+            with self._gate:
+                self._gate.wait_for(lambda: not alone or not self._busy)
             yield
         finally:
             with self._gate:

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import threading
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
-from functools import cached_property, partial
+from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import graphviz
@@ -50,12 +51,20 @@ class Rendering:
     note: str = ""
     coarser: Callable[[str], Rendering] | None = None  # the same drawing with half the budget, given a note
 
-    @cached_property
+    # Not functools.cached_property: before Python 3.12 its lock is one for all renderings,
+    # which made a report's layouts in parallel threads run one at a time.
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False, compare=False)
+
+    @property
     def _layout(self) -> str | None:  # None: dot ran out of time
-        try:
-            return layout_svg(self.dot.source, timeout=self.layout_timeout, box_count=self.box_count)
-        except LayoutTimeout:
-            return None
+        with self._lock:  # laid out once per rendering
+            if "_svg" not in self.__dict__:
+                try:
+                    svg = layout_svg(self.dot.source, timeout=self.layout_timeout, box_count=self.box_count)
+                except LayoutTimeout:
+                    svg = None
+                self.__dict__["_svg"] = svg
+            return self.__dict__["_svg"]
 
     @property
     def svg(self) -> str:
@@ -104,9 +113,7 @@ def layout_svg(source: str, *, timeout: float = 10.0, box_count: int = 0) -> str
             "or `conda install -c conda-forge graphviz`; then restart the kernel."
         )
     try:
-        done = subprocess.run(
-            [exe, "-Tsvg"], input=source.encode(), capture_output=True, timeout=timeout, check=False
-        )
+        done = subprocess.run([exe, "-Tsvg"], input=source.encode(), capture_output=True, timeout=timeout, check=False)
     except subprocess.TimeoutExpired:
         raise LayoutTimeout(box_count, timeout) from None
     if done.returncode != 0:
@@ -115,21 +122,11 @@ def layout_svg(source: str, *, timeout: float = 10.0, box_count: int = 0) -> str
     return svg[svg.find("<svg"):]
 
 
-def render(
-    source: torch.fx.GraphModule | nx.DiGraph,
-    *,
-    color_by: str | None = None,
-    values: Mapping[str, float] | None = None,
-    marks: Mapping[str, str] | None = None,
-    highlight: Iterable[str] = (),
-    collapse: Iterable[str] = (),
-    expand: Iterable[str] = (),
-    auto_collapse: bool = True,
-    max_nodes: int | None = None,
-    long_edge: int = 40,
-    layout_timeout: float = 10.0,
-    rankdir: str = "TB",
-) -> Rendering:
+def render(source: torch.fx.GraphModule | nx.DiGraph, *, color_by: str | None = None,
+           values: Mapping[str, float] | None = None, marks: Mapping[str, str] | None = None,
+           highlight: Iterable[str] = (), collapse: Iterable[str] = (), expand: Iterable[str] = (),
+           auto_collapse: bool = True, max_nodes: int | None = None, long_edge: int = 40,
+           layout_timeout: float = 10.0, rankdir: str = "TB") -> Rendering:
     """Draw ``source`` (a GraphModule or a :func:`fxviz.to_networkx` graph).
 
     ``color_by``: a mode of :data:`fxviz.colour_modes.MODES` (``None``/``"op"``: by node

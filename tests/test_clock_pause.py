@@ -138,3 +138,46 @@ def test_pause_points_leave_the_timed_code_as_it_was(n):
         plain.call_function(_clock._tick, (i,))
         copies[node] = plain.node_copy(node, copies.__getitem__)
     assert src == plain.python_code(root_module="self").src and len(calls) == points(gm)
+
+
+def test_a_child_that_does_not_end_is_killed_and_the_code_made_here(monkeypatch, tmp_path):
+    """An executable named python that never answers (a wrapper, a stuck machine): past
+    the time limit the child is killed and the code made in process, the same code. One
+    not named python (an embedding application's) is never started."""
+    src = _clock._timed_graph(chain(30)).python_code(root_module="self").src
+    code = compile(src, "<t>", "exec", dont_inherit=True)
+    here = marshal.dumps(code)  # of a code object held twice, as the ones compared below (marshal's refs)
+    started = []
+    real_popen = _clock.subprocess.Popen
+    monkeypatch.setattr(_clock.subprocess, "Popen", lambda *a, **k: started.append(real_popen(*a, **k)) or started[-1])
+    monkeypatch.setattr(_clock, "COMPILE_APART_CHARS", 0)
+    monkeypatch.setattr(_clock, "COMPILE_APART_S", 0.5)
+    hang = tmp_path / "python-hang"
+    hang.write_text("#!/bin/sh\nexec sleep 120\n")
+    hang.chmod(0o755)
+    monkeypatch.setattr(_clock.sys, "executable", str(hang))
+    start = time.monotonic()
+    made = _clock._compiled(src, "<t>")
+    assert time.monotonic() - start < 60  # not waiting for the child's own end
+    assert marshal.dumps(made) == here
+    assert len(started) == 1 and started[0].returncode is not None  # killed and reaped, not left running
+    monkeypatch.setattr(_clock.sys, "executable", str(tmp_path / "host-app"))
+    made = _clock._compiled(src, "<t>")
+    assert marshal.dumps(made) == here and len(started) == 1
+
+
+def test_an_interrupt_while_a_kernel_action_waits_leaves_no_action_counted():
+    """Ctrl+C while an action waits for the worker's model run: the worker must not then
+    wait for an action that no longer exists."""
+    turns = Turns()
+
+    def interrupted(*_, **__):
+        raise KeyboardInterrupt
+
+    with turns.worker():  # the worker is running a model: the action waits
+        turns._gate.wait_for = interrupted
+        with pytest.raises(KeyboardInterrupt), turns.kernel():
+            pass
+    del turns._gate.wait_for
+    assert turns.waiting == 0
+    turns.after_kernel()  # returns at once: no action counted

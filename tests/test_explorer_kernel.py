@@ -117,7 +117,7 @@ def test_a_second_click_made_while_an_undo_runs_is_dropped(kernel):
     click()
     click()
     _, (state,) = run(kernel, STATE)
-    assert state == {"index": 2, "status": "A click or key pressed while the last action ran was ignored."}
+    assert state == {"index": 2, "status": "A click or key made before the last action ended was ignored: make it again if you meant it."}
     click()
     _, (state,) = run(kernel, STATE)
     assert state == {"index": 1, "status": ""}

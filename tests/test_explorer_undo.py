@@ -133,3 +133,20 @@ def test_undo_and_redo_take_no_click_while_a_pass_applies(explorer, monkeypatch)
     assert seen == [[("undo", True), ("redo", True)]]  # after the new step was shown, before the action ended
     assert explorer.session.index == 2 and len(explorer.session.steps) == 3  # the redo tail made way for it
     assert buttons(explorer) == [("undo", False), ("redo", True)]
+
+
+def test_export_and_apply_take_no_click_while_any_action_runs(explorer, monkeypatch):
+    """A click made during an action is dropped: nothing may look clickable meanwhile.
+    After, export is enabled and apply as the pass allows."""
+    seen, real = [], explorer.session.undo
+    held = lambda: (explorer.export_button.disabled, explorer.passes.apply.disabled)  # noqa: E731
+    monkeypatch.setattr(explorer.session, "undo", lambda: (seen.append(held()), real(), seen.append(held())))
+    explorer.tabs.selected_index = 2
+    explorer.passes.select.value = "unused_relu"
+    assert held() == (False, False)
+    explorer.undo_button.click()
+    assert seen == [(True, True), (True, True)]  # also after the redraw of the step undone to
+    assert held() == (False, False) and explorer.session.index == 0
+    explorer.passes.select.value = "fuse_conv_bn"
+    explorer.undo_button.click()  # nothing to undo: nothing runs, nothing held
+    assert explorer.passes.apply.disabled is False

@@ -155,3 +155,35 @@ def test_a_module_called_from_several_places_gets_no_box(resnet18):
     clusters = {e["name"] for e in render(gm).elements.values() if e["kind"] == "cluster"}
     assert "layer1.0" in clusters
     assert not any(path.endswith(".relu") for path in clusters)
+
+
+def test_renderings_lay_out_at_the_same_time_each_once(my_module, monkeypatch):
+    """A report lays out its views in parallel threads: one rendering's layout must not
+    wait for another's (both reach the barrier only if neither waits for the other), and
+    threads asking for one rendering at once lay it out once."""
+    import threading
+
+    import fxviz.render as render_module
+
+    barrier, calls = threading.Barrier(2, timeout=10), []
+
+    def layout(source, **_):
+        calls.append(source)
+        barrier.wait()
+        return "<svg/>"
+
+    def in_threads(renderings):
+        results = []
+        threads = [threading.Thread(target=lambda r=r: results.append(r.svg)) for r in renderings]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(15)
+        return results
+
+    monkeypatch.setattr(render_module, "layout_svg", layout)
+    gm = fxviz.trace(my_module)
+    assert in_threads([render(gm), render(gm)]) == ["<svg/>"] * 2 and len(calls) == 2
+    one = render(gm)
+    barrier = threading.Barrier(1)  # the second thread waits for the first's layout, then reuses it
+    assert in_threads([one, one]) == ["<svg/>"] * 2 and len(calls) == 3

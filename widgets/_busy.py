@@ -54,7 +54,10 @@ class OneAtATime:
     def stale(self) -> bool:
         """Whether the request being handled was made before the last action ended."""
         sent = _sent()
-        return sent is not None and self._ended is not None and sent < self._ended
+        try:
+            return sent is not None and self._ended is not None and sent < self._ended
+        except TypeError:  # one browser's date with a time zone, another's without: cannot tell
+            return False
 
     @contextlib.contextmanager
     def running(self) -> Iterator[None]:

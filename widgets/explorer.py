@@ -57,7 +57,7 @@ from .panel_timing import TimingPanel
 from .profiling import Profiler
 from .report_button import ReportButton
 from ._later import after_cell
-from ._busy import OneAtATime
+from ._busy import OneAtATime, held
 from ._tree import close_tree
 from .table_view import TableView
 from .undo_redo import UndoRedo
@@ -191,10 +191,12 @@ class Explorer(w.VBox):
         A request made in the browser while the previous action ran is dropped, saying so.
         Profiling stops or waits meanwhile: it would share the interpreter with the action."""
         if self._requests.stale():
-            self._say("A click or key pressed while the last action ran was ignored.", error=False)
+            self._say("A click or key made before the last action ended was ignored: make it again if you meant it.",
+                      error=False)
             return
         self._say("")
-        with self._requests.running(), self.undo_redo.held(), busy(), self.profiler.paused(alone=False):
+        with self._requests.running(), self.undo_redo.held(), self.passes.held(), held(self.export_button), busy(), \
+                self.profiler.paused(alone=False):
             self._run(action, *args)
 
     def _run(self, action: Callable[..., Any], *args: Any) -> None:

@@ -69,6 +69,7 @@ class PassPanel(w.VBox):
         self.history.add_class("fxviz-history")
         self._fields: list[tuple[PassParam, w.Widget]] = []
         self._selected = ""
+        self._holds = 0  # Explorer actions running (:meth:`held`)
         super().__init__([self.select, self.doc, self.form, self.scope, self.nodes, self.apply,
                           w.HTML("<b>Steps</b>"), self.history])
         self.add_class("fxviz-pass-panel")
@@ -108,6 +109,18 @@ class PassPanel(w.VBox):
         self._selected = name
         if name and self.scope.value == SELECTED and name not in self.nodes.value:
             self.nodes.value = [*self.nodes.value, name]
+
+    @contextlib.contextmanager
+    def held(self) -> Iterator[None]:
+        """Apply takes no click while any Explorer action runs (a click made meanwhile
+        is dropped), whatever redraws the panel meanwhile; then as the pass allows."""
+        self._holds += 1
+        self.apply.disabled = True
+        try:
+            yield
+        finally:
+            self._holds -= 1
+            self._describe()
 
     @contextlib.contextmanager
     def busy(self) -> Iterator[None]:
@@ -155,7 +168,7 @@ class PassPanel(w.VBox):
         flags = [("changes the outputs" if not spec.preserves_semantics else ""),
                  ("needs eval mode" if spec.needs_eval else ""), (f"does not apply: {why_not}" if why_not else "")]
         self.doc.value = " · ".join(filter(None, [spec.doc, *flags]))
-        self.apply.disabled = why_not is not None
+        self.apply.disabled = why_not is not None or self._holds > 0
 
     def _on_scope(self, change: dict[str, Any]) -> None:
         chosen = change["new"] == SELECTED
