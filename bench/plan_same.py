@@ -131,7 +131,7 @@ def main() -> int:
               + ("identical" if not bad else f"{len(bad)} DIFFER"))
         for case, diff in bad[:5]:
             print(f"  differs in {diff}: {case}")
-        if graph.number_of_nodes() >= 50_000:
+        if graph.number_of_nodes() >= 20_000:
             timings(old, graph, args.rounds)
     return 1 if failed else 0
 

@@ -8,8 +8,8 @@ tree is indexed (layout_index): a collapsed box brings its edges to the outside,
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from itertools import chain
 from dataclasses import dataclass, field
+from itertools import chain
 
 import networkx as nx
 
@@ -106,8 +106,9 @@ def _plan(graph: nx.DiGraph, collapse: set[str], expand: list[str], auto: bool, 
 
 
 def _build(index: BoxIndex, opened: list[str], closed: list[str], long_edge: int) -> LayoutPlan:
-    plan = LayoutPlan(closed=closed, unit_of=Units(index.tree, set(opened)))
-    _place(index, set(opened), plan)
+    wanted = set(opened)
+    plan = LayoutPlan(closed=closed, unit_of=Units(index.tree, wanted))
+    _place(index, wanted, plan)
     placed = set(plan.opened)
     plan.opened = [p for p in opened if p in placed]
     _plan_edges(index, plan, long_edge)
