@@ -71,15 +71,16 @@ class Units(Mapping[str, Unit]):
         self._tree, self._opened = tree, opened
         self._of_box: dict[str, Unit | None] = {"": None}  # None: the box's nodes are drawn
 
-    def _box_unit(self, path: str) -> Unit | None:
+    def of_box(self, path: str) -> Unit | None:
+        """The unit of the nodes that box ``path`` lists, None where they are drawn."""
         if path not in self._of_box:
-            outer = self._box_unit(self._tree.boxes[path].parent)
+            outer = self.of_box(self._tree.boxes[path].parent)
             closed = outer is None and path not in self._opened
             self._of_box[path] = ("collapsed", path) if closed else outer
         return self._of_box[path]
 
     def __getitem__(self, name: str) -> Unit:
-        return self._box_unit(self._tree.box_of[name]) or ("node", name)
+        return self.of_box(self._tree.box_of[name]) or ("node", name)
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._tree.box_of)

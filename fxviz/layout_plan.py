@@ -7,9 +7,8 @@ tree is indexed (layout_index): a collapsed box brings its edges to the outside,
 """
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from itertools import chain
 
 import networkx as nx
 
@@ -30,6 +29,7 @@ Item = tuple[str, str]  # ("node", name) | ("cluster", path) | ("collapsed", pat
 
 @dataclass
 class LayoutPlan:
+    unit_of: Units  # every FX node's drawn unit (a Mapping), derived from the tree on lookup
     children: dict[str, list[Item]] = field(default_factory=dict)
     labels: dict[str, str] = field(default_factory=dict)
     collapsed: set[str] = field(default_factory=set)  # collapsed boxes that are drawn
@@ -38,7 +38,6 @@ class LayoutPlan:
     edges: list[tuple[Unit, Unit]] = field(default_factory=list)
     stubs: list[tuple[str, str]] = field(default_factory=list)  # (producer node, cluster path)
     shared_stubs: set[int] = field(default_factory=set)  # stubs standing for several producers
-    unit_of: Mapping[str, Unit] = field(default_factory=dict)  # every FX node's drawn unit
     drawn: int = 0  # nodes and collapsed boxes drawn
     span: int = 0  # drawing-order distance summed over the drawn edges (stubs excluded)
     closed: list[str] = field(default_factory=list)  # boxes asked open (expand) that stay collapsed
@@ -225,15 +224,16 @@ def _plan_edges(index: BoxIndex, plan: LayoutPlan, long_edge: int) -> None:
     explode. A cluster gets at most ``MAX_STUBS_PER_CLUSTER`` stubs. Only the graph's
     edges that leave a drawn unit are read, in graph order (which decides the stubs)."""
     order, where_of = _drawing_order(plan)
-    edges = index.tree.edges
-    picked = chain(*(index.leaving(path) for path in plan.collapsed),
-                   *(index.out(key) for kind, key in order if kind == "node"))
+    picked = [(i, ("collapsed", path)) for path in plan.collapsed for i in index.leaving(path)]
+    picked += [(i, unit) for unit in order if unit[0] == "node" for i in index.out(unit[1])]
+    picked.sort()  # positions are distinct: units are never compared
+    edges, box_of, units = index.tree.edges, index.tree.box_of, plan.unit_of
     seen: set[tuple[Unit, Unit]] = set()
     stub_of: dict[tuple[Unit, str], int] = {}
     per_cluster: dict[str, int] = {}
-    unit_of = plan.unit_of
-    for tail, head in (edges[i] for i in sorted(picked)):
-        ut, uh = unit_of[tail], unit_of[head]
+    for i, ut in picked:
+        tail, head = edges[i]
+        uh = units.of_box(box_of[head]) or ("node", head)
         if ut == uh:
             continue
         distance = abs(order[uh] - order[ut])
