@@ -1,19 +1,20 @@
 """What to lay out: which boxes of the tree stay open, which collapse, which edges become stubs.
 
 Pure graph bookkeeping with no Graphviz, so the rules that keep layouts fast and
-legible can be tested directly. The cost is linear in the graph; what is drawn is
-bounded by the box budget (every box's children are bounded, see layout_tree).
+legible can be tested directly. What is drawn is bounded by the box budget (every box's
+children are bounded, see layout_tree), and so is a plan's cost once the graph's box
+tree is indexed (layout_index): a collapsed box brings its edges to the outside, not its inside.
 """
 from __future__ import annotations
 
-import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import networkx as nx
 
 from fxviz._gc import gc_paused
-from fxviz.layout_tree import DENSE_EDGES, Box, BoxTree, build_tree
+from fxviz.layout_index import BoxIndex, Unit, Units, box_index
+from fxviz.layout_tree import DENSE_EDGES, Box, BoxTree
 
 MAX_STUBS_PER_CLUSTER = 8  # more far inputs into one cluster share one "↳ name and more" stub
 # dot's time follows boxes, edges, clusters and crossings (edges spanning many boxes, in
@@ -24,11 +25,11 @@ WORK_PER_BOX = 32
 ASKED = 4  # boxes the user asked open may fill ASKED times the budget: it bounds legibility, work bounds time
 
 Item = tuple[str, str]  # ("node", name) | ("cluster", path) | ("collapsed", path)
-Unit = tuple[str, str | int]  # ("node", name) | ("collapsed", path) | ("stub", k)
 
 
 @dataclass
 class LayoutPlan:
+    unit_of: Units  # every FX node's drawn unit (a Mapping), derived from the tree on lookup
     children: dict[str, list[Item]] = field(default_factory=dict)
     labels: dict[str, str] = field(default_factory=dict)
     collapsed: set[str] = field(default_factory=set)  # collapsed boxes that are drawn
@@ -37,7 +38,6 @@ class LayoutPlan:
     edges: list[tuple[Unit, Unit]] = field(default_factory=list)
     stubs: list[tuple[str, str]] = field(default_factory=list)  # (producer node, cluster path)
     shared_stubs: set[int] = field(default_factory=set)  # stubs standing for several producers
-    unit_of: dict[str, Unit] = field(default_factory=dict)
     drawn: int = 0  # nodes and collapsed boxes drawn
     span: int = 0  # drawing-order distance summed over the drawn edges (stubs excluded)
     closed: list[str] = field(default_factory=list)  # boxes asked open (expand) that stay collapsed
@@ -65,14 +65,15 @@ def plan_layout(graph: nx.DiGraph, *, collapse: set[str], expand: Iterable[str],
     nodes and the first box of ``expand`` open (a bounded chain of boxes); the other
     boxes open in order while they fit (the rest are ``closed``); then more boxes,
     shallow and structural first, while the drawing fits ``max_nodes``."""
-    with gc_paused():  # every node gets a unit: no collection should rescan them meanwhile
+    with gc_paused():  # a graph's first plan builds its tree: no collection should rescan it meanwhile
         return _plan(graph, collapse, list(expand), auto, max_nodes, long_edge,
                      ASKED if max_asked is None else max_asked / max_nodes)
 
 
 def _plan(graph: nx.DiGraph, collapse: set[str], expand: list[str], auto: bool, max_nodes: int,
           long_edge: int, ratio: float) -> LayoutPlan:
-    tree, members = _tree(graph)
+    index = box_index(graph)
+    tree = index.tree
     collapse = {p for p in collapse if p in tree.boxes}
     must: list[str] = []
     for key in expand:
@@ -85,13 +86,13 @@ def _plan(graph: nx.DiGraph, collapse: set[str], expand: list[str], auto: bool, 
         must.extend(reversed(tree.chain(asked[0])))
     wishes = asked[1:]
     if not auto:
-        return _build(tree, members, [p for p in tree.boxes if p and p not in collapse], [], long_edge)
+        return _build(index, [p for p in tree.boxes if p and p not in collapse], [], long_edge)
     budget, plan, over = max_nodes, None, 1.0
     box_limit = max_nodes * (ratio if wishes else 1)
     for _ in range(24):  # shrink the box budget until the plan's boxes and work fit
         opened, closed = _choose_open(tree, collapse, must, wishes, budget, ratio)
         if plan is None or opened != plan.opened:
-            plan = _build(tree, members, opened, closed, long_edge)
+            plan = _build(index, opened, closed, long_edge)
             over = max(plan.box_count / box_limit, plan.work / (WORK_PER_BOX * max_nodes))
             if over <= 1:
                 return plan
@@ -103,29 +104,14 @@ def _plan(graph: nx.DiGraph, collapse: set[str], expand: list[str], auto: bool, 
     return plan
 
 
-def _build(tree: BoxTree, members: dict[str, list[str]], opened: list[str], closed: list[str],
-           long_edge: int) -> LayoutPlan:
-    plan = LayoutPlan(closed=closed)
-    _place(tree, members, set(opened), plan)
+def _build(index: BoxIndex, opened: list[str], closed: list[str], long_edge: int) -> LayoutPlan:
+    wanted = set(opened)
+    plan = LayoutPlan(closed=closed, unit_of=Units(index.tree, wanted))
+    _place(index, wanted, plan)
     placed = set(plan.opened)
     plan.opened = [p for p in opened if p in placed]
-    _plan_edges(tree, plan, long_edge)
+    _plan_edges(index, plan, long_edge)
     return plan
-
-
-_TREES: weakref.WeakKeyDictionary[nx.DiGraph, tuple[int, BoxTree, dict[str, list[str]]]] = weakref.WeakKeyDictionary()
-
-
-def _tree(graph: nx.DiGraph) -> tuple[BoxTree, dict[str, list[str]]]:
-    """The box tree of ``graph``, built once per graph (a step's graph never changes):
-    expanding a box or revealing a node then costs the drawing, not the graph; and the
-    FX nodes of each box drawn collapsed so far (a report draws ~40 views of one tree)."""
-    size = graph.number_of_nodes()  # a cheap check that the graph was not rebuilt in place
-    cached = _TREES.get(graph)
-    if cached is None or cached[0] != size:
-        cached = (size, build_tree(graph), {})
-        _TREES[graph] = cached
-    return cached[1], cached[2]
 
 
 def _choose_open(tree: BoxTree, collapse: set[str], must: list[str], wishes: list[str],
@@ -190,9 +176,9 @@ def _hidden(box: Box) -> bool:
     return box.repeated or box.edges > DENSE_EDGES * len(box.items)
 
 
-def _place(tree: BoxTree, known: dict[str, list[str]], opened: set[str], plan: LayoutPlan) -> None:
-    """Children lists of open boxes, and the unit (own box or collapsed box) of every node."""
-    boxes = tree.boxes
+def _place(index: BoxIndex, opened: set[str], plan: LayoutPlan) -> None:
+    """Children lists of open boxes, and the FX nodes of each collapsed one."""
+    boxes = index.tree.boxes
     stack = [""]
     while stack:
         path = stack.pop()
@@ -200,7 +186,6 @@ def _place(tree: BoxTree, known: dict[str, list[str]], opened: set[str], plan: L
         for kind, key in boxes[path].items:
             if kind == "node":
                 children.append(("node", key))
-                plan.unit_of[key] = ("node", key)
                 plan.drawn += 1
             elif key in opened:
                 children.append(("cluster", key))
@@ -212,22 +197,7 @@ def _place(tree: BoxTree, known: dict[str, list[str]], opened: set[str], plan: L
                 plan.collapsed.add(key)
                 plan.labels[key] = boxes[key].label
                 plan.drawn += 1
-                members = known.get(key)
-                if members is None:
-                    members = known[key] = _members(boxes, key)
-                plan.members[key] = members
-                plan.unit_of.update(dict.fromkeys(members, ("collapsed", key)))  # one unit shared by its members
-
-
-def _members(boxes: dict[str, Box], path: str) -> list[str]:
-    out, stack = [], [path]
-    while stack:
-        for kind, key in reversed(boxes[stack.pop()].items):
-            if kind == "node":
-                out.append(key)
-            else:
-                stack.append(key)
-    return out
+                plan.members[key] = index.members(key)
 
 
 def _drawing_order(plan: LayoutPlan) -> tuple[dict[Unit, int], dict[Unit, str]]:
@@ -248,17 +218,22 @@ def _drawing_order(plan: LayoutPlan) -> tuple[dict[Unit, int], dict[Unit, str]]:
     return order, where
 
 
-def _plan_edges(tree: BoxTree, plan: LayoutPlan, long_edge: int) -> None:
+def _plan_edges(index: BoxIndex, plan: LayoutPlan, long_edge: int) -> None:
     """Edges between drawn units; one spanning more than ``long_edge`` units becomes a
     stub beside its consumer, since long edges make Graphviz's crossing minimisation
-    explode. A cluster gets at most ``MAX_STUBS_PER_CLUSTER`` stubs."""
+    explode. A cluster gets at most ``MAX_STUBS_PER_CLUSTER`` stubs. Only the graph's
+    edges that leave a drawn unit are read, in graph order (which decides the stubs)."""
     order, where_of = _drawing_order(plan)
+    picked = [(i, ("collapsed", path)) for path in plan.collapsed for i in index.leaving(path)]
+    picked += [(i, unit) for unit in order if unit[0] == "node" for i in index.out(unit[1])]
+    picked.sort()  # positions are distinct: units are never compared
+    edges, box_of, units = index.tree.edges, index.tree.box_of, plan.unit_of
     seen: set[tuple[Unit, Unit]] = set()
     stub_of: dict[tuple[Unit, str], int] = {}
     per_cluster: dict[str, int] = {}
-    unit_of = plan.unit_of
-    for tail, head in tree.edges:
-        ut, uh = unit_of[tail], unit_of[head]
+    for i, ut in picked:
+        tail, head = edges[i]
+        uh = units.of_box(box_of[head]) or ("node", head)
         if ut == uh:
             continue
         distance = abs(order[uh] - order[ut])
