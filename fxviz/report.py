@@ -25,8 +25,8 @@ import json
 import pathlib
 import re
 import sys
-from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from collections.abc import Iterator
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 

@@ -206,7 +206,8 @@ def test_what_the_worker_measured_is_shown_after_a_kernel_action_not_during_it(m
     try:
         scheduler.request([step], lambda: called.append(time.monotonic()))
         assert checking.wait(10)
-        threading.Timer(0.2, release.set).start()  # the check ends while the kernel acts or waits to
+        # the check ends while the kernel acts or waits to (1 s: even a loaded machine enters paused() before)
+        threading.Timer(1.0, release.set).start()
         with scheduler.paused(alone=alone):
             checked = release.is_set()
             time.sleep(0.4)
