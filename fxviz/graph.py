@@ -162,7 +162,7 @@ def _to_networkx(gm: torch.fx.GraphModule, notes: Mapping[str, Mapping[str, Any]
     succ: dict[str, dict[str, dict[str, Any]]] = {}
     pred: dict[str, dict[str, dict[str, Any]]] = {}
     for index, node in enumerate(gm.graph.nodes):
-        name, meta = node.name, node.meta
+        name, meta, args, kwargs = node.name, node.meta, node.args, node.kwargs  # args, kwargs: properties
         costs = meta if notes is None else notes.get(name, _NO_COSTS)
         tensor_meta, flops, macs = costs.get("tensor_meta"), costs.get("flops"), costs.get("macs")
         try:  # the layout by identity: the annotated run shares one record per layout, kept alive by `notes`
@@ -181,18 +181,17 @@ def _to_networkx(gm: torch.fx.GraphModule, notes: Mapping[str, Mapping[str, Any]
         records[name] = record = template.copy()
         users = node.users
         record["index"], record["args"], record["num_users"], record["users"] = \
-            index, format_arg(node.args), len(users), tuple([u.name for u in users])
+            index, format_arg(args), len(users), tuple([u.name for u in users])
         record["module_path"], record["source"], record["bytes"] = \
             meta.get("module_path"), meta.get("source"), costs.get("bytes")
-        if node.kwargs:
-            record["kwargs"] = format_arg(node.kwargs)
+        if kwargs:
+            record["kwargs"] = format_arg(kwargs)
         succ[name] = {}
         producers = pred[name] = {}
-        args = node.args
-        if not node.kwargs and len(args) == 1 and args[0].__class__ is Node:  # most nodes: one input, nothing else
+        if not kwargs and len(args) == 1 and args[0].__class__ is Node:  # most nodes: one input, nothing else
             producers[args[0].name] = succ[args[0].name][name] = {"uses": _ARG_POSITIONS[0]}
             continue
-        for position, producer in _uses(node):
+        for position, producer in _uses(args, kwargs):
             edge = producers.get(producer.name)
             if edge is None:  # FX graphs are in topological order: the producer's entry exists
                 producers[producer.name] = succ[producer.name][name] = {"uses": position}
@@ -213,10 +212,9 @@ _ARG_POSITIONS = tuple((f"args[{i}]",) for i in range(16))  # shared by every ed
 _CONTAINERS = (tuple, list, dict, slice)  # FX's immutable_list and immutable_dict among them
 
 
-def _uses(node: Node) -> list[tuple[tuple[str, ...], Node]]:
-    """(argument position, as a 1-tuple; producer) for each node among the arguments."""
-    args = node.args
-    if not node.kwargs and len(args) <= len(_ARG_POSITIONS):  # most nodes: nodes and constants, one pass
+def _uses(args: tuple, kwargs: dict) -> list[tuple[tuple[str, ...], Node]]:
+    """(argument position, as a 1-tuple; producer) for each node among a node's arguments."""
+    if not kwargs and len(args) <= len(_ARG_POSITIONS):  # most nodes: nodes and constants, one pass
         found = []
         for i, arg in enumerate(args):
             if arg.__class__ is Node or isinstance(arg, Node):
@@ -228,7 +226,7 @@ def _uses(node: Node) -> list[tuple[tuple[str, ...], Node]]:
     found: list[tuple[tuple[str, ...], Node]] = []
     for i, arg in enumerate(args):
         _walk(arg, f"args[{i}]", found)
-    for key, arg in node.kwargs.items():
+    for key, arg in kwargs.items():
         _walk(arg, f"kwargs[{key!r}]", found)
     return found
 

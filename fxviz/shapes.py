@@ -20,12 +20,13 @@ class _Annotator(torch.fx.Interpreter):
     :func:`annotate`), never in the graph itself.
 
     Linear and cheap on graphs of 100,000 nodes, a few µs of Python per node over the op
-    itself: its own loop rather than ``Interpreter.run``'s (whose per-node dispatch cost
-    10x the ops of a small graph), each output described once (a tensor layout seen
-    before reuses its record), and FLOPs counted (under torch's ``FlopCounterMode``,
-    about 30 µs per operator) once per distinct call, meaning the same target on inputs
-    of the same shapes, dtypes and constant arguments (every layer of a stack repeats
-    its first), and reused for the others."""
+    itself: one loop rather than ``Interpreter.run``'s (whose per-node dispatch cost 10x
+    the ops of a small graph), with what every node needs inline (method calls were a
+    fifth of the run), each output described once (a tensor layout seen before reuses
+    its record), and FLOPs counted (under torch's ``FlopCounterMode``, about 30 µs per
+    operator) once per distinct call, meaning the same target on inputs of the same
+    shapes, dtypes and constant arguments (every layer of a stack repeats its first),
+    and reused for the others."""
 
     def __init__(self, gm: torch.fx.GraphModule):
         super().__init__(gm, garbage_collect_values=False)  # run() drops values itself
@@ -39,77 +40,86 @@ class _Annotator(torch.fx.Interpreter):
         """The graph's outputs on ``args``; each value is dropped after its last use."""
         self.args_iter = iter(self.graph.process_inputs(*args))
         env, described = self.env, self._described = {}, {}
-        last_uses = _last_uses(self.graph)
+        notes, counted, calls, layouts = self.notes, self._flops, self._calls, self._layouts
+        value_of, signature_of, strided = env.__getitem__, self._signature, torch.strided
+        inputs, last_uses = _inputs_and_last_uses(self.graph)
         for node in self.graph.nodes:
+            op, target, node_args, node_kwargs = node.op, node.target, node.args, node.kwargs  # args: properties
             try:
-                value = env[node] = self._run_node(node)
+                try:
+                    run, may_write = calls[op, target]
+                except KeyError:
+                    run, may_write = calls[op, target] = self._call(node)
+                except TypeError:  # an unhashable target
+                    run, may_write = self._call(node)
+                args = map_arg(node_args, value_of)
+                kwargs = map_arg(node_kwargs, value_of) if node_kwargs else {}
+                if run is None:
+                    flops, result = None, getattr(self, op)(target, args, kwargs)
+                else:
+                    try:  # args are a tuple: its parts, most of them nodes, inline
+                        key = (op, target, *[described[a][0] if a.__class__ is Node else signature_of(a) for a in node_args],
+                               signature_of(node_kwargs) if node_kwargs else ())
+                        flops = counted.get(key, _UNCOUNTED)
+                    except TypeError:  # an unhashable target or constant: count this call
+                        key, flops = None, _UNCOUNTED
+                    if flops is _UNCOUNTED:
+                        flops, result = self._count(key, run, target, args, kwargs)
+                    else:
+                        result = (run(target, args, kwargs) if run is not _call_function or kwargs
+                                  else target(*args))
             except Exception as exc:
                 raise RunError(
-                    f"Running node '{node.name}' ({node.op} {node.target}) on the example inputs failed: "
+                    f"Running node '{node.name}' ({op} {target}) on the example inputs failed: "
                     f"{type(exc).__name__}: {exc}. Check that the example inputs have the shapes "
                     "and dtypes the model expects.", node=node.name
                 ) from exc
-            if node.op == "output":
-                return self.graph.process_outputs(value)
+            env[node] = result
+            if result.__class__ is torch.Tensor and result.layout == strided and not result.is_quantized:
+                try:  # most nodes: a tensor of a layout seen before
+                    signature, meta, size = layouts[result.shape, result.dtype, result.device, result.stride(),
+                                                    result.requires_grad]
+                    tensors = {id(result): size}
+                except (KeyError, TypeError):
+                    signature, tensors, meta = self._describe(result)
+            else:
+                signature, tensors, meta = self._describe(result)
+            described[node] = (signature, tensors)
+            if may_write:  # x.unsqueeze_(0), x.resize_(...): its inputs change shape
+                for producer in inputs[node]:
+                    if producer in env:
+                        described[producer] = self._describe(env[producer])[:2]
+            moved = None
+            if run is not None:  # bytes read and written, each tensor once
+                moved = dict(tensors)
+                for producer in inputs[node]:
+                    moved.update(described[producer][1])
+                if op == "call_module":
+                    moved.update(self._parameter_bytes(target))
+                moved = sum(moved.values())
+            # flop_counter counts a multiply-add as 2 FLOPs in matmul/conv, the ops that own MACs.
+            note = notes[node.name] = {"flops": flops, "macs": None if flops is None else flops // 2, "bytes": moved}
+            if meta.__class__ is TensorMetadata or _has_tensor(meta):
+                note["tensor_meta"] = meta
+            if op == "output":
+                return self.graph.process_outputs(result)
             for done in last_uses.get(node, ()):
                 del env[done], described[done]
         raise RunError("The graph has no output node.")
 
-    def _run_node(self, n: torch.fx.Node) -> Any:
-        args = map_arg(n.args, self.env.__getitem__)
-        kwargs = map_arg(n.kwargs, self.env.__getitem__) if n.kwargs else {}
-        run, may_write = self._call(n)
-        if run is None:
-            flops, result = None, getattr(self, n.op)(n.target, args, kwargs)
-        else:
-            flops, result = self._counted(n, run, args, kwargs)
-        signature, tensors, meta = self._describe(result)
-        self._described[n] = (signature, tensors)
-        if may_write:  # x.unsqueeze_(0), x.resize_(...): its inputs change shape
-            for producer in n.all_input_nodes:
-                if producer in self.env:
-                    self._described[producer] = self._describe(self.env[producer])[:2]
-        note: dict[str, Any] = {
-            # flop_counter counts a multiply-add as 2 FLOPs in matmul/conv, the ops that own MACs.
-            "flops": flops, "macs": None if flops is None else flops // 2,
-            "bytes": None if run is None else self._bytes_moved(n, tensors),
-        }
-        if meta.__class__ is TensorMetadata or _has_tensor(meta):
-            note["tensor_meta"] = meta
-        self.notes[n.name] = note
-        return result
-
     def _call(self, n: torch.fx.Node) -> tuple[Any, bool]:
         """How a node is run (None: not a call, run by the Interpreter's method of its op)
-        and whether it may write its inputs, once per op and target."""
-        try:
-            return self._calls[n.op, n.target]
-        except KeyError:
-            pass
-        except TypeError:  # an unhashable target
-            return self._call_of(n)
-        found = self._calls[n.op, n.target] = self._call_of(n)
-        return found
-
-    def _call_of(self, n: torch.fx.Node) -> tuple[Any, bool]:
+        and whether it may write its inputs."""
         if not n.op.startswith("call_"):
             return None, False
         # The first: Interpreter's, less a check.
         return (_call_function if n.op == "call_function" else getattr(self, n.op)), _may_write_inputs(n)
 
-    def _counted(self, n: torch.fx.Node, run: Any, args: tuple, kwargs: dict) -> tuple[int | None, Any]:
-        """FLOPs of the node (None where no operator it ran has a formula) and its result."""
-        try:
-            described = self._described  # args are a tuple: its parts, most of them nodes, inline
-            key = (n.op, n.target, *[described[a][0] if a.__class__ is Node else self._signature(a) for a in n.args],
-                   self._signature(n.kwargs) if n.kwargs else ())
-            known = self._flops.get(key, _UNCOUNTED)
-        except TypeError:  # an unhashable target or constant: count this call
-            key, known = None, _UNCOUNTED
-        if known is not _UNCOUNTED:
-            return known, (n.target(*args, **kwargs) if run is _call_function else run(n.target, args, kwargs))
+    def _count(self, key: Any, run: Any, target: Any, args: tuple, kwargs: dict) -> tuple[int | None, Any]:
+        """The FLOPs of a call (None where no operator it ran has a formula), noted under
+        ``key`` (None: not noted), and its result."""
         with FlopCounter(display=False) as counter:
-            result = run(n.target, args, kwargs)
+            result = run(target, args, kwargs)
         flops = counter.get_total_flops() if counter.counted else None
         if key is not None:
             self._flops[key] = flops
@@ -147,17 +157,25 @@ class _Annotator(torch.fx.Interpreter):
             signature = object()
         return signature, {id(t): t.numel() * t.element_size() for t in _tensors((value,))}, tensor_metadata(value)
 
-    def _bytes_moved(self, n: torch.fx.Node, tensors: dict[int, int]) -> int:
-        """Bytes of the tensors a computing node reads (its inputs and, for a module,
-        its parameters and buffers) and writes (its outputs), each tensor once: what a
-        memory-bound op costs. An upper bound for views, which move nothing."""
-        moved = dict(tensors)
-        for producer in n.all_input_nodes:
-            moved.update(self._described[producer][1])
-        if n.op == "call_module":
-            module = self.fetch_attr(n.target)
-            moved.update((id(t), t.numel() * t.element_size()) for t in (*module.parameters(), *module.buffers()))
-        return sum(moved.values())
+    def _parameter_bytes(self, target: str) -> list[tuple[int, int]]:
+        """(id, bytes) of a module's parameters and buffers, which a call of it reads."""
+        module = self.fetch_attr(target)
+        return [(id(t), t.numel() * t.element_size()) for t in (*module.parameters(), *module.buffers())]
+
+
+def _inputs_and_last_uses(graph: torch.fx.Graph) -> tuple[dict, dict]:
+    """Node -> its input nodes (read once: torch makes the list anew on each read), and
+    node -> the nodes whose values are not needed after it runs."""
+    seen: set[torch.fx.Node] = set()
+    inputs: dict[torch.fx.Node, list[torch.fx.Node]] = {}
+    last: dict[torch.fx.Node, list[torch.fx.Node]] = {}
+    for node in reversed(graph.nodes):
+        producers = inputs[node] = node.all_input_nodes
+        for producer in producers:
+            if producer not in seen:
+                seen.add(producer)
+                last.setdefault(node, []).append(producer)
+    return inputs, last
 
 
 def _may_write_inputs(n: torch.fx.Node) -> bool:
@@ -178,17 +196,6 @@ _UNCOUNTED = object()  # a call whose FLOPs are not known yet (None: known to ha
 def _call_function(target: Any, args: tuple, kwargs: dict) -> Any:
     return target(*args, **kwargs)
 
-
-def _last_uses(graph: torch.fx.Graph) -> dict[torch.fx.Node, list[torch.fx.Node]]:
-    """Node -> the nodes whose values are not needed after it runs."""
-    seen: set[torch.fx.Node] = set()
-    last: dict[torch.fx.Node, list[torch.fx.Node]] = {}
-    for node in reversed(graph.nodes):
-        for producer in node.all_input_nodes:
-            if producer not in seen:
-                seen.add(producer)
-                last.setdefault(node, []).append(producer)
-    return last
 
 
 def _tensors(values: Any) -> list[torch.Tensor]:
