@@ -84,7 +84,7 @@ class Explorer(w.VBox):
         self.graph = _named(GraphView(layout=w.Layout(width="60%")), "fxviz-graph")
         self._drawing = GraphDrawing(self.graph, self._say)
         self.table = _named(TableView(columns=COLUMNS, sort_by="index"), "fxviz-node-table")
-        self.details = DetailsPanel(select=self.select, show_source=self._show_source)
+        self.details = DetailsPanel(select=self.select, show_source=self._show_source, capture=session.capture)
         self.code = CodePanel()
         self.passes = PassPanel(goto=lambda index: self._act(session.goto, index))
         self.timing = TimingPanel(self.profiler, profile_step=lambda: self._request_profiles(force=True))

@@ -5,9 +5,14 @@ shape/dtype/stride/memory format and FLOPs (from ``step.graph``), and, once the 
 is profiled, its time and the ATen operators it ran. Input and user nodes are
 buttons that select them; the model line a node came from is a button that shows
 that code (the Code tab's "model source").
+
+With no node selected it shows the graph as a whole: its nodes by op, its FLOPs, how
+it was captured and why ``tracer="auto"`` passed over the methods before that one
+(why a graph is ATen operators rather than the model's modules, say).
 """
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
@@ -29,8 +34,11 @@ class DetailsPanel(w.VBox):
     """Shows one node of a step's annotated graph; ``select(name)`` is called when a
     linked node is clicked."""
 
-    def __init__(self, select: Callable[[str], Any], show_source: Callable[[], Any] | None = None):
+    def __init__(self, select: Callable[[str], Any], show_source: Callable[[], Any] | None = None,
+                 capture: Any = None):
         self._select = select
+        self._capture = capture  # the session's Capture: how its graphs were made
+        self._overview: tuple[nx.DiGraph | None, str] = (None, "")  # (graph, its overview): 100k nodes take 0.1 s
         self.body = w.HTML()
         self.body.add_class("fxviz-details")
         self.source = w.Button(icon="file-code-o", layout=w.Layout(width="auto", display="none"),
@@ -52,7 +60,9 @@ class DetailsPanel(w.VBox):
         """Describe node ``name`` of ``graph`` ("" or unknown: a hint instead)."""
         self.source.layout.display = "none"
         if name not in graph:
-            self.body.value = '<p class="fxviz-hint">Select a node in the graph or the table.</p>'
+            if self._overview[0] is not graph:
+                self._overview = (graph, overview_html(graph, self._capture))
+            self.body.value = self._overview[1]
             replace_children(self.inputs, ())
             replace_children(self.users, ())
             self.aten.value = ""
@@ -88,6 +98,31 @@ class DetailsPanel(w.VBox):
             button.on_click(lambda _, node=node: self._select(node))
             buttons.append(button)
         return (label, *buttons)
+
+
+OPS = ("placeholder", "get_attr", "call_module", "call_function", "call_method", "output")  # FX's order
+
+
+def overview_html(graph: nx.DiGraph, capture: Any = None) -> str:
+    """The graph as a whole: nodes by op, FLOPs counted, how ``capture`` (None: not
+    known) made it and what the methods tried before it said."""
+    ops = Counter(op for _, op in graph.nodes(data="op"))
+    counts = " · ".join(f"{op} {ops.pop(op):,}" for op in (*OPS, *sorted(ops)) if op in ops)
+    calls = [attrs["flops"] for _, attrs in graph.nodes(data=True) if attrs["op"].startswith("call_")]
+    counted = [f for f in calls if f is not None]
+    rows = [("nodes", f"{len(graph):,}: {counts}"),
+            ("FLOPs", f"{sum(counted):,} (counted for {len(counted):,} of {len(calls):,} calls)" if calls else "—")]
+    tried = ""
+    if capture is not None:
+        rows.insert(0, ("captured by", capture.about or capture.method))
+        if capture.attempts:
+            items = "".join(f"<li><b>{escape(method)}</b>: {escape(reason)}</li>" for method, reason in capture.attempts)
+            tried = (f'<p class="fxviz-overview-tried">Before {escape(capture.method)}, tracer="auto" tried:</p>'
+                     f"<ul>{items}</ul>")
+    cells = "".join(f"<tr><th>{escape(k)}</th><td>{escape(v)}</td></tr>" for k, v in rows)
+    return ('<div class="fxviz-overview"><p><b>The whole graph</b></p>'
+            f'<table class="fxviz-kv">{cells}</table>{tried}'
+            '<p class="fxviz-hint">Select a node in the graph or the table.</p></div>')
 
 
 def _module_path(path: str | None) -> str | None:

@@ -53,6 +53,12 @@ class Capture:
     def gm(self) -> torch.fx.GraphModule:
         return self.graphs[0]
 
+    @property
+    def about(self) -> str:
+        """What graphs of this method show, in a sentence ("": its front-end does not say)."""
+        found = _FRONT_ENDS.get(self.method)
+        return found.about if found is not None else ""
+
 
 @dataclass
 class Request:
@@ -82,7 +88,8 @@ class Request:
 @dataclass(frozen=True)
 class FrontEnd:
     """A capture method: ``run(request)`` returns a Capture or a GraphModule; ``auto``
-    its place in ``tracer="auto"``'s chain (lower first; None: by name only)."""
+    its place in ``tracer="auto"``'s chain (lower first; None: by name only); ``about``
+    what its graphs show, for a reader who did not pick it."""
 
     name: str
     run: Callable[[Request], Any]
@@ -90,6 +97,7 @@ class FrontEnd:
     needs_module: bool = False
     needs_inputs: bool = True
     options: tuple[str, ...] = ()
+    about: str = ""
 
     def why_not(self, model: Any, inputs: tuple) -> str | None:
         """Why this front-end cannot take ``model`` and ``inputs``, or None."""
@@ -114,12 +122,13 @@ _FRONT_ENDS: dict[str, FrontEnd] = {}
 
 
 def front_end(name: str, *, auto: float | None = None, needs_module: bool = False, needs_inputs: bool = True,
-              options: tuple[str, ...] = ()) -> Callable[[Callable[[Request], Any]], Callable[[Request], Any]]:
+              options: tuple[str, ...] = (), about: str = ""
+              ) -> Callable[[Callable[[Request], Any]], Callable[[Request], Any]]:
     """Declare ``run(request)`` as the front-end ``name`` (see :class:`FrontEnd`); returns
     ``run`` unchanged. Declaring a name again replaces it (a re-run notebook cell)."""
 
     def add(run: Callable[[Request], Any]) -> Callable[[Request], Any]:
-        _FRONT_ENDS[name] = FrontEnd(name, run, auto, needs_module, needs_inputs, tuple(options))
+        _FRONT_ENDS[name] = FrontEnd(name, run, auto, needs_module, needs_inputs, tuple(options), about)
         return run
 
     return add

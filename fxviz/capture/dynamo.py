@@ -213,4 +213,6 @@ def _user_line(stack: Any) -> str | None:
     return f"{frames[-1].filename}:{frames[-1].lineno}" if frames else None
 
 
-front_end("dynamo", auto=50)(lambda r: capture(r.model, r.inputs))
+front_end("dynamo", auto=50, about=("TorchDynamo, torch.compile's capture: the torch functions and methods the "
+                                     "model ran, one graph per stretch of code between graph breaks"))(
+    lambda r: capture(r.model, r.inputs))

@@ -145,5 +145,9 @@ def run_decompositions(gm: torch.fx.GraphModule, inputs: tuple, table: Any = Non
     return from_program(ep.run_decompositions(table), "export + run_decompositions")
 
 
-front_end("export", auto=20, needs_module=True)(lambda r: capture(r.plain, r.inputs))
-front_end("export (strict)", auto=30, needs_module=True)(lambda r: capture(r.plain, r.inputs, strict=True))
+_ATEN_FORWARD = "the ATen operators the forward ran, with parameters and buffers as inputs"
+front_end("export", auto=20, needs_module=True, about=f"torch.export (non-strict): {_ATEN_FORWARD}")(
+    lambda r: capture(r.plain, r.inputs))
+front_end("export (strict)", auto=30, needs_module=True,
+          about=f"torch.export (strict, through TorchDynamo): {_ATEN_FORWARD}")(
+    lambda r: capture(r.plain, r.inputs, strict=True))

@@ -171,5 +171,6 @@ def _backward_nodes(loss: torch.fx.Node, graph: torch.fx.Graph) -> set[torch.fx.
     return backward
 
 
-front_end("export (joint)", needs_module=True)(
+front_end("export (joint)", needs_module=True, about=(
+    "torch.export's joint graph: the ATen operators of the forward, the loss's backward and the gradients"))(
     lambda r: Capture([capture(r.model, r.inputs)], r.method, reference=reference(r.model)))

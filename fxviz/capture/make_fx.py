@@ -120,4 +120,6 @@ def _get_attr(gm: torch.fx.GraphModule, qualified: str) -> Any:
     return owner
 
 
-front_end("make_fx", auto=40, options=("module",))(lambda r: capture(r.plain, r.inputs, r.options["module"]))
+front_end("make_fx", auto=40, options=("module",),
+          about="make_fx: every ATen operator the call ran, a training step's backward included")(
+    lambda r: capture(r.plain, r.inputs, r.options["module"]))

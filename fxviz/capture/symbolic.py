@@ -170,5 +170,6 @@ def trace_error(exc: BaseException, path: str | None, culprit: nn.Module | None,
 
 
 front_end("symbolic", auto=10, needs_module=True, needs_inputs=False,
-          options=("leaf_modules", "lower", "concrete_args", "fallback"))(
+          options=("leaf_modules", "lower", "concrete_args", "fallback"), about=(
+              "torch.fx symbolic tracing: the modules, functions and methods the model's forward calls"))(
     lambda r: capture(r.model, tracer=r.tracer, **r.options))

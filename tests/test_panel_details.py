@@ -1,0 +1,65 @@
+"""The Details tab with no node selected: the whole graph, and how it was captured."""
+from __future__ import annotations
+
+import html
+import re
+
+import torch
+from torch import nn
+
+from fxviz.widgets import explore
+
+SCRIPT = "<script>alert(1)</script>"
+
+
+def text(markup):
+    return html.unescape(re.sub(r"<[^>]+>", " ", markup))
+
+
+class ConvBN(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv, self.bn, self.relu = nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.ReLU()
+
+    def forward(self, x):
+        return self.relu(self.bn(self.conv(x)))
+
+
+def by_shape(self, x):
+    """Branches on a shape: symbolic tracing cannot, torch.export can."""
+    x = self.lin(x)
+    return x.relu() if x.shape[0] > 1 else x
+
+
+def test_the_whole_graph_its_ops_flops_and_capture_until_a_node_is_selected():
+    torch.manual_seed(0)
+    explorer = explore(ConvBN().eval(), torch.randn(1, 3, 6, 6), profile="off")
+    shown = text(explorer.details.body.value)
+    graph = explorer.session.current.graph
+    flops = sum(a["flops"] for _, a in graph.nodes(data=True) if a["flops"] is not None)
+    assert flops > 0 and f"FLOPs {flops:,} (counted for 1 of 3 calls)" in " ".join(shown.split())
+    assert "5: placeholder 1 · call_module 3 · output 1" in shown
+    assert "torch.fx symbolic tracing" in shown and "tracer=\"auto\" tried" not in shown
+
+    explorer.graph.selected = "bn"
+    assert "BatchNorm2d" in explorer.details.body.value and "whole graph" not in explorer.details.body.value
+    explorer.passes.select.value = "fuse_conv_bn"
+    explorer.passes.apply.click()
+    explorer.graph.selected = ""
+    assert "4: placeholder 1 · call_module 2 · output 1" in text(explorer.details.body.value)  # the new step's
+    explorer.undo_button.click()
+    assert "call_module 3" in text(explorer.details.body.value)
+    explorer.close()
+
+
+def test_why_auto_passed_over_a_method_is_shown_and_escaped():
+    model = type(SCRIPT, (nn.Module,), {"forward": by_shape})()
+    model.lin = nn.Linear(3, 3)
+    explorer = explore(model, torch.randn(2, 3), profile="off")
+    shown = text(explorer.details.body.value)
+    assert explorer.session.capture.method == "export"
+    assert "torch.export (non-strict): the ATen operators" in shown
+    assert "Before export, tracer=\"auto\" tried:" in shown
+    assert "symbolic :" in shown and "control flow" in shown and SCRIPT in shown  # the model's name, as text
+    assert SCRIPT not in explorer.details.body.value  # never as markup
+    explorer.close()
