@@ -58,8 +58,9 @@ def test_why_auto_passed_over_a_method_is_shown_and_escaped():
     explorer = explore(model, torch.randn(2, 3), profile="off")
     shown = text(explorer.details.body.value)
     assert explorer.session.capture.method == "export"
-    assert "torch.export (non-strict): the ATen operators" in shown
+    assert "torch.export (non-strict): the ATen operators the forward ran" in shown
     assert "Before export, tracer=\"auto\" tried:" in shown
     assert "symbolic :" in shown and "control flow" in shown and SCRIPT in shown  # the model's name, as text
     assert SCRIPT not in explorer.details.body.value  # never as markup
+    assert text(explorer.title.value).strip() == SCRIPT and SCRIPT not in explorer.title.value  # the model's, not "GraphModule"
     explorer.close()

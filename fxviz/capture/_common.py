@@ -109,13 +109,17 @@ class FrontEnd:
 
     def __call__(self, request: Request) -> Capture:
         result = self.run(request)
-        if isinstance(result, Capture):
-            return result
-        reference = request.__dict__.get("plain")  # the front-end captured request.plain
-        gradients = result.meta["fxviz"].get("gradient_outputs")
-        if gradients and reference is not None and reference is not request.model:
-            reference.fxviz_gradient_outputs = gradients  # the check marks these outputs (run_outputs)
-        return Capture([result], self.name, reference=reference)
+        if not isinstance(result, Capture):
+            reference = request.__dict__.get("plain")  # the front-end captured request.plain
+            gradients = result.meta["fxviz"].get("gradient_outputs")
+            if gradients and reference is not None and reference is not request.model:
+                reference.fxviz_gradient_outputs = gradients  # the check marks these outputs (run_outputs)
+            result = Capture([result], self.name, reference=reference)
+        if isinstance(request.model, nn.Module):  # torch.export's and dynamo's graphs are all "GraphModule"
+            for gm in result.graphs:  # each GraphModule has a class of its own: renaming it renames one graph
+                if type(gm).__name__ == "GraphModule":
+                    type(gm).__name__ = type(request.model).__name__
+        return result
 
 
 _FRONT_ENDS: dict[str, FrontEnd] = {}

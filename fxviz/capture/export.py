@@ -145,7 +145,7 @@ def run_decompositions(gm: torch.fx.GraphModule, inputs: tuple, table: Any = Non
     return from_program(ep.run_decompositions(table), "export + run_decompositions")
 
 
-_ATEN_FORWARD = "the ATen operators the forward ran, with parameters and buffers as inputs"
+_ATEN_FORWARD = "the ATen operators the forward ran"
 front_end("export", auto=20, needs_module=True, about=f"torch.export (non-strict): {_ATEN_FORWARD}")(
     lambda r: capture(r.plain, r.inputs))
 front_end("export (strict)", auto=30, needs_module=True,
