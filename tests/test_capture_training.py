@@ -104,6 +104,8 @@ def test_a_step_over_a_model_that_skips_value_checks_when_traced_opens_as_one_ma
     assert {"lin", "lin · backward", "loss"} <= {d["module_path"] for _, d in graph.nodes(data=True)}
     assert any(d["target"] == "aten.mul.Tensor" for _, d in graph.nodes(data=True))  # the traced path
     assert session.current.check.status == "match"
+    how = session.capture.gm.meta["fxviz"]["how"]  # the Details tab says how (why not the graph that ran eagerly)
+    assert how.startswith("on fake tensors") and "keep.all()" in how and "torch.export traces" not in how
 
 
 class AsksIfCompiled(SkipsItsCheckWhenTraced):
@@ -137,6 +139,8 @@ def test_make_fx_takes_the_compiled_path_only_where_the_eager_one_cannot_be_trac
     targets = {d["target"] for _, d in session.current.graph.nodes(data=True)}
     assert ("aten.clone.default" in targets) == fails_on_fakes  # as eager runs it, where it can
     assert session.current.check.status == "match"
+    how = session.capture.gm.meta["fxviz"]["how"]
+    assert ("as torch.export traces" in how and "no fake kernel for this dtype" in how) == fails_on_fakes
     assert not torch.compiler.is_compiling()
 
 

@@ -64,3 +64,24 @@ def test_why_auto_passed_over_a_method_is_shown_and_escaped():
     assert SCRIPT not in explorer.details.body.value  # never as markup
     assert text(explorer.title.value).strip() == SCRIPT and SCRIPT not in explorer.title.value  # the model's, not "GraphModule"
     explorer.close()
+
+
+class ChecksValuesUnlessTraced(nn.Module):
+    """Hugging Face's masks in small: a check of the values, skipped on fake tensors."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(3, 3)
+
+    def forward(self, x):
+        if not isinstance(x, torch._subclasses.FakeTensor) and (x > -1e9).all():
+            x = x * 1
+        return self.lin(x)
+
+
+def test_a_graph_traced_on_fake_tensors_says_so_and_where_the_real_trace_stopped():
+    explorer = explore(ChecksValuesUnlessTraced(), torch.randn(2, 3), tracer="make_fx", profile="off")
+    shown = " ".join(text(explorer.details.body.value).split())
+    assert "traced on fake tensors: on the real ones the trace stopped reading a tensor's value" in shown
+    assert "(x > -1e9).all()" in shown and "test_panel_details.py" in shown
+    explorer.close()

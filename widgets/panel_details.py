@@ -115,6 +115,8 @@ def overview_html(graph: nx.DiGraph, capture: Any = None) -> str:
     tried = ""
     if capture is not None:
         rows.insert(0, ("captured by", capture.about or capture.method))
+        if capture.gm.meta.get("fxviz", {}).get("how"):  # not the method's usual way (make_fx on fake tensors)
+            rows.insert(1, ("traced", capture.gm.meta["fxviz"]["how"]))
         if capture.attempts:
             items = "".join(f"<li><b>{escape(method)}</b>: {escape(reason)}</li>" for method, reason in capture.attempts)
             tried = (f'<p class="fxviz-overview-tried">Before {escape(capture.method)}, tracer="auto" tried:</p>'

@@ -204,8 +204,17 @@ def where(exc: BaseException, frame: traceback.FrameSummary | None = None) -> st
     if frame is None:
         return ""
     cell = cell_name(frame.filename)
-    place = f"{cell}, line {frame.lineno}" if cell else f"{frame.filename}:{frame.lineno}"
+    place = f"{cell}, line {frame.lineno}" if cell else f"{package_relative(frame.filename)}:{frame.lineno}"
     return f" at {place}: {frame.line}"
+
+
+_PACKAGES = re.compile(r"(?:[A-Za-z]:)?[/\\][^\n:]*?[/\\](?:site|dist)-packages[/\\]")
+
+
+def package_relative(text: str) -> str:
+    """``text`` with each installed library's file named by its package path
+    (``transformers/masking_utils.py``), not where the environment keeps it."""
+    return _PACKAGES.sub("", text)
 
 
 def cell_name(filename: str) -> str | None:

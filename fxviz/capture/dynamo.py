@@ -13,7 +13,7 @@ import torch.fx
 
 from fxviz._torch_internals import dynamo as api
 from fxviz._torch_internals import tree_leaves
-from fxviz.capture._common import Capture, finish, first_line, front_end, path_from_stack, where
+from fxviz.capture._common import Capture, finish, first_line, front_end, package_relative, path_from_stack, where
 from fxviz.capture.backward import MARK
 from fxviz.errors import TraceError
 
@@ -98,13 +98,13 @@ def split_note(name: str, result: Capture, attempts: list[tuple[str, str]]) -> s
     count, first = len(result.graphs), result.graph_breaks[0]
     at = f" at {first['user_line']}" if first.get("user_line") else ""
     stopped = "".join(f"\n  - {method}: {reason}" for method, reason in attempts if not reason.startswith("skipped"))
-    return re.sub(r"(?:[A-Za-z]:)?[/\\][^\n:]*?[/\\](?:site|dist)-packages[/\\]", "", (  # a library's files by their package path, as the list names them
-            f"{name} opened as {count} graph{'s' * (count != 1)}, cut where dynamo broke (the first: "
-            f"{first['reason']}{at}): what runs at a break is in no graph. No method traced it as one graph:{stopped}\n"
-            "Each graph is checked on its own, on the inputs dynamo gave it, not the whole model or step.\n"
-            "What to do: make the line where each method stopped traceable (a Python branch or loop on a "
-            "tensor's value: torch.where or torch.cond, or an option of the library that takes a traceable path); "
-            "then it opens as one graph. Meanwhile explore() lists the graphs and opens each on its own."))
+    return package_relative(
+        f"{name} opened as {count} graph{'s' * (count != 1)}, cut where dynamo broke (the first: "
+        f"{first['reason']}{at}): what runs at a break is in no graph. No method traced it as one graph:{stopped}\n"
+        "Each graph is checked on its own, on the inputs dynamo gave it, not the whole model or step.\n"
+        "What to do: make the line where each method stopped traceable (a Python branch or loop on a "
+        "tensor's value: torch.where or torch.cond, or an option of the library that takes a traceable path); "
+        "then it opens as one graph. Meanwhile explore() lists the graphs and opens each on its own.")
 
 
 def _recorder(owner: torch.fx.GraphModule, part: str) -> Callable[..., Any]:

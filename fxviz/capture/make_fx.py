@@ -33,7 +33,7 @@ def capture(fn: Callable[..., Any], inputs: tuple, module: nn.Module | None = No
         target._orig_mod = root
     try:
         with untouched(fn):  # make_fx runs real ops: a training-mode BN would advance its statistics
-            gm = _traced(target, decompositions, root is not None, inputs)
+            gm, how = _traced(target, decompositions, root is not None, inputs)
     except Exception as exc:
         on_values = getattr(exc, "fxviz_on_values", None)  # the real trace's stop, where the fakes' was elsewhere
         earlier = (f"\n  (on fake inputs, where code that asks whether it is traced takes its traceable path; "
@@ -46,15 +46,17 @@ def capture(fn: Callable[..., Any], inputs: tuple, module: nn.Module | None = No
         ) from exc
     # make_fx names the graph's class "<lambda>" (its own wrapper): name it as the user did.
     gm.__class__.__name__ = type(fn).__name__ if isinstance(fn, nn.Module) else getattr(fn, "__name__", "step")
-    finish(gm, "make_fx", root)
+    finish(gm, "make_fx", root, **({"how": how} if how else {}))
     if root is not None:
         _name_parameters(gm, root)
         attribute_backward(gm)
     return gm
 
 
-def _traced(target: Callable[..., Any], decompositions: dict | None, record: bool, inputs: tuple) -> torch.fx.GraphModule:
-    """make_fx on the real inputs or, where the code reads a tensor's value (``if mask.all()``),
+def _traced(target: Callable[..., Any], decompositions: dict | None, record: bool,
+            inputs: tuple) -> tuple[torch.fx.GraphModule, str]:
+    """The graph, and how it was traced when not on the real inputs (a sentence; ""):
+    make_fx on the real inputs or, where the code reads a tensor's value (``if mask.all()``),
     again on fake ones: code that checks whether it is traced (Hugging Face's ``is_tracing``, in
     every decoder's mask) then takes its traceable path. Where that fails too, once more as
     torch.export traces (``torch.compiler.is_compiling()``): Hugging Face's experts then use
@@ -67,16 +69,20 @@ def _traced(target: Callable[..., Any], decompositions: dict | None, record: boo
     from torch.fx.experimental.proxy_tensor import make_fx
 
     try:
-        return make_fx(target, decompositions, record_module_stack=record)(*inputs)
+        return make_fx(target, decompositions, record_module_stack=record)(*inputs), ""
     except RuntimeError as exc:
         if "_local_scalar_dense" not in str(exc):  # torch's op for reading a value (.item(), bool())
             raise
         on_values = exc
+    how = (f"on fake tensors: on the real ones the trace stopped reading a tensor's value{where(on_values)}; "
+           "code that asks whether it is traced then takes its traceable path")
     for compiling in (False, True) if TRACES_AS_COMPILING else (False,):
         try:
-            return make_fx_on_fakes(target, decompositions, record, compiling)(*inputs)
+            return make_fx_on_fakes(target, decompositions, record, compiling)(*inputs), how
         except Exception as exc:
             on_fakes = exc
+            how = (f"{how}; and as torch.export traces (torch.compiler.is_compiling() true), since on fake "
+                   f"tensors alone it failed{where(exc)}: {first_line(exc)}")
     if where(on_fakes) != where(on_values):
         on_fakes.fxviz_on_values = on_values
     raise on_fakes
