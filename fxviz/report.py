@@ -34,6 +34,7 @@ from fxviz import colour_modes
 from fxviz._gc import gc_paused
 from fxviz.errors import FxvizError, MissingDependency
 from fxviz.graph import shape_text
+from fxviz.overview import graph_overview
 from fxviz.report_views import WORKERS, draw_all, variant_record
 
 TOP_NODES = 15  # rows of each step's timing table and chart
@@ -68,7 +69,7 @@ def report_html(session: Any, *, title: str | None = None, profile: bool = False
             "columns": columns,
             "color_modes": [colour_modes.mode(None).view()],  # its drawings are coloured by op
             "steps": [_step(s, session.index, views.per_step[s.index], variants, blobs, profile, node_rows,
-                            by_column) for s in steps],
+                            by_column, session.capture) for s in steps],
             "diffs": {f"{a.index},{b.index}": blobs.add(session.compare(a.index, b.index).code_diff)
                       for a in steps for b in steps if a is not b},
         }
@@ -185,7 +186,7 @@ def _no_nan(value: Any) -> Any:
 
 
 def _step(step: Any, current: int, views: dict[str, int], variants: list[int], blobs: _Blobs,
-          profile: bool, node_rows: Any, by_column: Any) -> dict[str, Any]:
+          profile: bool, node_rows: Any, by_column: Any, capture: Any) -> dict[str, Any]:
     graph = step.graph
     code = step.code.lstrip("\n")  # torch.fx starts its code with blank lines
     table = step.measured_profile
@@ -206,6 +207,7 @@ def _step(step: Any, current: int, views: dict[str, int], variants: list[int], b
         "views": {focus: variants[i] for focus, i in views.items()},
         "nodes": _nodes(graph, times, by_column),
         "details": blobs.add({n: _details(graph, n, times.get(n)) for n in graph}),
+        "overview": graph_overview(graph, capture),  # Details while no node is selected
         "rows": blobs.add(node_rows(graph, _Measured(table))),
         "code": blobs.add(code),
         "lines": _node_lines(code, graph),

@@ -78,6 +78,11 @@ def test_the_page_is_self_contained_and_carries_every_step(resnet_session, tmp_p
     details = _blob(data, step0["details"])
     assert dict(details["conv1"]["rows"])["shape"] == "1×64×32×32"
     assert details["conv1"]["users"] == ["bn1"]
+    # with no node selected, each step's whole graph: fusing removed its 20 BatchNorm modules
+    overviews = [dict(s["overview"]["rows"]) for s in data["steps"]]
+    assert overviews[0]["captured by"].startswith("torch.fx symbolic tracing") and not data["steps"][0]["overview"]["tried"]
+    assert overviews[0]["nodes"].startswith("71: placeholder 1 · call_module 60 ·")
+    assert overviews[1]["nodes"].startswith("51: placeholder 1 · call_module 40 ·")
 
 
 def test_timings_appear_only_when_measured_unless_asked(my_module):
@@ -184,6 +189,8 @@ def test_report_in_chromium_select_expand_and_diff(report_page):
     page = report_page
     canvas = page.locator(".fxviz-gv-canvas")
     assert page.locator(".fxviz-report-history-step").count() == 3
+    whole = page.inner_text(".fxviz-report-details")  # nothing selected yet: the whole graph
+    assert "The whole graph" in whole and "torch.fx symbolic tracing" in whole and "call_module" in whole
     assert "step 2 of 2" in page.inner_text(".fxviz-report-step")
     # a node shows its details
     canvas.locator("#fx-conv1").click()

@@ -12,7 +12,6 @@ it was captured and why ``tracer="auto"`` passed over the methods before that on
 """
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
@@ -22,6 +21,7 @@ import pandas as pd
 
 from fxviz.markup import escape
 from fxviz.graph import shape_text
+from fxviz.overview import graph_overview
 
 from ._tree import replace_children
 from .panel_code import user_place
@@ -100,28 +100,15 @@ class DetailsPanel(w.VBox):
         return (label, *buttons)
 
 
-OPS = ("placeholder", "get_attr", "call_module", "call_function", "call_method", "output")  # FX's order
-
-
 def overview_html(graph: nx.DiGraph, capture: Any = None) -> str:
-    """The graph as a whole: nodes by op, FLOPs counted, how ``capture`` (None: not
-    known) made it and what the methods tried before it said."""
-    ops = Counter(op for _, op in graph.nodes(data="op"))
-    counts = " · ".join(f"{op} {ops.pop(op):,}" for op in (*OPS, *sorted(ops)) if op in ops)
-    calls = [attrs["flops"] for _, attrs in graph.nodes(data=True) if attrs["op"].startswith("call_")]
-    counted = [f for f in calls if f is not None]
-    rows = [("nodes", f"{len(graph):,}: {counts}"),
-            ("FLOPs", f"{sum(counted):,} (counted for {len(counted):,} of {len(calls):,} calls)" if calls else "—")]
+    """:func:`fxviz.overview.graph_overview` as the panel shows it."""
+    found = graph_overview(graph, capture)
+    cells = "".join(f"<tr><th>{escape(k)}</th><td>{escape(v)}</td></tr>" for k, v in found["rows"])
     tried = ""
-    if capture is not None:
-        rows.insert(0, ("captured by", capture.about or capture.method))
-        if capture.gm.meta.get("fxviz", {}).get("how"):  # not the method's usual way (make_fx on fake tensors)
-            rows.insert(1, ("traced", capture.gm.meta["fxviz"]["how"]))
-        if capture.attempts:
-            items = "".join(f"<li><b>{escape(method)}</b>: {escape(reason)}</li>" for method, reason in capture.attempts)
-            tried = (f'<p class="fxviz-overview-tried">Before {escape(capture.method)}, tracer="auto" tried:</p>'
-                     f"<ul>{items}</ul>")
-    cells = "".join(f"<tr><th>{escape(k)}</th><td>{escape(v)}</td></tr>" for k, v in rows)
+    if found["tried"]:
+        items = "".join(f"<li><b>{escape(method)}</b>: {escape(reason)}</li>" for method, reason in found["tried"])
+        tried = (f'<p class="fxviz-overview-tried">Before {escape(found["method"])}, tracer="auto" tried:</p>'
+                 f"<ul>{items}</ul>")
     return ('<div class="fxviz-overview"><p><b>The whole graph</b></p>'
             f'<table class="fxviz-kv">{cells}</table>{tried}'
             '<p class="fxviz-hint">Select a node in the graph or the table.</p></div>')

@@ -118,7 +118,7 @@ async function main(doc) {
 
   // --- panels ----------------------------------------------------------------
   function showNode() {
-    panels.details.replaceChildren(...detailsContent(h, details[model.get("selected")], select));
+    panels.details.replaceChildren(...detailsContent(h, details[model.get("selected")], select, step().overview));
     drawCode();
   }
 

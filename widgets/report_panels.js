@@ -94,19 +94,46 @@ export function buildLayout(h, doc, root, data, tableOpen) {
     tableBox, tableTitle, diffToggle, base, codeView };
 }
 
-/**
- * The Details panel's content for one node's record, or a hint when none is selected;
- * its input and user links call `select`.
- * @param {Make} h @param {any} rec @param {(name: string) => void} select
- */
-export function detailsContent(h, rec, select) {
-  if (!rec) return [h("p", "fxviz-hint", "Select a node in the graph.")];
+/** A table of [label, text] rows. @param {Make} h @param {Array<[string, string]>} rows */
+function keyValues(h, rows) {
   const table = h("table", "fxviz-kv");
-  for (const [k, v] of rec.rows) {
+  for (const [k, v] of rows) {
     const tr = h("tr");
     tr.append(h("th", "", k), h("td", "", v));
     table.append(tr);
   }
+  return table;
+}
+
+/**
+ * The whole graph (fxviz.overview.graph_overview's record), shown while no node is selected.
+ * @param {Make} h @param {{rows: Array<[string, string]>, method: string, tried: Array<[string, string]>}} overview
+ */
+function overviewContent(h, overview) {
+  const parts = [h("p", "fxviz-overview-title", "The whole graph"), keyValues(h, overview.rows)];
+  if (overview.tried.length) {
+    parts.push(h("p", "fxviz-overview-tried", `Before ${overview.method}, tracer="auto" tried:`));
+    const list = h("ul", "fxviz-overview-list");
+    for (const [method, reason] of overview.tried) {
+      const item = h("li");
+      item.append(h("b", "", method), h("span", "", `: ${reason}`));
+      list.append(item);
+    }
+    parts.push(list);
+  }
+  const box = h("div", "fxviz-overview");
+  box.append(...parts, h("p", "fxviz-hint", "Select a node in the graph."));
+  return [box];
+}
+
+/**
+ * The Details panel's content for one node's record or, when none is selected, the whole
+ * graph (`overview`; a hint alone without one); its input and user links call `select`.
+ * @param {Make} h @param {any} rec @param {(name: string) => void} select @param {any} [overview]
+ */
+export function detailsContent(h, rec, select, overview) {
+  if (!rec) return overview ? overviewContent(h, overview) : [h("p", "fxviz-hint", "Select a node in the graph.")];
+  const table = keyValues(h, rec.rows);
   /** @param {string} title @param {Array<[string, string]>} targets */
   const links = (title, targets) => {
     const row = h("div", `fxviz-report-${title}`, targets.length ? `${title}: ` : `${title}: none`);

@@ -58,3 +58,21 @@ test("the history names each step's pass, parameters and selection", async () =>
   assert.equal(stepText({ index: 2, pass_name: "replace", params: "op='relu'", selection: ["a", "b"] }),
     "2 · replace(op='relu') on a, b");
 });
+
+test("with no node selected, Details shows the whole graph, reasons as text", async () => {
+  const { detailsContent } = await import("../../widgets/report_panels.js");
+  /** A stand-in for the page's element factory: text stays text (textContent). */
+  const h = (tag, cls = "", text = "") => ({ tag, cls, text, children: [], append(...c) { this.children.push(...c); } });
+  const texts = (el) => [el.text, ...el.children.flatMap(texts)].filter(Boolean);
+  const overview = { rows: [["captured by", "torch.export"], ["nodes", "3: placeholder 1"]], method: "export",
+    tried: [["symbolic", "Cannot trace <script>"]] };
+  const [box] = detailsContent(h, undefined, () => {}, overview);
+  assert.equal(box.cls, "fxviz-overview");
+  const shown = texts(box);
+  assert.deepEqual(shown.slice(0, 5), ["The whole graph", "captured by", "torch.export", "nodes", "3: placeholder 1"]);
+  assert.ok(shown.includes('Before export, tracer="auto" tried:') && shown.includes(": Cannot trace <script>"));
+  assert.equal(shown.at(-1), "Select a node in the graph.");
+  const alone = detailsContent(h, undefined, () => {}, { rows: [], method: "symbolic", tried: [] });
+  assert.ok(!texts(alone[0]).some((t) => t.includes("tried")));  // nothing passed over: no list
+  assert.deepEqual(texts(detailsContent(h, undefined, () => {})[0]), ["Select a node in the graph."]);
+});
