@@ -115,6 +115,9 @@ def test_1_quickstart_first_view_has_readable_labels(desk, explorer):
     # Fit keeps them readable too.
     explorer.locator(".fxviz-gv-btn[data-action='fit']").click()
     _assert_legible(explorer, at_least=8)
+    # Nothing selected yet: Details describes the whole graph and how it was captured.
+    whole = explorer.locator(".fxviz-details").first.inner_text()
+    assert "The whole graph" in whole and "torch.fx symbolic tracing" in whole and "call_module" in whole
     shoot(explorer, "e2e-journey-1-first-view")
 
 
