@@ -30,6 +30,9 @@ from fxviz.markup import escape
 
 #: The views of one dynamo graph: the graph itself, and AOT autograd's ATen graphs.
 PARTS = ("dynamo", "forward", "backward")
+#: What each AOT part shows (the dynamo part: what the dynamo front-end says of its graphs).
+PART_SUMMARIES = {"forward": "AOT autograd's forward of a dynamo graph: the ATen operators it runs",
+                  "backward": "AOT autograd's backward of a dynamo graph: the ATen operators of its gradients"}
 
 
 @dataclass(frozen=True)
@@ -104,7 +107,8 @@ class Compiled:
             raise InputError(f"Graph {index} has no {part} graph: {why}.")
         key = (index, part)
         if key not in self._sessions:
-            one = Capture([_own_inputs(gm)], self.capture.method, graph_breaks=self.capture.graph_breaks)
+            one = Capture([_own_inputs(gm)], self.capture.method, graph_breaks=self.capture.graph_breaks,
+                          summary=PART_SUMMARIES.get(part, ""))
             self._sessions[key] = Session(one, **self.session_options)
         return self._sessions[key]
 
@@ -165,7 +169,7 @@ def compiled(model: nn.Module | Callable[..., Any], *example_inputs: Any, backwa
     from fxviz._torch_internals import uncompiled
     from fxviz.capture import called_as, caller, dynamo
     from fxviz.capture.closure import closed_over_module
-    from fxviz.capture._common import torch_errors_quiet
+    from fxviz.capture._common import name_graphs, torch_errors_quiet
     from fxviz.errors import TraceError
 
     if not example_inputs:
@@ -185,4 +189,5 @@ def compiled(model: nn.Module | Callable[..., Any], *example_inputs: Any, backwa
         except TraceError as exc:  # name the call the user wrote
             exc.args = (f"{caller()}(...): {exc}",)
             raise
+    name_graphs(captured.graphs, type(model).__name__ if isinstance(model, nn.Module) else name)
     return Compiled.from_capture(captured, name, n_random_inputs=n_random_inputs)

@@ -58,7 +58,8 @@ class _Annotator(torch.fx.Interpreter):
                     flops, result = None, getattr(self, op)(target, args, kwargs)
                 else:
                     try:  # args are a tuple: its parts, most of them nodes, inline
-                        key = (op, target, *[described[a][0] if a.__class__ is Node else signature_of(a) for a in node_args],
+                        key = (op, target,
+                               *[described[a][0] if a.__class__ is Node else signature_of(a) for a in node_args],
                                signature_of(node_kwargs) if node_kwargs else ())
                         flops = counted.get(key, _UNCOUNTED)
                     except TypeError:  # an unhashable target or constant: count this call
@@ -68,39 +69,39 @@ class _Annotator(torch.fx.Interpreter):
                     else:
                         result = (run(target, args, kwargs) if run is not _call_function or kwargs
                                   else target(*args))
+                env[node] = result
+                if result.__class__ is torch.Tensor and result.layout == strided and not result.is_quantized:
+                    try:  # most nodes: a tensor of a layout seen before
+                        signature, meta, size = layouts[result.shape, result.dtype, result.device, result.stride(),
+                                                        result.requires_grad]
+                        tensors = {id(result): size}
+                    except (KeyError, TypeError):
+                        signature, tensors, meta = self._describe(result)
+                else:
+                    signature, tensors, meta = self._describe(result)
+                described[node] = (signature, tensors)
+                if may_write:  # x.unsqueeze_(0), x.resize_(...): its inputs change shape
+                    for producer in inputs[node]:
+                        if producer in env:
+                            described[producer] = self._describe(env[producer])[:2]
+                moved = None
+                if run is not None:  # bytes read and written, each tensor once
+                    moved = dict(tensors)
+                    for producer in inputs[node]:
+                        moved.update(described[producer][1])
+                    if op == "call_module":
+                        moved.update(self._parameter_bytes(target))
+                    moved = sum(moved.values())
+                # flop_counter counts a multiply-add as 2 FLOPs in matmul/conv, the ops that own MACs.
+                note = notes[node.name] = {"flops": flops, "macs": None if flops is None else flops // 2, "bytes": moved}
+                if meta.__class__ is TensorMetadata or _has_tensor(meta):
+                    note["tensor_meta"] = meta
             except Exception as exc:
                 raise RunError(
                     f"Running node '{node.name}' ({op} {target}) on the example inputs failed: "
                     f"{type(exc).__name__}: {exc}. Check that the example inputs have the shapes "
                     "and dtypes the model expects.", node=node.name
                 ) from exc
-            env[node] = result
-            if result.__class__ is torch.Tensor and result.layout == strided and not result.is_quantized:
-                try:  # most nodes: a tensor of a layout seen before
-                    signature, meta, size = layouts[result.shape, result.dtype, result.device, result.stride(),
-                                                    result.requires_grad]
-                    tensors = {id(result): size}
-                except (KeyError, TypeError):
-                    signature, tensors, meta = self._describe(result)
-            else:
-                signature, tensors, meta = self._describe(result)
-            described[node] = (signature, tensors)
-            if may_write:  # x.unsqueeze_(0), x.resize_(...): its inputs change shape
-                for producer in inputs[node]:
-                    if producer in env:
-                        described[producer] = self._describe(env[producer])[:2]
-            moved = None
-            if run is not None:  # bytes read and written, each tensor once
-                moved = dict(tensors)
-                for producer in inputs[node]:
-                    moved.update(described[producer][1])
-                if op == "call_module":
-                    moved.update(self._parameter_bytes(target))
-                moved = sum(moved.values())
-            # flop_counter counts a multiply-add as 2 FLOPs in matmul/conv, the ops that own MACs.
-            note = notes[node.name] = {"flops": flops, "macs": None if flops is None else flops // 2, "bytes": moved}
-            if meta.__class__ is TensorMetadata or _has_tensor(meta):
-                note["tensor_meta"] = meta
             if op == "output":
                 return self.graph.process_outputs(result)
             for done in last_uses.get(node, ()):
@@ -195,7 +196,6 @@ _UNCOUNTED = object()  # a call whose FLOPs are not known yet (None: known to ha
 
 def _call_function(target: Any, args: tuple, kwargs: dict) -> Any:
     return target(*args, **kwargs)
-
 
 
 def _tensors(values: Any) -> list[torch.Tensor]:

@@ -1,6 +1,7 @@
 """Errors a user can act on: short, the user's line, only advice that works, the call as written."""
 import collections
 import linecache
+import os
 import sys
 
 import pytest
@@ -8,7 +9,7 @@ import torch
 from torch import nn
 
 import fxviz
-from fxviz.capture import _common
+from fxviz.capture import places
 from fxviz.errors import TraceError
 
 
@@ -76,7 +77,7 @@ def test_leaf_advice_works_for_a_failing_submodule():
 
 def test_user_frame_keeps_torchvision_frames():
     """torchvision's path starts with torch's directory name; it is model code all the same."""
-    torch_dir = _common._TORCH_DIR.rstrip("/")
+    torch_dir = places._TORCH_DIR.rstrip("/")
     sibling = torch_dir + "vision/models/fake.py"
     code = compile("def f():\n    raise ValueError('boom')\n", sibling, "exec")
     namespace = {}
@@ -84,7 +85,7 @@ def test_user_frame_keeps_torchvision_frames():
     try:
         namespace["f"]()
     except ValueError as exc:
-        frame = _common.user_frame(exc)
+        frame = places.user_frame(exc)
     assert frame is not None and frame.filename == sibling and frame.lineno == 2
 
 
@@ -126,12 +127,21 @@ def test_a_notebook_cell_is_named_as_ipython_names_it(monkeypatch):
     try:
         namespace["forward"](None)
     except ValueError as exc:
-        assert _common.where(exc) == " at Cell In[7], line 2: raise ValueError('boom')"
+        assert places.where(exc) == " at Cell In[7], line 2: raise ValueError('boom')"
     monkeypatch.setattr(IPython, "get_ipython", lambda: None)  # plain Python: the file's path
     try:
         namespace["forward"](None)
     except ValueError as exc:
-        assert _common.where(exc) == f" at {cell_file}:2: raise ValueError('boom')"
+        assert places.where(exc) == f" at {cell_file}:2: raise ValueError('boom')"
+
+
+
+def test_library_files_are_named_by_their_package_path_and_no_other_file_is_changed(tmp_path):
+    import transformers
+
+    assert places.package_relative(transformers.__file__) == os.path.join("transformers", "__init__.py")
+    own = str(tmp_path / "site-packages" / "model.py")  # a folder of the user's that only looks like one
+    assert places.package_relative(own) == own
 
 
 class Tokens(nn.Module):

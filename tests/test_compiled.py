@@ -69,6 +69,16 @@ def test_aot_forward_and_backward_graphs_with_parameters_by_name(result):
     assert "out · backward" in backward_paths
 
 
+
+def test_each_part_says_what_it_shows_and_is_named_after_the_model(model, result):
+    abouts = {part: result.session(0, part).capture.about for part in ("dynamo", "forward", "backward")}
+    assert abouts["dynamo"].startswith("TorchDynamo") and "the torch functions" in abouts["dynamo"]
+    assert abouts["forward"].startswith("AOT autograd's forward") and "ATen" in abouts["forward"]
+    assert abouts["backward"].startswith("AOT autograd's backward") and "gradients" in abouts["backward"]
+    assert {type(result.session(1, part).current.gm).__name__ for part in ("dynamo", "forward", "backward")} == {
+        type(model).__name__}  # not torch's "GraphModule": titles and reports name the model
+
+
 def test_each_graph_session_reproduces_its_part_of_the_eager_model(model, result):
     x = result.session(0).example_inputs[-1]  # the input dynamo saw (after the lifted parameters)
     h = model.lin(x)

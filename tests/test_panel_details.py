@@ -85,3 +85,11 @@ def test_a_graph_traced_on_fake_tensors_says_so_and_where_the_real_trace_stopped
     assert "traced on fake tensors: on the real ones the trace stopped reading a tensor's value" in shown
     assert "(x > -1e9).all()" in shown and "test_panel_details.py" in shown
     explorer.close()
+
+
+def test_flops_never_counted_are_not_shown_as_zero():
+    from fxviz import Session
+    from fxviz.overview import graph_overview
+
+    rows = dict(graph_overview(Session(nn.ReLU(), torch.randn(3)).current.graph)["rows"])
+    assert rows["FLOPs"] == "— (no FLOP formula for any of its 1 calls)" and "captured by" not in rows

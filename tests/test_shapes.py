@@ -176,3 +176,17 @@ def test_flops_are_the_same_when_dynamo_is_imported():
     assert notes["_0"]["flops"] == 48 and notes["_1"]["flops"] is None
     with FlopCounter(display=False) as counter:  # torch's own mode, wrapper included
         assert type(counter.mode).__name__ == "_FlopCounterMode"
+
+
+def test_a_node_whose_output_cannot_be_described_is_named_in_the_error():
+    """A strided nested tensor has no sizes: the failure names its node, as a failing op does."""
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x")
+    graph.output(graph.call_function(torch.nested.as_nested_tensor, ([x, x],)))
+    gm = torch.fx.GraphModule(torch.nn.Module(), graph)
+    try:
+        annotated_run(gm, (torch.randn(2, 3),))
+    except fxviz.errors.RunError as exc:
+        assert exc.node == "as_nested_tensor" and "Running node 'as_nested_tensor'" in str(exc)
+    else:
+        raise AssertionError("a nested tensor was described")

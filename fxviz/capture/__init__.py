@@ -21,9 +21,9 @@ from torch import nn
 
 from fxviz.capture import dynamo, export
 from fxviz.capture.model_failure import own_failure
-from fxviz.capture._common import (Capture, FrontEnd, Request, as_inputs, auto_order, called_as, caller, cell_name,
-                                   choose, first_line, forget_front_end, front_end, front_ends, methods,
-                                   torch_errors_quiet, where)
+from fxviz.capture._common import (Capture, FrontEnd, Request, as_inputs, auto_order, called_as, caller, choose,
+                                   first_line, forget_front_end, front_end, front_ends, methods, torch_errors_quiet)
+from fxviz.capture.places import cell_name, where
 from fxviz._gc import gc_paused
 from fxviz._torch_internals import uncompiled
 from fxviz.discovery import import_modules

@@ -13,10 +13,7 @@ import contextlib
 import contextvars
 import functools
 import logging
-import os
 import re
-import sys
-import traceback
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,12 +23,10 @@ import torch.fx
 from torch import nn
 
 from fxviz._torch_internals import forget_last_trace
+from fxviz.capture.places import source_line
 from fxviz.errors import TraceError
 
-_TORCH_DIR = os.path.dirname(torch.__file__) + os.sep  # the separator: torchvision is not torch
-_FXVIZ_DIR = os.path.dirname(os.path.dirname(__file__)) + os.sep
 _CALLER: contextvars.ContextVar[str] = contextvars.ContextVar("fxviz_caller", default="trace")
-_FRAME_RE = re.compile(r'File "([^"]+)", line (\d+)')
 
 
 @dataclass
@@ -48,6 +43,8 @@ class Capture:
     #: Why ``tracer="auto"`` opened the model as dynamo's graphs cut at graph breaks, and
     #: what to do about it ("" when it did not).
     note: str = ""
+    #: What its graphs show when not what the method's usually do (AOT's graphs of a dynamo graph).
+    summary: str = ""
 
     @property
     def gm(self) -> torch.fx.GraphModule:
@@ -55,9 +52,10 @@ class Capture:
 
     @property
     def about(self) -> str:
-        """What graphs of this method show, in a sentence ("": its front-end does not say)."""
+        """What its graphs show, in a sentence: the ``summary``, else what its method's
+        front-end says of its graphs ("" where it does not)."""
         found = _FRONT_ENDS.get(self.method)
-        return found.about if found is not None else ""
+        return self.summary or (found.about if found is not None else "")
 
 
 @dataclass
@@ -115,11 +113,20 @@ class FrontEnd:
             if gradients and reference is not None and reference is not request.model:
                 reference.fxviz_gradient_outputs = gradients  # the check marks these outputs (run_outputs)
             result = Capture([result], self.name, reference=reference)
-        if isinstance(request.model, nn.Module):  # torch.export's and dynamo's graphs are all "GraphModule"
-            for gm in result.graphs:  # each GraphModule has a class of its own: renaming it renames one graph
-                if type(gm).__name__ == "GraphModule":
-                    type(gm).__name__ = type(request.model).__name__
+        if isinstance(request.model, nn.Module):
+            name_graphs(result.graphs, type(request.model).__name__)
         return result
+
+
+def name_graphs(graphs: list[torch.fx.GraphModule], name: str) -> None:
+    """Name ``name`` each of ``graphs`` (and the AOT graphs dynamo's carry) that torch named
+    "GraphModule" (torch.export's, dynamo's, AOT's): as the user named the model. Each
+    GraphModule has a class of its own, so renaming it renames one graph."""
+    for gm in graphs:
+        info = gm.meta.get("fxviz", {})
+        for part in (gm, info.get("aot_forward"), info.get("aot_backward")):
+            if part is not None and type(part).__name__ == "GraphModule":
+                type(part).__name__ = name
 
 
 _FRONT_ENDS: dict[str, FrontEnd] = {}
@@ -189,43 +196,6 @@ def caller() -> str:
     return _CALLER.get()
 
 
-def user_frame(exc: BaseException) -> traceback.FrameSummary | None:
-    """The innermost frame outside torch and fxviz: the user's line that broke capture.
-    Frames of torchvision, timm or transformers count as the user's (they are model code)."""
-    frames = [f for f in traceback.extract_tb(exc.__traceback__)
-              if not f.filename.startswith((_TORCH_DIR, _FXVIZ_DIR, "<eval_with_key>"))]
-    return frames[-1] if frames else None
-
-
-def where(exc: BaseException, frame: traceback.FrameSummary | None = None) -> str:
-    """`` at <file:line or notebook cell>: <code>`` of ``frame`` (default: the user's
-    innermost frame in ``exc``'s traceback), or "" when there is none."""
-    frame = frame or user_frame(exc)
-    if frame is None:
-        return ""
-    cell = cell_name(frame.filename)
-    place = f"{cell}, line {frame.lineno}" if cell else f"{package_relative(frame.filename)}:{frame.lineno}"
-    return f" at {place}: {frame.line}"
-
-
-_PACKAGES = re.compile(r"(?:[A-Za-z]:)?[/\\][^\n:]*?[/\\](?:site|dist)-packages[/\\]")
-
-
-def package_relative(text: str) -> str:
-    """``text`` with each installed library's file named by its package path
-    (``transformers/masking_utils.py``), not where the environment keeps it."""
-    return _PACKAGES.sub("", text)
-
-
-def cell_name(filename: str) -> str | None:
-    """A notebook cell's code runs from a temporary file: name it as IPython's own
-    tracebacks do ("Cell In[3]"), the name the user can find on the page."""
-    ipython = sys.modules.get("IPython")  # never imported here: only a running shell has cells
-    shell = ipython.get_ipython() if ipython is not None else None
-    label = shell.compile.format_code_name(filename) if shell is not None else None
-    return " ".join(label) if label else None
-
-
 class _BelowError(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         return record.levelno < logging.ERROR and not (
@@ -277,14 +247,6 @@ def path_from_stack(node: torch.fx.Node) -> str:
     for prefix in ("_orig_mod.", "self.", "L['self'].", "L['fn']."):
         path = path.removeprefix(prefix)
     return "" if path in ("L['self']", "L['fn']", "self") else path
-
-
-def source_line(node: torch.fx.Node) -> str | None:
-    """``file:line`` of the innermost frame in ``stack_trace`` outside torch (the
-    model's own line), or None."""
-    found = [m for m in _FRAME_RE.finditer(node.meta.get("stack_trace") or "")
-             if not m.group(1).startswith((_TORCH_DIR, _FXVIZ_DIR))]
-    return f"{found[-1].group(1)}:{found[-1].group(2)}" if found else None
 
 
 def finish(gm: torch.fx.GraphModule, method: str, root: Any, **extra: Any) -> torch.fx.GraphModule:

@@ -13,7 +13,8 @@ import torch.fx
 
 from fxviz._torch_internals import dynamo as api
 from fxviz._torch_internals import tree_leaves
-from fxviz.capture._common import Capture, finish, first_line, front_end, package_relative, path_from_stack, where
+from fxviz.capture._common import Capture, finish, first_line, front_end, path_from_stack
+from fxviz.capture.places import package_relative, where
 from fxviz.capture.backward import MARK
 from fxviz.errors import TraceError
 
@@ -98,7 +99,7 @@ def split_note(name: str, result: Capture, attempts: list[tuple[str, str]]) -> s
     count, first = len(result.graphs), result.graph_breaks[0]
     at = f" at {first['user_line']}" if first.get("user_line") else ""
     stopped = "".join(f"\n  - {method}: {reason}" for method, reason in attempts if not reason.startswith("skipped"))
-    return package_relative(
+    return (
         f"{name} opened as {count} graph{'s' * (count != 1)}, cut where dynamo broke (the first: "
         f"{first['reason']}{at}): what runs at a break is in no graph. No method traced it as one graph:{stopped}\n"
         "Each graph is checked on its own, on the inputs dynamo gave it, not the whole model or step.\n"
@@ -210,7 +211,7 @@ def _message(payload: str | None) -> str:
 
 def _user_line(stack: Any) -> str | None:
     frames = list(stack or ())
-    return f"{frames[-1].filename}:{frames[-1].lineno}" if frames else None
+    return f"{package_relative(frames[-1].filename)}:{frames[-1].lineno}" if frames else None
 
 
 front_end("dynamo", auto=50, about=("TorchDynamo, torch.compile's capture: the torch functions and methods the "

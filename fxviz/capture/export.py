@@ -13,7 +13,8 @@ import torch
 import torch.fx
 from torch import nn
 
-from fxviz.capture._common import finish, first_line, front_end, where
+from fxviz.capture._common import finish, first_line, front_end
+from fxviz.capture.places import where
 from fxviz._torch_internals import call_inputs
 from fxviz.errors import InputError, TraceError
 

@@ -23,7 +23,8 @@ from torch import nn
 from torch.export.graph_signature import InputKind, OutputKind
 
 from fxviz._torch_internals import assign_attr, core_aten_decompositions, export_forward_backward
-from fxviz.capture._common import Capture, finish, first_line, front_end, where
+from fxviz.capture._common import Capture, finish, first_line, front_end
+from fxviz.capture.places import where
 from fxviz.capture.backward import attribute_backward
 from fxviz.capture.export import next_to_first_user, without_partial_graph
 from fxviz.check import Gradients

@@ -10,7 +10,8 @@ import torch.fx
 from torch import nn
 
 from fxviz._torch_internals import TRACES_AS_COMPILING, assign_attr, make_fx_on_fakes
-from fxviz.capture._common import finish, first_line, front_end, where
+from fxviz.capture._common import finish, first_line, front_end
+from fxviz.capture.places import where
 from fxviz.capture.backward import attribute_backward, sequence_numbers
 from fxviz._runtime import untouched
 from fxviz.capture.closure import closed_over_module
@@ -127,5 +128,5 @@ def _get_attr(gm: torch.fx.GraphModule, qualified: str) -> Any:
 
 
 front_end("make_fx", auto=40, options=("module",),
-          about="make_fx: every ATen operator the call ran, a training step's backward included")(
+          about="make_fx: every ATen operator the call ran (a training step: its backward too)")(
     lambda r: capture(r.plain, r.inputs, r.options["module"]))

@@ -1,0 +1,75 @@
+"""Where in the user's code something happened, named as the user can find it: a
+notebook cell as IPython names it ("Cell In[3]"), an installed library's file by its
+package path (``transformers/masking_utils.py``), any other file by its path."""
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import re
+import site
+import sys
+import sysconfig
+import traceback
+
+import torch
+import torch.fx
+
+_TORCH_DIR = os.path.dirname(torch.__file__) + os.sep  # the separator: torchvision is not torch
+_FXVIZ_DIR = os.path.dirname(os.path.dirname(__file__)) + os.sep
+_FRAME_RE = re.compile(r'File "([^"]+)", line (\d+)')
+
+
+def user_frame(exc: BaseException) -> traceback.FrameSummary | None:
+    """The innermost frame outside torch and fxviz: the user's line that broke capture.
+    Frames of torchvision, timm or transformers count as the user's (they are model code)."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__)
+              if not f.filename.startswith((_TORCH_DIR, _FXVIZ_DIR, "<eval_with_key>"))]
+    return frames[-1] if frames else None
+
+
+def where(exc: BaseException, frame: traceback.FrameSummary | None = None) -> str:
+    """`` at <file:line or notebook cell>: <code>`` of ``frame`` (default: the user's
+    innermost frame in ``exc``'s traceback), or "" when there is none."""
+    frame = frame or user_frame(exc)
+    if frame is None:
+        return ""
+    cell = cell_name(frame.filename)
+    place = f"{cell}, line {frame.lineno}" if cell else f"{package_relative(frame.filename)}:{frame.lineno}"
+    return f" at {place}: {frame.line}"
+
+
+@functools.cache
+def _library_dirs() -> tuple[str, ...]:
+    """Where this environment installs libraries, each with a trailing separator, longest first."""
+    dirs = {sysconfig.get_paths()[kind] for kind in ("purelib", "platlib")}
+    with contextlib.suppress(AttributeError):  # an old virtualenv's site module has neither
+        dirs.update(site.getsitepackages())
+        dirs.add(site.getusersitepackages())
+    return tuple(sorted({os.path.join(os.path.normpath(d), "") for d in dirs if d}, key=len, reverse=True))
+
+
+def package_relative(filename: str) -> str:
+    """An installed library's file by its package path (``transformers/masking_utils.py``),
+    not where the environment keeps it; any other file as it is."""
+    for directory in _library_dirs():
+        if filename.startswith(directory):
+            return filename[len(directory):]
+    return filename
+
+
+def cell_name(filename: str) -> str | None:
+    """A notebook cell's code runs from a temporary file: name it as IPython's own
+    tracebacks do ("Cell In[3]"), the name the user can find on the page."""
+    ipython = sys.modules.get("IPython")  # never imported here: only a running shell has cells
+    shell = ipython.get_ipython() if ipython is not None else None
+    label = shell.compile.format_code_name(filename) if shell is not None else None
+    return " ".join(label) if label else None
+
+
+def source_line(node: torch.fx.Node) -> str | None:
+    """``file:line`` of the innermost frame in ``stack_trace`` outside torch (the
+    model's own line), or None."""
+    found = [m for m in _FRAME_RE.finditer(node.meta.get("stack_trace") or "")
+             if not m.group(1).startswith((_TORCH_DIR, _FXVIZ_DIR))]
+    return f"{found[-1].group(1)}:{found[-1].group(2)}" if found else None
