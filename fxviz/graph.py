@@ -84,14 +84,20 @@ class _Shared:
         self._seen: dict[Any, Any] = {}
 
     def __call__(self, value: Any) -> Any:
-        return self._seen.setdefault(value, value)
+        try:
+            return self._seen.setdefault(value, value)
+        except TypeError:  # unhashable (a symbolic size): kept as it is
+            return value
 
     def fields(self, meta: Any) -> dict[str, Any]:
         """:func:`_tensor_fields` of ``meta``, computed once per distinct tensor layout."""
         if not isinstance(meta, TensorMetadata):
             return _tensor_fields(meta, self)
         key = (meta.shape, meta.dtype, meta.stride, meta.memory_format)
-        found = self._seen.get(key)
+        try:
+            found = self._seen.get(key)
+        except TypeError:  # a symbolic size
+            return _tensor_fields(meta, self)
         if found is None:
             found = self._seen[key] = _tensor_fields(meta, self)
         return found

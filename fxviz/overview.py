@@ -20,7 +20,9 @@ def graph_overview(graph: nx.DiGraph, capture: Any = None) -> dict[str, Any]:
     counts = " · ".join(f"{op} {ops.pop(op):,}" for op in (*OPS, *sorted(ops)) if op in ops)
     calls = [attrs["flops"] for _, attrs in graph.nodes(data=True) if attrs["op"].startswith("call_")]
     counted = [f for f in calls if f is not None]
-    flops = (f"{sum(counted):,} (counted for {len(counted):,} of {len(calls):,} calls)" if counted  # not counted is not 0
+    total = sum(counted)
+    total = f"{total:,}" if isinstance(total, int) else str(total)  # symbolic sizes: an expression, 32*s0
+    flops = (f"{total} (counted for {len(counted):,} of {len(calls):,} calls)" if counted  # not counted is not 0
              else f"— (no FLOP formula for any of its {len(calls):,} calls)" if calls else "—")
     rows = [("nodes", f"{len(graph):,}: {counts}"), ("FLOPs", flops)]
     if capture is None:

@@ -93,3 +93,25 @@ def test_flops_never_counted_are_not_shown_as_zero():
 
     rows = dict(graph_overview(Session(nn.ReLU(), torch.randn(3)).current.graph)["rows"])
     assert rows["FLOPs"] == "— (no FLOP formula for any of its 1 calls)" and "captured by" not in rows
+
+
+def test_symbolic_sizes_draw_and_sum_as_expressions():
+    """Fake inputs with a dynamic size (a ShapeEnv): shapes and FLOPs are expressions of it."""
+    from torch._dynamo.source import ConstantSource
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv, StatelessSymbolicContext
+
+    from fxviz.graph import to_networkx
+    from fxviz.overview import graph_overview
+    from fxviz.shapes import annotated_run
+
+    gm = torch.fx.symbolic_trace(nn.Sequential(nn.Linear(4, 4), nn.ReLU()))
+    mode = FakeTensorMode(shape_env=ShapeEnv(), allow_non_fake_inputs=True)
+    x = mode.from_tensor(torch.randn(3, 4), source=ConstantSource("x"), symbolic_context=StatelessSymbolicContext(
+        dynamic_sizes=[DimDynamic.DYNAMIC, DimDynamic.STATIC]))
+    with mode:
+        _, notes = annotated_run(gm, (x,))
+    graph = to_networkx(gm, notes)  # raised "unhashable type: non-nested SymInt"
+    size = str(x.shape[0])
+    assert str(graph.nodes["_0"]["shape"][0]) == size
+    assert dict(graph_overview(graph)["rows"])["FLOPs"] == f"32*{size} (counted for 1 of 2 calls)"
