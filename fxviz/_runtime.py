@@ -18,6 +18,20 @@ from torch import nn
 from fxviz._torch_internals import OpOverload, get_attr, has_values, op_schema
 
 
+def fresh_containers(value: Any) -> Any:
+    """A node's argument values with every list and dict made anew, as a GraphModule's code
+    passes them: FX's Interpreter passes the node's own immutable_list, the same object on
+    every run, and Python code that fills in a list it is given (torchvision's swin3d_t)
+    fails on it, or would change it for later runs."""
+    if isinstance(value, list):
+        return [fresh_containers(v) for v in value]
+    if type(value) is tuple:
+        return tuple([fresh_containers(v) for v in value])
+    if isinstance(value, dict):
+        return {k: fresh_containers(v) for k, v in value.items()}
+    return value
+
+
 @contextlib.contextmanager
 def preserved_buffers(module: nn.Module) -> Iterator[None]:
     """Restore every buffer afterwards (a training-mode BatchNorm updates its running
