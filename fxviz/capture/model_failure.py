@@ -59,7 +59,8 @@ def _device_advice(model: Any, inputs: tuple, exc: Exception) -> str:
                 "output size depends on values, as torch.nonzero): build the model and inputs on a real device "
                 "(the CPU) to open it.")
     return (config_advice(modules) or _keywords_advice(model, inputs) or _packed_advice(inputs)
-            or "pass inputs the model accepts.")
+            or "this fails without fxviz too (call the model on these inputs to see): pass inputs the model "
+               "accepts, or build it with a configuration it can run.")
 
 
 def _packed_advice(inputs: tuple) -> str | None:
