@@ -341,6 +341,18 @@ FAMILIES: dict[str, dict[str, Callable[[], tuple]]] = {
                          head_dim=16, use_cache=False, **TINY_LM),
         "gpt-oss (moe, sinks)": _hf("GptOssConfig", num_local_experts=4, num_experts_per_tok=2, head_dim=16,
                                     sliding_window=4, use_cache=False, **TINY_LM),
+        "modernbert (local+global)": _hf("ModernBertConfig", vocab_size=128, pad_token_id=0, bos_token_id=1,
+                                         eos_token_id=2, cls_token_id=1, sep_token_id=2, global_attn_every_n_layers=2,
+                                         local_attention=4, **SMALL),
+        "rwkv": _hf("RwkvConfig", vocab_size=128, hidden_size=32, num_hidden_layers=2, attention_hidden_size=32,
+                    intermediate_size=64, context_length=16, use_cache=False),
+        **{f"reformer (lsh, {'cache' if cache else 'no cache'})": _hf(
+            "ReformerConfig", vocab_size=128, hidden_size=32, num_attention_heads=2, attention_head_size=16,
+            attn_layers=["local", "lsh"], axial_pos_embds=False, feed_forward_size=64, local_attn_chunk_length=4,
+            lsh_attn_chunk_length=4, num_buckets=2, max_position_embeddings=64, use_cache=cache)
+           for cache in (True, False)},
+        # torch's flex attention: its exported graph cannot run on the CPU (torch.export's ep.module() fails alike)
+        "llama (flex attention)": _hf("LlamaConfig", use_cache=False, attn_implementation="flex_attention", **TINY_LM),
         "gemma2 (train step)": _step(_hf("Gemma2Config", head_dim=16, sliding_window=4, attn_logit_softcapping=50.0,
                                          use_cache=False, **TINY_LM), _hidden),
         "qwen3 (export joint)": _joint(_hf("Qwen3Config", head_dim=16, use_cache=False, **TINY_LM), _hidden),
