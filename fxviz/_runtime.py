@@ -110,6 +110,27 @@ def untouched(model: Any) -> Iterator[None]:
             optimizer.load_state_dict(state)
 
 
+@contextlib.contextmanager
+def containers_kept(model: Any) -> Iterator[None]:
+    """Leave every plain dict, list and set that the model's modules hold (a module, or
+    those a plain function closes over) as it was: a forward that fills in a cache (timm's
+    efficientvit ``attention_bias_cache``) keeps torch.export's fake tensors or symbolic
+    tracing's proxies in it, and every later eager run computes with them."""
+    modules = [model] if isinstance(model, nn.Module) else closed_over_modules(model)
+    saved = [(v, copy.copy(v)) for root in modules for m in root.modules() for k, v in vars(m).items()
+             if type(v) in (dict, list, set) and k not in MODULE_DICTS]
+    try:
+        yield
+    finally:
+        for container, content in saved:
+            container.clear()
+            container.extend(content) if isinstance(container, list) else container.update(content)
+
+
+#: nn.Module's own dicts of parameters, buffers and children: not a forward's to change.
+MODULE_DICTS = frozenset({"_parameters", "_buffers", "_modules"})
+
+
 # torch.profiler's kineto writes notes straight to file descriptor 2 at each start and
 # stop, and, on a machine with no GPU, an ERROR that it found none: Jupyter shows them
 # in the cell, where they read as a failure.
