@@ -17,7 +17,7 @@ from torch import nn
 from fxviz._torch_internals import TorchDispatchMode, code_made, code_on_first_use, get_attr, op_schema
 from fxviz.errors import FxvizError
 
-from fxviz._runtime import MODULE_DICTS, has_values
+from fxviz._runtime import has_values, held_containers
 
 
 def module_copy(module: nn.Module) -> nn.Module:
@@ -58,8 +58,7 @@ class _Rebuilder:
             new = self.copies[id(module)] = module_copy(module)
             if self.clone_buffers:
                 new._buffers = {k: None if b is None else b.clone() for k, b in module._buffers.items()}
-                new.__dict__.update({k: copy.copy(v) for k, v in module.__dict__.items()
-                                     if type(v) in (dict, list, set) and k not in MODULE_DICTS})
+                new.__dict__.update({k: copy.copy(v) for k, v in held_containers(module).items()})
             new._modules = {k: None if m is None else self(m) for k, m in module._modules.items()}
         return self.copies[id(module)]
 

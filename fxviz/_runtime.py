@@ -117,8 +117,7 @@ def containers_kept(model: Any) -> Iterator[None]:
     efficientvit ``attention_bias_cache``) keeps torch.export's fake tensors or symbolic
     tracing's proxies in it, and every later eager run computes with them."""
     modules = [model] if isinstance(model, nn.Module) else closed_over_modules(model)
-    saved = [(v, copy.copy(v)) for root in modules for m in root.modules() for k, v in vars(m).items()
-             if type(v) in (dict, list, set) and k not in MODULE_DICTS]
+    saved = [(v, copy.copy(v)) for root in modules for m in root.modules() for v in held_containers(m).values()]
     try:
         yield
     finally:
@@ -127,8 +126,14 @@ def containers_kept(model: Any) -> Iterator[None]:
             container.extend(content) if isinstance(container, list) else container.update(content)
 
 
-#: nn.Module's own dicts of parameters, buffers and children: not a forward's to change.
-MODULE_DICTS = frozenset({"_parameters", "_buffers", "_modules"})
+def held_containers(module: nn.Module) -> dict[str, Any]:
+    """The plain dicts, lists and sets a module's own code keeps (a cache its forward fills in),
+    by attribute name; not nn.Module's own (parameters, buffers, children, hooks)."""
+    attributes = vars(module)
+    return {k: attributes[k] for k in attributes.keys() - _MODULE_OWN if type(attributes[k]) in (dict, list, set)}
+
+
+_MODULE_OWN = frozenset(vars(nn.Module()))
 
 
 # torch.profiler's kineto writes notes straight to file descriptor 2 at each start and
