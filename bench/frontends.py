@@ -416,7 +416,7 @@ FAMILIES: dict[str, dict[str, Callable[[], tuple]]] = {
         **{name: _tv(name, (1, 3, 64, 64), num_classes=3) for name in (
             "alexnet", "vgg11_bn", "squeezenet1_1", "shufflenet_v2_x0_5", "mnasnet0_5", "mobilenet_v2",
             "resnext50_32x4d", "wide_resnet50_2", "densenet121", "convnext_tiny", "efficientnet_b0")},
-        "googlenet (aux heads)": _tv("googlenet", (1, 3, 64, 64), num_classes=3, aux_logits=False, init_weights=True),
+        "googlenet": _tv("googlenet", (1, 3, 64, 64), num_classes=3, aux_logits=False, init_weights=True),
         "inception_v3": _tv("inception_v3", (1, 3, 96, 96), num_classes=3, aux_logits=False, init_weights=True),
         # uncalibrated, random: its eager output is all zero, nothing to compare (resnet18's is not)
         "quantized mobilenet_v2": _tv("quantization.mobilenet_v2", (1, 3, 64, 64), quantize=True),
