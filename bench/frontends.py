@@ -36,18 +36,23 @@ LIMIT_S = 240
 SMALL = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 64}
 
 
-def _hf(config: str, inputs: str = "ids", **kw: Any) -> Callable[[], tuple]:
+def _hf(config: str, inputs: str = "ids", *, head: str = "AutoModel", length: int = 8,
+        **kw: Any) -> Callable[[], tuple]:
+    """``head``: the Auto class (a causal LM head holds Gemma2's final logit softcapping);
+    ``length``: the token count (BigBird's block-sparse attention needs more than 8)."""
     def build():
         import transformers
 
-        model = transformers.AutoModel.from_config(getattr(transformers, config)(**kw)).eval()
-        ids = torch.randint(0, 128, (1, 8))
+        model = getattr(transformers, head).from_config(getattr(transformers, config)(**kw)).eval()
+        ids = torch.randint(0, 128, (1, length))
         if inputs == "pixels":
             return model, (torch.randn(1, 3, 32, 32),)
         if inputs == "audio":
             return model, (torch.randn(1, 1600),)
         if inputs == "features":  # whisper: log-mel frames, no attention mask, decoder ids
             return model, (torch.randn(1, kw["num_mel_bins"], 2 * kw["max_source_positions"]), None, ids[:, :4])
+        if inputs == "video":  # (batch, frames, channels, height, width)
+            return model, (torch.randn(1, kw["num_frames"], 3, kw["image_size"], kw["image_size"]),)
         if inputs == "text+pixels":  # CLIP: both towers
             return model, (ids, torch.randn(1, 3, 32, 32))
         return model, ((ids, torch.ones_like(ids), ids) if inputs == "seq2seq" else (ids,))
@@ -94,6 +99,13 @@ def _compiled(build: Callable[[], tuple]) -> Callable[[], tuple]:
     def make():
         model, inputs = build()
         return torch.compile(model), inputs, "auto"
+    return make
+
+
+def _traced_by(build: Callable[[], tuple], tracer: str) -> Callable[[], tuple]:
+    """``build()``'s model opened with ``tracer`` named, as a user would after "auto" picked another."""
+    def make():
+        return (*build(), tracer)
     return make
 
 
@@ -179,7 +191,27 @@ FAMILIES: dict[str, dict[str, Callable[[], tuple]]] = {
        "gcvit_xxtiny": _timm("gcvit_xxtiny", img_size=64),
        "hiera_tiny": _timm("hiera_tiny_224", img_size=(64, 64), num_classes=0),  # its head starts at zero
        "tnt_s": _timm("tnt_s_patch16_224", img_size=64),
-       "convit_tiny": _timm("convit_tiny", img_size=64)},
+       "convit_tiny": _timm("convit_tiny", img_size=64)}
+    | {n: _timm(n) for n in (
+        "mobilenetv4_conv_small", "efficientvit_b0", "efficientvit_m0", "repghostnet_050", "hgnetv2_b0",
+        "mobileone_s0", "resnest14d", "skresnet18", "res2net50_14w_8s", "selecsls42b", "ese_vovnet19b_dw",
+        "cs3darknet_s", "darknet17", "xception41", "inception_next_tiny", "mambaout_femto", "starnet_s1",
+        "convmixer_768_32", "resnetv2_50x1_bit", "nf_resnet26", "tresnet_m", "lambda_resnet26t", "rdnet_tiny",
+        "pvt_v2_b0", "fasternet_t0", "rexnetr_100", "vgg11")}
+    | {n: _timm(n, 224) for n in ("twins_svt_small", "coat_lite_tiny", "pit_ti_224", "cait_xxs24_224",
+                                  "volo_d1_224", "tiny_vit_5m_224", "davit_tiny", "focalnet_tiny_srf",
+                                  "nest_tiny", "efficientformerv2_s0", "maxvit_tiny_rw_224", "nextvit_small",
+                                  "visformer_tiny")}
+    | {n: _timm(n, 224, num_classes=0) for n in ("sequencer2d_s", "resmlp_12_224", "gmlp_ti16_224")}  # zero heads
+    | {"inception_v3": _timm("inception_v3", 96),  # at 64 px its last convolutions get 2×2 maps: it fails on its own
+       # attention over fixed blocks and positions: 256 px (halonet also runs at multiples of 64 px, botnet only there)
+       **{n: _timm(n, 256) for n in ("halonet26t", "botnet26t_256")},
+       "vit (rope, registers)": _timm("vit_medium_patch16_rope_reg1_gap_256", 64, img_size=64, depth=2),
+       "vit (dynamic img size)": _timm("vit_tiny_patch16_224", 64, img_size=64, dynamic_img_size=True),
+       "swin (train step)": _step(_timm("swin_tiny_patch4_window7_224", 224), lambda out: out),
+       "mobilenetv4 (exported program)": _exported(_timm("mobilenetv4_conv_small")),
+       "efficientvit_b0 (tracer=symbolic)": _traced_by(_timm("efficientvit_b0"), "symbolic"),
+       "convnext_atto (meta device)": _on_meta(_timm("convnext_atto"))},
     "hf": {
         "bert": _hf("BertConfig", vocab_size=128, **SMALL),
         **_decoder("GPT2Config", vocab_size=128, n_embd=32, n_layer=2, n_head=2),
@@ -245,6 +277,98 @@ FAMILIES: dict[str, dict[str, Callable[[], tuple]]] = {
         **_decoder("DeepseekV3Config", **TINY_MLA),
         "deepseekv3 (train step)": _step(_hf("DeepseekV3Config", use_cache=False, **TINY_MLA), _hidden),
         "deepseekv2 (no cache)": _hf("DeepseekV2Config", use_cache=False, **TINY_MLA),
+        **_decoder("Gemma2Config", head_dim=16, sliding_window=4, attn_logit_softcapping=50.0, **TINY_LM),
+        "gemma2 (lm head, softcap)": _hf("Gemma2Config", head="AutoModelForCausalLM", head_dim=16, sliding_window=4,
+                                         final_logit_softcapping=30.0, use_cache=False, **TINY_LM),
+        **_decoder("Gemma3TextConfig", head_dim=16, sliding_window=4, **TINY_LM),
+        **_decoder("Qwen3Config", head_dim=16, **TINY_LM),
+        "phi3": _hf("Phi3Config", pad_token_id=0, **TINY_LM),
+        "granite": _hf("GraniteConfig", **TINY_LM),
+        "cohere": _hf("CohereConfig", **TINY_LM),
+        "olmo": _hf("OlmoConfig", **TINY_LM),
+        "olmo2": _hf("Olmo2Config", **TINY_LM),
+        "stablelm": _hf("StableLmConfig", **TINY_LM),
+        "starcoder2": _hf("Starcoder2Config", **TINY_LM),
+        "gpt-j": _hf("GPTJConfig", vocab_size=128, n_embd=32, n_layer=2, n_head=2, rotary_dim=8),
+        "codegen": _hf("CodeGenConfig", vocab_size=128, n_embd=32, n_layer=2, n_head=4, rotary_dim=4),  # 4 | n_head,
+        "electra": _hf("ElectraConfig", vocab_size=128, embedding_size=16, **SMALL),
+        "xlnet": _hf("XLNetConfig", vocab_size=128, d_model=32, n_layer=2, n_head=2, d_inner=64),
+        "longformer": _hf("LongformerConfig", vocab_size=128, attention_window=4, **SMALL),
+        "bigbird (block sparse)": _hf("BigBirdConfig", vocab_size=128, attention_type="block_sparse", block_size=2,
+                                      num_random_blocks=1, length=16, **SMALL),
+        "led": _hf("LEDConfig", "seq2seq", vocab_size=128, d_model=32, encoder_layers=1, decoder_layers=1,
+                   encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=64, decoder_ffn_dim=64,
+                   attention_window=4, max_encoder_position_embeddings=64, max_decoder_position_embeddings=64),
+        **{name: _hf(config, "seq2seq", vocab_size=128, d_model=32, encoder_layers=1, decoder_layers=1,
+                     encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=64, decoder_ffn_dim=64,
+                     max_position_embeddings=64, pad_token_id=0, decoder_start_token_id=1)
+           for name, config in (("pegasus", "PegasusConfig"), ("mbart", "MBartConfig"), ("marian", "MarianConfig"))},
+        "deit": _hf("DeiTConfig", "pixels", image_size=32, patch_size=8, **SMALL),
+        "beit": _hf("BeitConfig", "pixels", image_size=32, patch_size=8, use_relative_position_bias=True, **SMALL),
+        "dinov2": _hf("Dinov2Config", "pixels", image_size=32, patch_size=8, **SMALL),
+        # initializer_range: at 0.02, its activations are all zero by layer 4 (eager too): nothing to compare
+        "mobilevit": _hf("MobileViTConfig", "pixels", image_size=32, hidden_sizes=[16, 24, 32],
+                         neck_hidden_sizes=[8, 8, 16, 16, 24, 32, 48], initializer_range=0.5),
+        "regnet": _hf("RegNetConfig", "pixels", embedding_size=16, hidden_sizes=[16, 32], depths=[1, 1],
+                      groups_width=8),
+        "resnet": _hf("ResNetConfig", "pixels", embedding_size=16, hidden_sizes=[16, 32], depths=[1, 1],
+                      layer_type="basic"),
+        "levit": _hf("LevitConfig", "pixels", image_size=32, hidden_sizes=[32, 48, 64], num_attention_heads=[1, 2, 2],
+                     depths=[1, 1, 1], key_dim=[8, 8, 8]),
+        "siglip": _hf("SiglipConfig", "text+pixels", text_config={"vocab_size": 128, **SMALL},
+                      vision_config={"image_size": 32, "patch_size": 8, **SMALL}),
+        "hubert": _hf("HubertConfig", "audio", conv_dim=(32, 32), conv_stride=(5, 2), conv_kernel=(10, 3),
+                      num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=2, **SMALL),
+        "videomae": _hf("VideoMAEConfig", "video", image_size=32, patch_size=16, num_frames=4, tubelet_size=2,
+                        **SMALL),
+        "jamba (hybrid)": _hf("JambaConfig", num_experts=2, num_experts_per_tok=1, attn_layer_period=2,
+                              attn_layer_offset=1, expert_layer_period=2, expert_layer_offset=1, mamba_d_state=4,
+                              mamba_d_conv=4, mamba_expand=2, mamba_dt_rank=4, use_mamba_kernels=False,
+                              use_cache=False, **TINY_LM),
+        "zamba2 (hybrid)": _hf("Zamba2Config", mamba_d_state=4, mamba_headdim=8, n_mamba_heads=8,
+                               layers_block_type=["mamba", "hybrid"], num_mem_blocks=1, use_mem_rope=False,
+                               use_cache=False, **TINY_LM),
+        "mamba2": _hf("Mamba2Config", vocab_size=128, hidden_size=32, num_hidden_layers=2, state_size=4, head_dim=8,
+                      num_heads=8, n_groups=1, expand=2, chunk_size=4, use_cache=False),
+        "falcon-mamba": _hf("FalconMambaConfig", vocab_size=128, hidden_size=32, num_hidden_layers=2, state_size=4,
+                            use_cache=False),
+        "recurrentgemma": _hf("RecurrentGemmaConfig", vocab_size=128, hidden_size=32, intermediate_size=64,
+                              num_hidden_layers=3, num_attention_heads=2, num_key_value_heads=1, lru_width=32,
+                              attention_window_size=4, block_types=["recurrent", "attention"], use_cache=False),
+        "olmoe": _hf("OlmoeConfig", num_experts=4, num_experts_per_tok=2, use_cache=False, **TINY_LM),
+        "granitemoe": _hf("GraniteMoeConfig", num_local_experts=4, num_experts_per_tok=2, use_cache=False, **TINY_LM),
+        "qwen3-moe": _hf("Qwen3MoeConfig", num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32,
+                         head_dim=16, use_cache=False, **TINY_LM),
+        "gpt-oss (moe, sinks)": _hf("GptOssConfig", num_local_experts=4, num_experts_per_tok=2, head_dim=16,
+                                    sliding_window=4, use_cache=False, **TINY_LM),
+        "modernbert (local+global)": _hf("ModernBertConfig", vocab_size=128, pad_token_id=0, bos_token_id=1,
+                                         eos_token_id=2, cls_token_id=1, sep_token_id=2, global_attn_every_n_layers=2,
+                                         local_attention=4, **SMALL),
+        "rwkv": _hf("RwkvConfig", vocab_size=128, hidden_size=32, num_hidden_layers=2, attention_hidden_size=32,
+                    intermediate_size=64, context_length=16, use_cache=False),
+        **{f"reformer (lsh, {'cache' if cache else 'no cache'})": _hf(
+            "ReformerConfig", vocab_size=128, hidden_size=32, num_attention_heads=2, attention_head_size=16,
+            attn_layers=["local", "lsh"], axial_pos_embds=False, feed_forward_size=64, local_attn_chunk_length=4,
+            lsh_attn_chunk_length=4, num_buckets=2, max_position_embeddings=64, use_cache=cache)
+           for cache in (True, False)},
+        # torch's flex attention: its exported graph cannot run on the CPU (torch.export's ep.module() fails alike)
+        "llama (flex attention)": _hf("LlamaConfig", use_cache=False, attn_implementation="flex_attention", **TINY_LM),
+        "gemma2 (train step)": _step(_hf("Gemma2Config", head_dim=16, sliding_window=4, attn_logit_softcapping=50.0,
+                                         use_cache=False, **TINY_LM), _hidden),
+        "qwen3 (export joint)": _joint(_hf("Qwen3Config", head_dim=16, use_cache=False, **TINY_LM), _hidden),
+        "t5 (train step)": _step(_hf("T5Config", "seq2seq", vocab_size=128, d_model=32, d_ff=64, num_layers=1,
+                                     num_heads=2, d_kv=16), _hidden),
+        "jamba (train step)": _step(_hf("JambaConfig", num_experts=2, num_experts_per_tok=1, attn_layer_period=2,
+                                        attn_layer_offset=1, expert_layer_period=2, expert_layer_offset=1,
+                                        mamba_d_state=4, mamba_d_conv=4, mamba_expand=2, mamba_dt_rank=4,
+                                        use_mamba_kernels=False, use_cache=False, **TINY_LM), _hidden),
+        "gemma3 (exported program)": _exported(_hf("Gemma3TextConfig", head_dim=16, sliding_window=4,
+                                                   use_cache=False, **TINY_LM)),
+        "longformer (tracer=export)": _traced_by(_hf("LongformerConfig", vocab_size=128, attention_window=4,
+                                                     **SMALL), "export"),
+        "electra (tracer=make_fx)": _traced_by(_hf("ElectraConfig", vocab_size=128, embedding_size=16, **SMALL),
+                                               "make_fx"),
+        "qwen3 (meta device)": _on_meta(_hf("Qwen3Config", head_dim=16, use_cache=False, **TINY_LM)),
         "qwen2-moe (train step)": _step(_hf("Qwen2MoeConfig", num_experts=4, num_experts_per_tok=2,
                                             moe_intermediate_size=32, shared_expert_intermediate_size=32,
                                             use_cache=False, **TINY_LM), _hidden),
@@ -276,6 +400,32 @@ FAMILIES: dict[str, dict[str, Callable[[], tuple]]] = {
         "mvit_v2_s (video)": _tv("video.mvit_v2_s", (1, 3, 16, 224, 224), num_classes=3),
         "efficientnet_v2_s": _tv("efficientnet_v2_s", (1, 3, 64, 64), num_classes=3),
         "regnet_y_400mf": _tv("regnet_y_400mf", (1, 3, 64, 64), num_classes=3),
+        **{f"{name} (video)": _tv(f"video.{name}", (1, 3, 4, 32, 32), num_classes=3)
+           for name in ("mc3_18", "r2plus1d_18")},
+        "swin3d_t (video)": _tv("video.swin3d_t", (1, 3, 4, 64, 64), num_classes=3),
+        "mvit_v1_b (video)": _tv("video.mvit_v1_b", (1, 3, 16, 224, 224), num_classes=3),
+        "ssd300_vgg16 (detection)": _tv("detection.ssd300_vgg16", (3, 64, 64), num_classes=3, weights_backbone=None),
+        "fasterrcnn_resnet50_v2 (detection)": _tv("detection.fasterrcnn_resnet50_fpn_v2", (3, 64, 64), num_classes=3,
+                                                  weights_backbone=None, min_size=64, max_size=64),
+        "retinanet_resnet50_v2 (detection)": _tv("detection.retinanet_resnet50_fpn_v2", (3, 64, 64), num_classes=3,
+                                                 weights_backbone=None, min_size=64, max_size=64),
+        "fcn_resnet50 (segmentation)": _tv("segmentation.fcn_resnet50", (1, 3, 64, 64), num_classes=3,
+                                           weights_backbone=None, aux_loss=True),
+        "deeplabv3_resnet50 (segmentation)": _tv("segmentation.deeplabv3_resnet50", (1, 3, 64, 64), num_classes=3,
+                                                 weights_backbone=None),
+        **{name: _tv(name, (1, 3, 64, 64), num_classes=3) for name in (
+            "alexnet", "vgg11_bn", "squeezenet1_1", "shufflenet_v2_x0_5", "mnasnet0_5", "mobilenet_v2",
+            "resnext50_32x4d", "wide_resnet50_2", "densenet121", "convnext_tiny", "efficientnet_b0")},
+        "googlenet": _tv("googlenet", (1, 3, 64, 64), num_classes=3, aux_logits=False, init_weights=True),
+        "inception_v3": _tv("inception_v3", (1, 3, 96, 96), num_classes=3, aux_logits=False, init_weights=True),
+        # uncalibrated, random: its eager output is all zero, nothing to compare (resnet18's is not)
+        "quantized mobilenet_v2": _tv("quantization.mobilenet_v2", (1, 3, 64, 64), quantize=True),
+        "quantized resnet18": _tv("quantization.resnet18", (1, 3, 64, 64), quantize=True),
+        "swin3d_t (tracer=export)": _traced_by(_tv("video.swin3d_t", (1, 3, 4, 64, 64), num_classes=3), "export"),
+        "swin3d_t (train step)": _step(_tv("video.swin3d_t", (1, 3, 4, 64, 64), num_classes=3), _hidden),
+        "swin3d_t (meta device)": _on_meta(_tv("video.swin3d_t", (1, 3, 4, 64, 64), num_classes=3)),
+        "fasterrcnn_mobilenet (meta device)": _on_meta(_tv("detection.fasterrcnn_mobilenet_v3_large_320_fpn",
+                                                           (3, 64, 64), num_classes=3, weights_backbone=None)),
         "lraspp (train step)": _step(_tv("segmentation.lraspp_mobilenet_v3_large", (2, 3, 64, 64), num_classes=3,
                                          weights_backbone=None), _hidden),
     },

@@ -17,7 +17,7 @@ from torch import nn
 from fxviz._torch_internals import TorchDispatchMode, code_made, code_on_first_use, get_attr, op_schema
 from fxviz.errors import FxvizError
 
-from fxviz._runtime import has_values
+from fxviz._runtime import has_values, held_containers
 
 
 def module_copy(module: nn.Module) -> nn.Module:
@@ -38,8 +38,10 @@ def skeleton(model: nn.Module, *, clone_buffers: bool = True) -> nn.Module:
     """``model`` rebuilt from :func:`module_copy` all the way down, sharing parameters.
 
     With ``clone_buffers`` (what Session does for step 0) the buffers are copied too,
-    so nothing run on the skeleton, not even a training-mode forward that updates
-    BatchNorm statistics in place, can reach the user's model.
+    and every plain dict, list and set a module holds: nothing run on the skeleton, not
+    even a training-mode forward that updates BatchNorm statistics in place or an
+    eval-mode one that fills in a cache (timm's ``attention_bias_cache``, left holding
+    torch.export's fake tensors), can reach the user's model.
     """
     return _Rebuilder(clone_buffers)(model)
 
@@ -56,6 +58,7 @@ class _Rebuilder:
             new = self.copies[id(module)] = module_copy(module)
             if self.clone_buffers:
                 new._buffers = {k: None if b is None else b.clone() for k, b in module._buffers.items()}
+                new.__dict__.update({k: copy.copy(v) for k, v in held_containers(module).items()})
             new._modules = {k: None if m is None else self(m) for k, m in module._modules.items()}
         return self.copies[id(module)]
 

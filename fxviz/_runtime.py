@@ -18,6 +18,20 @@ from torch import nn
 from fxviz._torch_internals import OpOverload, get_attr, has_values, op_schema
 
 
+def fresh_containers(value: Any) -> Any:
+    """A node's argument values with every list and dict made anew, as a GraphModule's code
+    passes them: FX's Interpreter passes the node's own immutable_list, the same object on
+    every run, and Python code that fills in a list it is given (torchvision's swin3d_t)
+    fails on it, or would change it for later runs."""
+    if isinstance(value, list):
+        return [fresh_containers(v) for v in value]
+    if type(value) is tuple:
+        return tuple([fresh_containers(v) for v in value])
+    if isinstance(value, dict):
+        return {k: fresh_containers(v) for k, v in value.items()}
+    return value
+
+
 @contextlib.contextmanager
 def preserved_buffers(module: nn.Module) -> Iterator[None]:
     """Restore every buffer afterwards (a training-mode BatchNorm updates its running
@@ -94,6 +108,32 @@ def untouched(model: Any) -> Iterator[None]:
     finally:
         for optimizer, state in zip(optimizers, states):
             optimizer.load_state_dict(state)
+
+
+@contextlib.contextmanager
+def containers_kept(model: Any) -> Iterator[None]:
+    """Leave every plain dict, list and set that the model's modules hold (a module, or
+    those a plain function closes over) as it was: a forward that fills in a cache (timm's
+    efficientvit ``attention_bias_cache``) keeps torch.export's fake tensors or symbolic
+    tracing's proxies in it, and every later eager run computes with them."""
+    modules = [model] if isinstance(model, nn.Module) else closed_over_modules(model)
+    saved = [(v, copy.copy(v)) for root in modules for m in root.modules() for v in held_containers(m).values()]
+    try:
+        yield
+    finally:
+        for container, content in saved:
+            container.clear()
+            container.extend(content) if isinstance(container, list) else container.update(content)
+
+
+def held_containers(module: nn.Module) -> dict[str, Any]:
+    """The plain dicts, lists and sets a module's own code keeps (a cache its forward fills in),
+    by attribute name; not nn.Module's own (parameters, buffers, children, hooks)."""
+    attributes = vars(module)
+    return {k: attributes[k] for k in attributes.keys() - _MODULE_OWN if type(attributes[k]) in (dict, list, set)}
+
+
+_MODULE_OWN = frozenset(vars(nn.Module()))
 
 
 # torch.profiler's kineto writes notes straight to file descriptor 2 at each start and

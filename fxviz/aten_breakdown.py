@@ -12,7 +12,7 @@ import torch
 import torch.fx
 
 from fxviz._cancel import runs_no_model, stop_if_cancelled
-from fxviz._runtime import kineto_notes_dropped, preserved_buffers
+from fxviz._runtime import fresh_containers, kineto_notes_dropped, preserved_buffers
 from fxviz.profiling import device_of, require_graph_module
 from fxviz.capture import as_inputs
 
@@ -61,6 +61,10 @@ class _LabelledInterpreter(torch.fx.Interpreter):
         stop_if_cancelled()
         with torch.profiler.record_function(NODE_LABEL + n.name):
             return super().run_node(n)
+
+    def fetch_args_kwargs_from_env(self, n: torch.fx.Node) -> tuple[tuple, dict]:
+        """As the GraphModule's code passes them: lists and dicts anew (:func:`fresh_containers`)."""
+        return fresh_containers(super().fetch_args_kwargs_from_env(n))
 
 
 def attribute_events(

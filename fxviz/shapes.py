@@ -1,6 +1,8 @@
 """Shape, dtype, stride and memory-format propagation, with FLOPs and MACs per node."""
 from __future__ import annotations
 
+from collections.abc import Callable
+from types import BuiltinFunctionType
 from typing import Any
 
 import torch
@@ -8,7 +10,7 @@ import torch.fx
 from torch.fx.node import Node, map_aggregate, map_arg
 from torch.fx.passes.shape_prop import TensorMetadata
 
-from fxviz._runtime import preserved_buffers
+from fxviz._runtime import fresh_containers, preserved_buffers
 from fxviz._torch_internals import FlopCounter, OpOverload, extract_tensor_metadata, op_schema, tree_leaves
 from fxviz.errors import RunError
 from fxviz.capture import as_inputs
@@ -115,7 +117,10 @@ class _Annotator(torch.fx.Interpreter):
         if not n.op.startswith("call_"):
             return None, False
         # The first: Interpreter's, less a check.
-        return (_call_function if n.op == "call_function" else getattr(self, n.op)), _may_write_inputs(n)
+        run = _call_function if n.op == "call_function" else getattr(self, n.op)
+        if n.op != "call_method" and not isinstance(n.target, BuiltinFunctionType | OpOverload):
+            run = _with_fresh_containers(run)  # Python code (a function, a module), which may fill in a list
+        return run, _may_write_inputs(n)
 
     def _count(self, key: Any, run: Any, target: Any, args: tuple, kwargs: dict) -> tuple[int | None, Any]:
         """The FLOPs of a call (None where no operator it ran has a formula), noted under
@@ -163,6 +168,11 @@ class _Annotator(torch.fx.Interpreter):
         """(id, bytes) of a module's parameters and buffers, which a call of it reads."""
         module = self.fetch_attr(target)
         return [(id(t), t.numel() * t.element_size()) for t in (*module.parameters(), *module.buffers())]
+
+
+def _with_fresh_containers(run: Callable[[Any, tuple, dict], Any]) -> Callable[[Any, tuple, dict], Any]:
+    """``run`` given its arguments' lists and dicts anew, as the GraphModule's code gives them."""
+    return lambda target, args, kwargs: run(target, fresh_containers(args), fresh_containers(kwargs))
 
 
 def _last_uses(graph: torch.fx.Graph) -> dict[torch.fx.Node, list[torch.fx.Node]]:

@@ -44,7 +44,8 @@ def test_session_names_itself_and_says_the_model_itself_fails():
     assert message.startswith("Session(...): Unrunnable itself fails on the example inputs")
     line = Unrunnable.forward.__code__.co_firstlineno + 1
     assert f"test_capture_errors.py:{line}" in message and "mat1 and mat2 shapes" in message
-    assert len(message.splitlines()) == 3
+    assert len(message.splitlines()) == 3 and "fails without fxviz too" in message  # not fxviz's failure
+    assert "or build it with a configuration it can run" in message  # CodeGen with n_head=2 fails so, not its inputs
     rendered = info.value._render_traceback_()  # what IPython shows instead of the chained traceback
     assert len(rendered) == 1 and "itself fails" in rendered[0]
 
@@ -199,3 +200,42 @@ def test_a_failed_export_prints_no_partial_graph_and_the_models_own_output_passe
     err = capsys.readouterr().err
     assert "def forward" not in err and "nonzero" not in err  # torch printed it twice per export tried
     assert "the model's own line" in err
+
+
+class BranchesOnAValue(nn.Module):
+    """Longformer's ``if is_global_attn:`` (``mask.any().item()``), in small."""
+
+    def forward(self, x):
+        return x * 2 if (x > 0).any().item() else x
+
+
+@pytest.mark.parametrize("tracer", ["export", "export (strict)"])
+def test_export_named_on_a_branch_on_a_value_says_what_opens_it(tracer):
+    with pytest.raises(TraceError) as caught:
+        fxviz.Session(BranchesOnAValue(), torch.randn(2, 3), tracer=tracer)
+    text = str(caught.value)
+    assert "data-dependent" in text and ("test_capture_errors.py" in text or "strict" in tracer)  # the line: non-strict
+    assert "What to do:" in text and "tracer='auto'" in text and "torch.cond" in text
+    session = fxviz.Session(BranchesOnAValue(), torch.randn(2, 3))  # the advice holds
+    assert session.capture.method == "dynamo" and session.current.check.status == "match"
+
+
+class KeepsWhatIsLeft(nn.Module):
+    """torchvision's box filtering: ``torch.where(keep)[0]``, a size only values give."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(3, 3)
+
+    def forward(self, x):
+        return x[torch.where(self.lin(x)[:, 0] > 0)[0]]
+
+
+def test_a_model_that_cannot_run_on_the_meta_device_is_told_to_use_a_real_one():
+    with torch.device("meta"):
+        model, x = KeepsWhatIsLeft(), torch.randn(4, 3)
+    with pytest.raises(TraceError) as caught:
+        fxviz.Session(model, x)
+    text = str(caught.value)
+    assert "KeepsWhatIsLeft itself fails" in text and "test_capture_errors.py" in text
+    assert "What to do:" in text and "meta device" in text and "real device" in text

@@ -139,3 +139,30 @@ def test_each_block_of_an_exported_model_keeps_its_box():
         boxes = build_tree(opened.current.graph).boxes
         assert {f"{i}{sub}" for i in range(4) for sub in ("", ".lin", ".norm")} <= set(boxes)
         assert opened.current.check.status == "match"
+
+
+class BucketCache:
+    """Reformer's cache: a plain class of lists of tensors, which torch's pytree does not know."""
+
+    def __init__(self):
+        self.buckets, self.states, self.seen_tokens = [], [], 0
+
+
+class ReturnsItsCache(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(3, 3)
+
+    def forward(self, x):
+        cache, h = BucketCache(), self.lin(x)
+        cache.buckets.append(h.argmax(-1))
+        cache.states.append(h * 2)
+        return h.relu(), cache
+
+
+def test_a_cache_object_torch_does_not_know_is_returned_as_its_lists_of_tensors():
+    session = fxviz.Session(ReturnsItsCache(), torch.randn(2, 3))
+    assert session.capture.method == "export"  # was dynamo's graphs: export and make_fx refused the type
+    relu, (buckets, states) = session.current.gm(torch.randn(2, 3))
+    assert buckets[0].dtype == torch.int64 and states[0].shape == (2, 3)
+    assert session.current.check.status == "match"

@@ -279,6 +279,31 @@ def test_the_model_is_bit_identical_after_any_sequence_of_passes(resnet18, small
                                                        "expected to differ", "expected to differ"]
 
 
+class CachesItsBias(nn.Module):
+    """timm's efficientvit_m0: in eval mode the attention bias is cached per device, in a
+    dict the forward fills in; a branch symbolic tracing cannot take sends auto to export."""
+
+    def __init__(self):
+        super().__init__()
+        self.bias = nn.Parameter(torch.randn(3))
+        self.cache = {}
+
+    def forward(self, x):
+        if x.shape[0] > 1:  # symbolic fails here (its sizes are proxies); export does not
+            x = x * 2
+        if str(x.device) not in self.cache:
+            self.cache[str(x.device)] = self.bias * 1
+        return x + self.cache[str(x.device)]
+
+
+def test_a_cache_the_forward_fills_in_stays_the_users_own():
+    model = CachesItsBias().eval()
+    session = Session(model, torch.randn(2, 3))
+    assert session.capture.method == "export" and session.current.check.status == "match"
+    assert model.cache == {}  # export's fake tensors went into a dict of the model itself
+    torch.testing.assert_close(model(torch.ones(2, 3)), 2 + model.bias.detach().expand(2, 3))
+
+
 def test_steps_share_every_tensor_a_pass_did_not_replace():
     model = conv_net()
     session = Session(model, x_image())

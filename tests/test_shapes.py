@@ -1,9 +1,11 @@
 import subprocess
 import sys
+from typing import Any
 
 import torch
 
 import fxviz
+import fxviz.aten_breakdown
 from fxviz.shapes import annotated_run
 
 
@@ -190,3 +192,34 @@ def test_a_node_whose_output_cannot_be_described_is_named_in_the_error():
         assert exc.node == "as_nested_tensor" and "Running node 'as_nested_tensor'" in str(exc)
     else:
         raise AssertionError("a nested tensor was described")
+
+
+def _clamped(window: list[int], size: Any) -> list[int]:
+    """Fills in the list it is given, as torchvision's swin3d_t does with its window sizes."""
+    window[0] = min(window[0], size)
+    return window
+
+
+torch.fx.wrap("_clamped")
+
+
+class _ClampsItsWindow(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.window = [4]
+
+    def forward(self, x):
+        return x * _clamped(self.window.copy(), x.shape[-1])[0]  # the list: a constant in the graph
+
+
+def test_a_function_that_fills_in_a_list_it_is_given_runs_as_the_graph_module_does():
+    """FX's Interpreter hands a node's list arguments over as its immutable_list, one object
+    for every run; the GraphModule's code makes a fresh list each call."""
+    model, x = _ClampsItsWindow(), torch.randn(2, 3)
+    session = fxviz.Session(model, x)
+    assert session.capture.method == "symbolic"
+    outputs, notes = annotated_run(session.current.gm, x)
+    torch.testing.assert_close(outputs, x * 3)
+    assert notes["mul"]["tensor_meta"].shape == (2, 3) and session.current.check.status == "match"
+    table = fxviz.aten_breakdown.profile_aten(session.current.gm, x, warmup=0, repeats=1)
+    assert "aten::mul" in set(table["aten_op"])

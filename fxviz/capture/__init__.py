@@ -25,6 +25,7 @@ from fxviz.capture._common import (Capture, FrontEnd, Request, as_inputs, auto_o
                                    first_line, forget_front_end, front_end, front_ends, methods, torch_errors_quiet)
 from fxviz.capture.places import cell_name, where
 from fxviz._gc import gc_paused
+from fxviz._runtime import containers_kept
 from fxviz._torch_internals import uncompiled
 from fxviz.discovery import import_modules
 from fxviz.errors import TraceError, UsageError
@@ -55,8 +56,9 @@ def capture(
     The cyclic collector is paused meanwhile: a tracer makes objects that all stay
     alive (nodes, their metadata), and collections triggered by making them rescan them
     over and over (measured: capture 0.55-0.74x as long at 30k-100k nodes). The
-    cycles a trace leaves are freed at the next full collection."""
-    with gc_paused():
+    cycles a trace leaves are freed at the next full collection. The model's caches
+    are left as they were (:func:`~fxviz._runtime.containers_kept`)."""
+    with gc_paused(), containers_kept(model):
         return _capture(model, example_inputs, tracer, capture_timeout,
                         {"leaf_modules": leaf_modules, "lower": lower, "concrete_args": concrete_args,
                          "fallback": fallback, "module": module})

@@ -75,8 +75,18 @@ def capture(model: nn.Module, inputs: tuple, *, strict: bool = False,
             ep = torch.export.export(model, inputs, kwargs, strict=strict)
     except Exception as exc:
         mode = "strict" if strict else "non-strict"
-        raise TraceError(f"torch.export ({mode}) failed{where(exc)}\n  {first_line(exc)}") from exc
+        raise TraceError(f"torch.export ({mode}) failed{where(exc)}\n  {first_line(exc)}{_advice(exc)}") from exc
     return from_program(ep, "export (strict)" if strict else "export")
+
+
+def _advice(exc: Exception) -> str:
+    """What to do, where torch.export stopped at a Python branch on a tensor's value
+    (Longformer's ``if is_global_attn:``): one graph cannot hold it, several can."""
+    if "data-dependent" not in str(exc):
+        return ""
+    return ("\n  What to do: the model branches on a tensor's value here, which one exported graph cannot hold: "
+            "tracer='auto' opens it as dynamo's graphs, cut at this line; or write the branch as torch.cond "
+            "(or check the value with torch._check) in the model.")
 
 
 @contextlib.contextmanager

@@ -29,16 +29,17 @@ def own_failure(model: Any, inputs: tuple) -> TraceError | None:
     except Exception as exc:
         name = getattr(model, "__name__", type(model).__name__)
         error = TraceError(f"{caller()}(...): {name} itself fails on the example inputs{where(exc)}\n"
-                           f"  {first_line(exc)}\n  What to do: {_device_advice(model, inputs)}")
+                           f"  {first_line(exc)}\n  What to do: {_device_advice(model, inputs, exc)}")
         error.__cause__ = exc
         return error
     return None
 
 
-def _device_advice(model: Any, inputs: tuple) -> str:
+def _device_advice(model: Any, inputs: tuple, exc: Exception) -> str:
     """What to do when a model fails on its inputs: where the model's tensors and the
     inputs live apart (a meta or fake model given real inputs, a GPU model CPU ones),
-    say so, the likeliest cause."""
+    say so, the likeliest cause; where all are on meta and an operator has no meta
+    version (torch.nonzero: its size needs values), that no meta model can do better."""
     from fxviz._runtime import closed_over_modules
     from fxviz._torch_internals import is_fake, tree_leaves
 
@@ -54,8 +55,13 @@ def _device_advice(model: Any, inputs: tuple) -> str:
                 else f"where the model is (e.g. torch.randn(..., device={home!r}))")
         return (f"the model's tensors are on {', '.join(sorted(held))} but the example inputs on "
                 f"{', '.join(sorted(given))}: make the inputs {make}, or move the model.")
+    if held | given == {"meta"} and (isinstance(exc, NotImplementedError) or "meta" in str(exc).lower()):
+        return ("the model cannot run on the meta device (an operator it calls has no meta version, often one whose "
+                "output size depends on values, as torch.nonzero): build the model and inputs on a real device "
+                "(the CPU) to open it.")
     return (config_advice(modules) or _keywords_advice(model, inputs) or _packed_advice(inputs)
-            or "pass inputs the model accepts.")
+            or "this fails without fxviz too (call the model on these inputs to see): pass inputs the model "
+               "accepts, or build it with a configuration it can run.")
 
 
 def _packed_advice(inputs: tuple) -> str | None:

@@ -1,9 +1,11 @@
 """Model outputs that graph capture can return: a key/value cache object (Hugging Face's
-``DynamicCache``) becomes ``((keys, values), ...)`` per layer, plain tensors."""
+``DynamicCache``) becomes ``((keys, values), ...)`` per layer, plain tensors; any other
+object that holds lists of tensors (Reformer's cache of buckets and states), those lists."""
 from __future__ import annotations
 
 from typing import Any
 
+import torch
 from torch import nn
 
 from fxviz._cow import module_copy
@@ -31,4 +33,8 @@ def _plain(value: Any) -> Any:
     if isinstance(layers, (list, tuple)) and all(hasattr(layer, "keys") and hasattr(layer, "values")
                                                  for layer in layers):
         return tuple((layer.keys, layer.values) for layer in layers)
-    return value
+    if isinstance(value, torch.Tensor) or not hasattr(value, "__dict__"):
+        return value
+    held = [tuple(v) for v in vars(value).values()
+            if isinstance(v, list) and v and all(isinstance(t, torch.Tensor) for t in v)]
+    return tuple(held) if held else value
