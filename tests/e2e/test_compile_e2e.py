@@ -69,6 +69,8 @@ def test_switch_between_compiled_graphs_and_read_the_break(desk, lab):
     _part(view, 0, "backward").click()  # AOT's backward of the first graph
     view.locator(".fxviz-title", has_text="graph 0 · backward").wait_for()
     view.locator(".fxviz-graph g.node").first.wait_for()
+    # Nothing selected: Details says what this graph is (AOT's gradients), not what dynamo's graphs are.
+    view.locator(".fxviz-details", has_text="AOT autograd's backward of a dynamo graph").wait_for()
 
     _part(view, 0, "dynamo").click()
     view.locator(".fxviz-title", has_text="graph 0 · dynamo").wait_for()
