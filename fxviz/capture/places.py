@@ -22,9 +22,11 @@ _FRAME_RE = re.compile(r'File "([^"]+)", line (\d+)')
 
 def user_frame(exc: BaseException) -> traceback.FrameSummary | None:
     """The innermost frame outside torch and fxviz: the user's line that broke capture.
-    Frames of torchvision, timm or transformers count as the user's (they are model code)."""
-    frames = [f for f in traceback.extract_tb(exc.__traceback__)
-              if not f.filename.startswith((_TORCH_DIR, _FXVIZ_DIR, "<eval_with_key>"))]
+    Frames of torchvision, timm or transformers count as the user's (they are model code).
+    Dynamo's errors (strict torch.export) raise from dynamo's own interpreter: the frames
+    it was tracing are on the error as ``real_stack``, innermost last."""
+    stack = [*traceback.extract_tb(exc.__traceback__), *(getattr(exc, "real_stack", None) or ())]
+    frames = [f for f in stack if not f.filename.startswith((_TORCH_DIR, _FXVIZ_DIR, "<eval_with_key>"))]
     return frames[-1] if frames else None
 
 
