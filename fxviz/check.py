@@ -42,11 +42,10 @@ TOLERANCES: dict[torch.dtype, float] = {
 #: A gradient that is zero in exact arithmetic (a conv bias before a training-mode
 #: BatchNorm) comes out as rounding noise whose size follows the gradients flowing
 #: through the step, not its own: against its own scale any reordering "fails". With
-#: rtol 1e-4 this allows 1e-5 of the largest gradient. Measured on bench/frontends.py's
-#: "qwen3 (export joint)" (4 seeds): its joint graph and its eager step put the
-#: embedding's gradient 2-4e-6 of the largest apart, eager float32 itself being 1-3e-6
-#: off float64 there; at 1e-2, half of its checks failed. It still catches a 1 % error
-#: in any gradient above 10 % of the largest, and 0.1 % in the largest.
+#: rtol 1e-4 this allows 1e-5 of the largest gradient: bench/frontends.py's "qwen3
+#: (export joint)" puts its embedding's gradient 2-4e-6 of the largest off the eager
+#: step's (eager float32 is 1-3e-6 off float64 there; at 1e-2 half its checks failed).
+#: It still catches a 1 % error in any gradient above 10 % of the largest.
 GRADIENT_FLOOR = 1e-1
 #: "nothing compared": every floating-point output was zero in both (no scale to
 #: measure an error against); "error": the check itself could not run; "not checked":
