@@ -23,13 +23,13 @@ class _Annotator(torch.fx.Interpreter):
 
     Linear and cheap on graphs of 100,000 nodes, a few µs of Python per node over the op
     itself: one loop rather than ``Interpreter.run``'s (whose per-node dispatch cost 10x
-    the ops of a small graph), with what every node needs inline and nothing kept per
-    node but its note (keeping more costs memory traffic: a lookup table of input lists
-    made the run 6 % slower at 100k nodes), each output described once (a tensor layout seen before reuses
-    its record), and FLOPs counted (under torch's ``FlopCounterMode``, about 30 µs per
-    operator) once per distinct call, meaning the same target on inputs of the same
-    shapes, dtypes and constant arguments (every layer of a stack repeats its first),
-    and reused for the others."""
+    the ops of a small graph), nothing kept per node but its note (keeping more costs
+    memory traffic: a table of input lists made the run 6 % slower at 100k nodes), each
+    output described once (a tensor layout seen before reuses its record), and FLOPs
+    counted (under torch's ``FlopCounterMode``, about 30 µs per operator) once per
+    distinct call, meaning the same target on inputs of the same shapes, dtypes and
+    constant arguments (every layer of a stack repeats its first), and reused for the
+    others."""
 
     def __init__(self, gm: torch.fx.GraphModule):
         super().__init__(gm, garbage_collect_values=False)  # run() drops values itself
@@ -43,8 +43,8 @@ class _Annotator(torch.fx.Interpreter):
         """The graph's outputs on ``args``; each value is dropped after its last use."""
         self.args_iter = iter(self.graph.process_inputs(*args))
         env, described = self.env, self._described = {}, {}
-        notes, counted, calls, layouts = self.notes, self._flops, self._calls, self._layouts
-        value_of, signature_of, strided = env.__getitem__, self._signature, torch.strided
+        notes, counted, calls = self.notes, self._flops, self._calls
+        value_of, signature_of = env.__getitem__, self._signature
         last_uses = _last_uses(self.graph)
         for node in self.graph.nodes:
             op, target, node_args, node_kwargs = node.op, node.target, node.args, node.kwargs  # args: properties
@@ -73,15 +73,7 @@ class _Annotator(torch.fx.Interpreter):
                         result = (run(target, args, kwargs) if run is not _call_function or kwargs
                                   else target(*args))
                 env[node] = result
-                if result.__class__ is torch.Tensor and result.layout == strided and not result.is_quantized:
-                    try:  # most nodes: a tensor of a layout seen before
-                        signature, meta, size = layouts[result.shape, result.dtype, result.device, result.stride(),
-                                                        result.requires_grad]
-                        tensors = {id(result): size}
-                    except (KeyError, TypeError):
-                        signature, tensors, meta = self._describe(result)
-                else:
-                    signature, tensors, meta = self._describe(result)
+                signature, tensors, meta = self._describe(result)
                 described[node] = (signature, tensors)
                 if may_write:  # x.unsqueeze_(0), x.resize_(...): its inputs change shape
                     for producer in node.all_input_nodes:
@@ -96,7 +88,8 @@ class _Annotator(torch.fx.Interpreter):
                         moved.update(self._parameter_bytes(target))
                     moved = sum(moved.values())
                 # flop_counter counts a multiply-add as 2 FLOPs in matmul/conv, the ops that own MACs.
-                note = notes[node.name] = {"flops": flops, "macs": None if flops is None else flops // 2, "bytes": moved}
+                note = notes[node.name] = {"flops": flops, "macs": None if flops is None else flops // 2,
+                                           "bytes": moved}
                 if meta.__class__ is TensorMetadata or _has_tensor(meta):
                     note["tensor_meta"] = meta
             except Exception as exc:
