@@ -170,33 +170,34 @@ def _to_networkx(gm: torch.fx.GraphModule, notes: Mapping[str, Mapping[str, Any]
     for index, node in enumerate(gm.graph.nodes):
         name, meta, args, kwargs = node.name, node.meta, node.args, node.kwargs  # args, kwargs: properties
         costs = meta if notes is None else notes.get(name, _NO_COSTS)
-        tensor_meta, flops, macs = costs.get("tensor_meta"), costs.get("flops"), costs.get("macs")
-        try:  # the layout by identity: the annotated run shares one record per layout, kept alive by `notes`
-            key = (node.op, node.target, id(tensor_meta), flops, macs)
+        try:  # the notes by identity: the annotated run shares one dict among nodes with equal notes
+            key = (node.op, node.target, id(costs) if notes is not None else
+                   (id(meta.get("tensor_meta")), meta.get("flops"), meta.get("macs"), meta.get("bytes")))
             template = templates.get(key)
-        except TypeError:  # an unhashable target
+        except TypeError:  # an unhashable target or count
             key = template = None
         if template is None:
             template = {
                 "index": index, "op": node.op, "target": readable_target(node, gm), "args": "", "kwargs": "{}",
-                "num_users": 0, "users": (), "module_path": None, "source": None,
-                "flops": flops, "macs": macs, "bytes": None, **shared.fields(tensor_meta),
+                "num_users": 0, "users": (), "module_path": None, "source": None, "flops": costs.get("flops"),
+                "macs": costs.get("macs"), "bytes": costs.get("bytes"), **shared.fields(costs.get("tensor_meta")),
             }
             if key is not None:
                 templates[key] = template
         records[name] = record = template.copy()
         users = node.users
-        record["index"], record["args"], record["num_users"], record["users"] = \
-            index, format_arg(args), len(users), tuple([u.name for u in users])
-        record["module_path"], record["source"], record["bytes"] = \
-            meta.get("module_path"), meta.get("source"), costs.get("bytes")
-        if kwargs:
-            record["kwargs"] = format_arg(kwargs)
+        record["index"], record["num_users"], record["users"] = index, len(users), tuple([u.name for u in users])
+        record["module_path"], record["source"] = meta.get("module_path"), meta.get("source")
         succ[name] = {}
         producers = pred[name] = {}
         if not kwargs and len(args) == 1 and args[0].__class__ is Node:  # most nodes: one input, nothing else
-            producers[args[0].name] = succ[args[0].name][name] = {"uses": _ARG_POSITIONS[0]}
+            producer = args[0].name
+            record["args"] = f"({producer},)" if len(producer) < MAX_ARG_TEXT - 3 else format_arg(args)  # format_arg's text
+            producers[producer] = succ[producer][name] = {"uses": _ARG_POSITIONS[0]}
             continue
+        record["args"] = format_arg(args)
+        if kwargs:
+            record["kwargs"] = format_arg(kwargs)
         for position, producer in _uses(args, kwargs):
             edge = producers.get(producer.name)
             if edge is None:  # FX graphs are in topological order: the producer's entry exists

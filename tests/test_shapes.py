@@ -223,3 +223,19 @@ def test_a_function_that_fills_in_a_list_it_is_given_runs_as_the_graph_module_do
     assert notes["mul"]["tensor_meta"].shape == (2, 3) and session.current.check.status == "match"
     table = fxviz.aten_breakdown.profile_aten(session.current.gm, x, warmup=0, repeats=1)
     assert "aten::mul" in set(table["aten_op"])
+
+
+def test_nodes_with_equal_notes_share_one_dict_and_the_drawing_keeps_their_values():
+    """A stack of identical layers keeps a few notes, not one per node; the graph's
+    records stay one per node, with each node's own numbers."""
+    model = torch.nn.Sequential(*[torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU()) for _ in range(8)])
+    gm = fxviz.trace(model)
+    _, notes = annotated_run(gm, (torch.randn(2, 4),))
+    linears = [name for name in notes if name.endswith("_0")]
+    assert len(linears) == 8 and len({id(notes[n]) for n in linears}) == 1
+    assert len({id(n) for n in notes.values()}) <= 4  # input, linear, relu, output
+    graph = fxviz.to_networkx(gm, notes)
+    assert len({id(graph.nodes[n]) for n in graph}) == len(graph)
+    assert [graph.nodes[n]["bytes"] for n in linears] == [4 * (2 * 4 + 4 * 4 + 4 + 2 * 4)] * 8
+    graph.nodes[linears[0]]["flops"] = -1  # a user's edit stays on its node
+    assert notes[linears[1]]["flops"] == graph.nodes[linears[1]]["flops"] == 2 * 2 * 4 * 4
