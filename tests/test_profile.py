@@ -307,6 +307,18 @@ def test_aten_attribution_lists_convolution_under_the_conv_node():
     assert list(df.columns) == ["node", "aten_op", "kind", "depth", "count", "self_us", "total_us"]
 
 
+def test_aten_breakdown_leaves_no_cycles_for_the_collector():
+    """The parsed trace is freed at once: its events, left to the collector, would each
+    cost a full collection of the kernel's heap (2.2 million objects at 100k nodes)."""
+    model = nn.Sequential(*[nn.Sequential(nn.Linear(4, 4), nn.ReLU()) for _ in range(20)])
+    gm, x = trace(model), torch.randn(2, 4)
+    profile_aten(gm, x)  # one-off imports and caches
+    gc.collect()
+    df = profile_aten(gm, x)
+    assert len(df) >= 2 * 20 and gc.isenabled()
+    assert gc.collect() < 4 * len(gm.graph.nodes)  # 119 here; the trace left 3,213
+
+
 def _event(name, parent=None, self_us=0.0, total_us=0.0, kernels=()):
     return SimpleNamespace(name=name, cpu_parent=parent, self_cpu_time_total=self_us, cpu_time_total=total_us,
                            self_device_time_total=0.0, device_time_total=sum(k.duration for k in kernels),
