@@ -146,8 +146,8 @@ def to_networkx(gm: torch.fx.GraphModule, notes: Mapping[str, Mapping[str, Any]]
     source (``file:line`` of the model's code, when the front-end recorded it),
     shape, dtype, stride, memory_format, flops, macs, bytes`` (shape fields and costs
     are None until :func:`fxviz.annotate` has run, and where it could not count them;
-    ``notes``, node name -> those ``meta`` keys as :func:`fxviz.shapes.annotated_run`
-    returns them, stand in for ``node.meta``'s). Edge attribute ``uses``: the argument
+    ``notes``, a dict of node name -> a dict of those ``meta`` keys as
+    :func:`fxviz.shapes.annotated_run` returns them, stand in for ``node.meta``'s). Edge attribute ``uses``: the argument
     positions, e.g. ``("args[0]", "args[1]")`` for ``x + x``.
     """
     with gc_paused():
@@ -191,8 +191,8 @@ def _to_networkx(gm: torch.fx.GraphModule, notes: Mapping[str, Mapping[str, Any]
         succ[name] = {}
         producers = pred[name] = {}
         if not kwargs and len(args) == 1 and args[0].__class__ is Node:  # most nodes: one input, nothing else
-            producer = args[0].name
-            record["args"] = f"({producer},)" if len(producer) < MAX_ARG_TEXT - 3 else format_arg(args)  # format_arg's text
+            producer = args[0].name  # format_arg's text, written directly when it needs no cut
+            record["args"] = f"({producer},)" if len(producer) + 3 <= MAX_ARG_TEXT else format_arg(args)
             producers[producer] = succ[producer][name] = {"uses": _ARG_POSITIONS[0]}
             continue
         record["args"] = format_arg(args)

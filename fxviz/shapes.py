@@ -45,7 +45,7 @@ class _Annotator(torch.fx.Interpreter):
         self.args_iter = iter(self.graph.process_inputs(*args))
         env, described = self.env, self._described = {}, {}
         notes, counted, calls = self.notes, self._flops, self._calls
-        shared, kept = {}, []  # (FLOPs, bytes, id of metadata) -> the note of every node with them
+        shared = {}  # (FLOPs, bytes, id of the metadata noted) -> the note of every node with them
         value_of, signature_of = env.__getitem__, self._signature
         last_uses = _last_uses(self.graph)
         for node in self.graph.nodes:
@@ -89,19 +89,21 @@ class _Annotator(torch.fx.Interpreter):
                     if op == "call_module":
                         moved.update(self._parameter_bytes(target))
                     moved = sum(moved.values())
-                try:  # by identity: equal metadata is one record (_describe), so equal notes are one dict
-                    note_key = (flops, moved, id(meta))
+                # Metadata by identity (equal layouts share one record: _describe), kept alive by
+                # the note that holds it; no other value is kept past its last use.
+                described_as = meta if meta.__class__ is TensorMetadata or _has_tensor(meta) else None
+                try:
+                    note_key = (flops, moved, id(described_as))
                     note = shared.get(note_key)
                 except TypeError:  # symbolic FLOPs or bytes
                     note_key = note = None
                 if note is None:
                     # flop_counter counts a multiply-add as 2 FLOPs in matmul/conv, the ops that own MACs.
                     note = {"flops": flops, "macs": None if flops is None else flops // 2, "bytes": moved}
-                    if meta.__class__ is TensorMetadata or _has_tensor(meta):
-                        note["tensor_meta"] = meta
+                    if described_as is not None:
+                        note["tensor_meta"] = described_as
                     if note_key is not None:
                         shared[note_key] = note
-                        kept.append(meta)  # alive as long as its key: ids are not reused
                 notes[node.name] = note
             except Exception as exc:
                 raise RunError(
@@ -277,8 +279,8 @@ def annotated_run(gm: torch.fx.GraphModule, example_inputs: Any) -> tuple[Any, d
     """The outputs of one run of ``gm`` and what :func:`annotate` would record, per node
     name, without touching ``gm``: one forward then serves both the drawing
     (``to_networkx(gm, notes)``) and a numeric check, and proves the graph runs at all.
-    Nodes with equal notes share one dict (a 100k-node stack has a few dozen): read them,
-    do not write them."""
+    Nodes with equal notes share one dict (a stack of 2,000 identical blocks keeps 3, a
+    10-layer training step 143 for 1,364 nodes): read them, do not write them."""
     annotator = _Annotator(gm)
     with torch.no_grad(), preserved_buffers(gm):
         outputs = annotator.run(*as_inputs(example_inputs))
