@@ -239,3 +239,45 @@ def test_nodes_with_equal_notes_share_one_dict_and_the_drawing_keeps_their_value
     assert [graph.nodes[n]["bytes"] for n in linears] == [4 * (2 * 4 + 4 * 4 + 4 + 2 * 4)] * 8
     graph.nodes[linears[0]]["flops"] = -1  # a user's edit stays on its node
     assert notes[linears[1]]["flops"] == graph.nodes[linears[1]]["flops"] == 2 * 2 * 4 * 4
+
+
+class _Box:
+    """An output that is neither a tensor nor hashable, as a library's wrapper object is."""
+
+    __hash__ = None
+
+    def __init__(self, tensor: torch.Tensor, freed: list):
+        self.tensor, self._freed = tensor, freed
+
+    def __del__(self):
+        self._freed.append(1)
+
+
+_FREED: list = []
+
+
+def _boxed(x):
+    return _Box(x * 2, _FREED)
+
+
+def _unboxed(box):
+    return box.tensor
+
+
+def _boxes_freed(y):
+    return y + len(_FREED)
+
+
+for _f in (_boxed, _unboxed, _boxes_freed):
+    torch.fx.wrap(_f.__name__)
+
+
+def test_a_value_that_is_not_a_tensor_is_dropped_after_its_last_use():
+    """Sharing notes keeps no output alive: the box is gone before the last node runs."""
+    class Boxing(torch.nn.Module):
+        def forward(self, x):
+            return _boxes_freed(_unboxed(_boxed(x)))
+
+    _FREED.clear()
+    outputs, _ = annotated_run(torch.fx.symbolic_trace(Boxing()), (torch.zeros(2),))
+    assert outputs.tolist() == [1.0, 1.0]
