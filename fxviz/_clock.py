@@ -8,6 +8,7 @@ which would drown small nodes.
 from __future__ import annotations
 
 import contextlib
+import gc
 import marshal
 import os
 import subprocess
@@ -16,7 +17,7 @@ import threading
 import time
 import types
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -24,6 +25,7 @@ import torch
 import torch.fx
 
 from fxviz._cancel import pause_point, runs_no_model, stop_if_cancelled
+from fxviz._gc import gc_paused
 from fxviz._torch_internals import share_codegen
 
 PREEMPTED_US = 50.0
@@ -233,15 +235,30 @@ def _timed_code(gm: torch.fx.GraphModule) -> _TimedCode:
         if kept is not None and kept.made_for == version:
             _kept[gm] = kept  # the most recently measured last
             return kept
-    timed = _timed_graph(gm)
-    with runs_no_model():  # generating and compiling the code cannot be interrupted
-        made = _TimedCode(gm, timed, version)
-        with _kept_lock:  # kept even if the kernel ran meanwhile (the job then stops, to run again)
-            _kept.pop(gm, None)
-            _kept[gm] = made
-            while len(_kept) > MAX_KEPT:
-                _kept.pop(next(iter(_kept.keys())))
+    with _copy_collected():
+        timed = _timed_graph(gm)
+        with runs_no_model():  # generating and compiling the code cannot be interrupted
+            made = _TimedCode(gm, timed, version)
+            with _kept_lock:  # kept even if the kernel ran meanwhile (the job then stops, to run again)
+                _kept.pop(gm, None)
+                _kept[gm] = made
+                while len(_kept) > MAX_KEPT:
+                    _kept.pop(next(iter(_kept.keys())))
+        del timed
     return made
+
+
+@contextlib.contextmanager
+def _copy_collected() -> Iterator[None]:
+    """No collection while the timed copy and its code are made, then one of the objects
+    made meanwhile only. The copy is cycles (linked nodes; torch's code generator leaves
+    one holding them all): at 100k nodes 800,000 objects, whose making set off full
+    collections of the kernel's whole heap, each freezing the kernel for 0.4-0.7 s."""
+    with gc_paused():
+        try:
+            yield
+        finally:
+            gc.collect(0)  # the youngest generation: what was made while paused
 
 
 def _version(gm: torch.fx.GraphModule) -> tuple[str, int]:

@@ -172,6 +172,17 @@ def test_timed_forward_computes_what_the_module_computes():
     assert stamps == list(range(len(gm.graph.nodes)))
 
 
+def test_making_timed_code_leaves_no_copy_for_the_collector():
+    """The timed copy of the graph is collected as soon as its code is made, by a scan of
+    the objects made meanwhile, not left for a full collection of the whole heap."""
+    gm = trace(nn.Sequential(*[nn.ReLU() for _ in range(300)]))
+    _clock._timed_code(trace(nn.ReLU()))  # one-off imports and caches
+    gc.collect()
+    _clock._timed_code(gm)
+    assert gm in _clock._kept and gc.isenabled()
+    assert gc.collect() < len(gm.graph.nodes)  # the copy: 4 objects per node
+
+
 def test_timed_code_is_made_once_per_graph_and_kept_only_while_it_lives():
     gm, x = fx_trace(ConvBN().eval()), torch.randn(1, 3, 8, 8)
     first, second = [], []
