@@ -147,8 +147,9 @@ def to_networkx(gm: torch.fx.GraphModule, notes: Mapping[str, Mapping[str, Any]]
     shape, dtype, stride, memory_format, flops, macs, bytes`` (shape fields and costs
     are None until :func:`fxviz.annotate` has run, and where it could not count them;
     ``notes``, a dict of node name -> a dict of those ``meta`` keys as
-    :func:`fxviz.shapes.annotated_run` returns them, stand in for ``node.meta``'s). Edge attribute ``uses``: the argument
-    positions, e.g. ``("args[0]", "args[1]")`` for ``x + x``.
+    :func:`fxviz.shapes.annotated_run` returns them, stand in for ``node.meta``'s).
+    Edge attribute ``uses``: the argument positions, e.g. ``("args[0]", "args[1]")``
+    for ``x + x``.
     """
     with gc_paused():
         return _to_networkx(gm, notes)
