@@ -56,12 +56,13 @@ def _row(tag: str, left: tuple | None, right: tuple | None) -> str:
 
 
 def comparison_html(cmp: Any) -> str:
-    """The summary of a Comparison: graph counts, output difference, the largest timing
-    changes per target, and (folded) the changed nodes and the code diff."""
-    counts = cmp.graph_diff["status"].value_counts()
+    """The summary of a Comparison: node marks, output difference, the whole forward's
+    timing, the largest timing changes per target (alike rows folded), and (folded) the
+    changed nodes and the code diff."""
+    counts = cmp.structure["mark"].value_counts()
     graph = ", ".join(f"{counts.get(s, 0)} {s}" for s in ("added", "removed", "changed", "unchanged"))
     outputs = f"{cmp.output_diff.status} ({cmp.output_diff.message})"
-    changed = cmp.graph_diff[cmp.graph_diff["status"] != "unchanged"]
+    changed = cmp.structure[cmp.structure["mark"] != "unchanged"]
     esc = html.escape
     return "".join([
         STYLE,
@@ -70,7 +71,9 @@ def comparison_html(cmp: Any) -> str:
         f"<div>Nodes: {esc(graph)}. Outputs: {esc(outputs)}.</div>",
         f"<div>Largest timing changes per target (µs; both steps timed interleaved, "
         f"{cmp.paired.rounds} rounds; changes under {cmp.min_effect:.0%} or inside the noise are not claimed):</div>",
-        cmp.top().to_html(index=False, escape=True, float_format="{:.1f}".format, border=0),
+        "<div>Whole forward (µs, uninstrumented):</div>",
+        cmp.timing_total.to_html(index=False, escape=True, float_format="{:.2f}".format, border=0, na_rep="—"),
+        cmp.summary().to_html(index=False, escape=True, float_format="{:.2f}".format, border=0, na_rep="—"),
         f"<details><summary>Changed nodes ({len(changed)})</summary>",
         changed.to_html(index=False, escape=True, border=0, na_rep=""),
         "</details><details><summary>Code diff</summary>",

@@ -40,9 +40,20 @@ OP_COLORS = {
 }
 MARK_COLORS = {
     "added": "#86efac",
+    "removed": "#fdba74",
+    "changed": "#fde68a",
+    "unchanged": "#e5e7eb",
     "faster": "#93c5fd",
     "slower": "#fca5a5",
-    "unchanged": "#e5e7eb",
+}
+#: what each diff colour means, as its legend says it (marks: fxviz.structure, refined by A/B timing)
+MARK_MEANINGS = {
+    "added": "added (not in the other step)",
+    "removed": "removed (only in the other step)",
+    "changed": "changed (op, weights or inputs)",
+    "unchanged": "unchanged",
+    "faster": "faster (timed, beyond noise)",
+    "slower": "slower (timed, beyond noise)",
 }
 COLLAPSED_COLOR = "#f3f4f6"
 HEAT_STOPS = 5
@@ -83,12 +94,13 @@ def by_op(boxes: Boxes, data: NodeData, name: str) -> Fills:
 
 
 def by_mark(boxes: Boxes, data: NodeData, name: str) -> Fills:
-    """A/B marks; a collapsed module takes its nodes' mark when they all agree."""
+    """Diff marks (structure first, timing refining it); a collapsed module takes its
+    nodes' mark when they all agree. The legend names every mark with its meaning."""
     fill = {}
     for unit, members in boxes.items():
         kinds = {data.get(m, "unchanged") for m in members}
         fill[unit] = MARK_COLORS.get(kinds.pop(), MARK_COLORS["unchanged"]) if len(kinds) == 1 else COLLAPSED_COLOR
-    return fill, [{"label": k, "color": c} for k, c in MARK_COLORS.items()]
+    return fill, [{"label": MARK_MEANINGS[k], "color": c} for k, c in MARK_COLORS.items()]
 
 
 def heat(boxes: Boxes, data: NodeData, name: str) -> Fills:
@@ -133,8 +145,8 @@ MODES: dict[str, ColourMode] = {m.name: m for m in (
                note="time share (%)"),
     ColourMode("flops", "FLOPs", heat, graph_attr("flops"), unit="floating-point operations per forward"),
     ColourMode("diff", "diff vs previous", by_mark, lambda comparison: comparison.node_marks(), needs="pair",
-               given_as="marks={node name: 'added'|'faster'|'slower'|'unchanged'}",
-               note="diff against step {previous} (A/B, beyond noise)"),
+               given_as="marks={node name: 'added'|'removed'|'changed'|'unchanged'|'faster'|'slower'}",
+               note="diff against step {previous} (structure; timing: A/B, beyond noise)"),
 )}
 
 

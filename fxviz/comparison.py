@@ -20,8 +20,9 @@ from fxviz._linediff import unified_diff
 from fxviz.check import CheckResult, compare_outputs, run_outputs
 from fxviz.errors import InputError
 from fxviz.graph import readable_target
-from fxviz.timing_ab import PairedTimes, measure_pair, node_marks, paired_timing
-from fxviz.timing_diff import Exclude, plot_top, top_changes
+from fxviz.structure import changes, structure
+from fxviz.timing_ab import PairedTimes, measure_pair, node_marks, paired_timing, total_timing
+from fxviz.timing_diff import Exclude, plot_top, summarise, top_changes
 from fxviz.capture import as_inputs
 
 __all__ = ["compare", "Comparison", "graph_diff", "code_diff_html"]
@@ -53,8 +54,10 @@ class Comparison:
     """Step a (control) against step b (test), in TraceDiff's terms for timings.
 
     ``code_diff`` (unified text), ``code_diff_html()`` (side by side), ``graph_diff``,
-    ``timing`` (per target), ``timing_by_node``, ``timing_by_kind`` (per module class
-    or function), ``output_diff``, ``top()``, ``node_marks()``, ``plot_top()``.
+    ``structure`` (provenance-aware marks, no timing needed), ``timing_total`` (the
+    whole forward), ``timing`` (per target), ``timing_by_node``, ``timing_by_kind``
+    (per module class or function), ``output_diff``, ``top()``, ``summary()``,
+    ``node_marks()``, ``plot_top()``.
     """
 
     def __init__(self, step_a: Any, step_b: Any, *, top_n: int = 10, min_effect: float = 0.10,
@@ -87,6 +90,22 @@ class Comparison:
     def graph_diff(self) -> pd.DataFrame:
         """See :func:`graph_diff`."""
         return graph_diff(self.step_a.gm, self.step_b.gm)
+
+    @functools.cached_property
+    def structure(self) -> pd.DataFrame:
+        """See :func:`fxviz.structure.structure`: every node of both steps added / removed /
+        changed / unchanged, with its counterpart and why; needs no timing."""
+        return structure(self.step_a.gm, self.step_b.gm)
+
+    @property
+    def timed(self) -> bool:
+        """Whether the interleaved run has been measured (reading a timing measures it)."""
+        return "paired" in self.__dict__
+
+    @functools.cached_property
+    def timing_total(self) -> pd.DataFrame:
+        """The whole forward in one row: :func:`fxviz.timing_ab.total_timing` of the interleaved run."""
+        return total_timing(self.paired)
 
     @functools.cached_property
     def timing(self) -> pd.DataFrame:
@@ -125,19 +144,30 @@ class Comparison:
         """Bar chart of :meth:`top`. Returns the matplotlib Axes."""
         return plot_top(self._level(level), n or self.top_n, by, exclude, ax=ax)
 
+    def summary(self, level: str = "target", n: int | None = None) -> pd.DataFrame:
+        """:meth:`top`'s rows with a pass's alike rows (same category and kind, added or
+        deleted) as one: "57 × ReLU deleted" (:func:`fxviz.timing_diff.summarise`);
+        the rows themselves stay in :meth:`top` and in ``timing_by_kind``."""
+        keys = pd.concat([self.paired.keys_b, self.paired.keys_a]).drop_duplicates(level)
+        kinds = dict(zip(keys[level], keys["kind"]))
+        return summarise(self._level(level), level, kinds, n or self.top_n)
+
     def _level(self, level: str) -> pd.DataFrame:
         if level not in LEVELS:
             raise InputError(f"level must be one of {LEVELS}, not {level!r}.")
         diff = getattr(self, {"target": "timing", "node": "timing_by_node", "kind": "timing_by_kind"}[level])
         return diff[diff["category"] != "unchanged"]
 
-    def node_marks(self) -> dict[str, str]:
-        """Node name of step b -> ``"added"``, ``"faster"``, ``"slower"`` or
-        ``"unchanged"`` (timing changes beyond the noise), to colour its graph."""
-        return node_marks(self.timing_by_node, self.graph_diff)
+    def node_marks(self, side: str = "b") -> dict[str, str]:
+        """Node name of step ``side`` ("a" or "b") -> its :attr:`structure` mark, refined
+        to ``"faster"``/``"slower"`` (beyond the noise) once :attr:`timed`; reading it
+        never measures. To colour a step's graph (``render(color_by="diff", marks=...)``)."""
+        if side not in ("a", "b"):
+            raise InputError(f"side is 'a' (control) or 'b' (test), not {side!r}.")
+        return node_marks(self.timing_by_node if self.timed else None, self.structure, side)
 
     def __repr__(self) -> str:
-        counts = self.graph_diff["status"].value_counts()
+        counts = self.structure["mark"].value_counts()
         summary = ", ".join(f"{counts.get(s, 0)} {s}" for s in ("added", "removed", "changed"))
         return f"Comparison({self.labels[0]} -> {self.labels[1]}: {summary})"
 
@@ -150,57 +180,19 @@ def graph_diff(gm_a: torch.fx.GraphModule, gm_b: torch.fx.GraphModule) -> pd.Dat
     ``removed``: only in a, ``changed``, ``unchanged``), ``target_a``, ``target_b``
     (readable; None where absent) and ``detail`` (what changed: ``op``, ``target``,
     ``inputs``, ``module`` (its type, settings or tensors), ``attribute``). Rows: b's
-    graph order, then removed nodes in a's order."""
+    graph order, then removed nodes in a's order. By name alone: :func:`fxviz.structure.structure`
+    also follows what passes recorded (a BatchNorm absorbed into its conv)."""
     nodes_a = {n.name: n for n in gm_a.graph.nodes}
     nodes_b = {n.name: n for n in gm_b.graph.nodes}
     rows = []
     for name in dict.fromkeys([*nodes_b, *nodes_a]):
         a, b = nodes_a.get(name), nodes_b.get(name)
-        detail = "" if a is None or b is None else ", ".join(_changes(a, gm_a, b, gm_b))
+        detail = "" if a is None or b is None else ", ".join(changes(a, gm_a, b, gm_b))
         status = "added" if a is None else "removed" if b is None else "changed" if detail else "unchanged"
         rows.append((name, status,
                      None if a is None else readable_target(a, gm_a),
                      None if b is None else readable_target(b, gm_b), detail))
     return pd.DataFrame(rows, columns=["node", "status", "target_a", "target_b", "detail"])
-
-
-def _changes(a: torch.fx.Node, gm_a, b: torch.fx.Node, gm_b) -> list[str]:
-    found = []
-    if a.op != b.op:
-        found.append("op")
-    if readable_target(a, gm_a) != readable_target(b, gm_b):
-        found.append("target")
-    if repr(a.args) != repr(b.args) or repr(a.kwargs) != repr(b.kwargs):
-        found.append("inputs")
-    if found:
-        return found
-    if a.op == "call_module" and not _same_module(gm_a.get_submodule(a.target), gm_b.get_submodule(b.target)):
-        found.append("module")
-    if a.op == "get_attr" and not _same_value(_attr(gm_a, a.target), _attr(gm_b, b.target)):
-        found.append("attribute")
-    return found
-
-
-def _same_module(m_a: torch.nn.Module, m_b: torch.nn.Module) -> bool:
-    """Same type, settings and tensors (by identity, else by value): a pass that folds
-    weights into a new module shows up here even though the node looks the same."""
-    if m_a is m_b:
-        return True
-    if type(m_a) is not type(m_b) or repr(m_a) != repr(m_b):
-        return False
-    state_a, state_b = m_a.state_dict(keep_vars=True), m_b.state_dict(keep_vars=True)
-    return state_a.keys() == state_b.keys() and all(_same_value(state_a[k], state_b[k]) for k in state_a)
-
-
-def _same_value(x: Any, y: Any) -> bool:
-    if isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor):
-        return x is y or (x.shape == y.shape and x.dtype == y.dtype and x.device == y.device and torch.equal(x, y))
-    return x is y
-
-
-def _attr(gm: torch.nn.Module, target: str) -> Any:
-    module, _, name = target.rpartition(".")
-    return getattr(gm.get_submodule(module), name)
 
 
 def _label(step: Any, fallback: str) -> str:

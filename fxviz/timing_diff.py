@@ -121,3 +121,19 @@ def plot_top(diff: pd.DataFrame, n: int = 10, by: str = "duration", exclude: Exc
     ax.set_xlabel("test - control (µs)" if by == "duration" else "test - control (count)")
     ax.set_title(f"Top {len(rows)} changes by {by}")
     return ax
+
+
+def summarise(diff: pd.DataFrame, key: str, kinds: dict[str, str], n: int = 10,
+              alike: tuple[str, ...] = ("added", "deleted")) -> pd.DataFrame:
+    """:func:`top_changes` of ``diff`` after folding rows of the same ``category`` (among
+    ``alike``) and kind (``kinds``: name -> kind) into one: a pass that deletes 57 ReLU
+    modules reads "57 × ReLU deleted" with their summed counts and times, not 57 rows
+    crowding out the rest. Rows with a ratio (judged per row) are never folded."""
+    kind = diff[key].map(kinds).fillna(diff[key])
+    folds = diff["category"].isin(alike) & diff.groupby([diff["category"], kind])[key].transform("size").gt(1)
+    sums = ["control_counts", "test_counts", "control_us", "test_us", "diff_duration", "diff_counts"]
+    groups = diff[folds].groupby([diff["category"][folds], kind[folds]], sort=False)
+    folded = groups[sums].sum(min_count=1).reset_index(names=["category", "_kind"])
+    folded[key] = [f"{size} × {k} {c}" for size, k, c in zip(groups.size(), folded["_kind"], folded["category"])]
+    rows = pd.concat([diff[~folds], folded.drop(columns="_kind")], ignore_index=True).reindex(columns=diff.columns)
+    return top_changes(rows, n, "duration")

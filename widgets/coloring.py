@@ -7,9 +7,11 @@ Explorer's measurements (:class:`fxviz.measure.Scheduler`).
 """
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 from fxviz import colour_modes
+from fxviz.comparison import compare
 
 from .profiling import Profiler
 
@@ -33,10 +35,12 @@ def coloring(mode: str, session: Any, step: Any, profiler: Profiler) -> tuple[di
         if step.index == 0:
             return {}, "step 0 has no previous step: coloured by op"
         # both steps timed in one interleaved run, never two cached profiles
-        compared = profiler.compared(session.steps[step.index - 1], step)
-        if compared is None or compared.error:
-            why = compared.error if compared else "waiting for the A/B timing of both steps"
-            return {}, f"{chosen.name}: {why}; coloured by op"
+        previous = session.steps[step.index - 1]
+        compared = profiler.compared(previous, step)
+        if compared is None or compared.error:  # the structure needs no timing: drawn at once
+            why = compared.error if compared else "timing both steps (A/B)…"
+            return {"color_by": chosen.name, "marks": _structure(previous, step)}, \
+                f"diff against step {previous.index}: structure only; {why}"
         source = compared.comparison
     else:
         timings = profiler.known(step)
@@ -45,6 +49,17 @@ def coloring(mode: str, session: Any, step: Any, profiler: Profiler) -> tuple[di
         source = timings.table
     data = chosen.data(source) if chosen.data else None
     return {"color_by": chosen.name, "values": data}, chosen.note.format(previous=step.index - 1)
+
+
+_structures: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # step -> (id of previous, marks)
+
+
+def _structure(previous: Any, step: Any) -> dict[str, str]:
+    """The structural diff marks of ``step`` against ``previous``, once per pair."""
+    known = _structures.get(step)
+    if known is None or known[0] != id(previous):
+        known = _structures[step] = (id(previous), compare(previous, step).node_marks())
+    return known[1]
 
 
 def _why_untimed(profiler: Profiler, timings: Any) -> str:

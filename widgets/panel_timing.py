@@ -17,6 +17,7 @@ from fxviz.timing_ab import CATEGORIES
 from .profiling import Profiler, Timings
 
 TOP = 15
+DETAIL_ROWS = 200  # folded rows listed under the summary; the rest by "per kind" / "per node"
 TIMING_COLUMNS = ["node", "kind", "median_us", "p25_us", "p75_us", "share"]
 DIFF_COLUMNS = ["control_us", "test_us", "diff_duration", "ratio", "ratio_lo", "ratio_hi", "control_counts",
                 "test_counts", "category"]
@@ -50,9 +51,13 @@ def chart_svg(draw: Callable[[Any], Any], rows: int) -> str:
     return svg.replace(INK, "var(--jp-ui-font-color1, #333)")
 
 
-def table_html(df: Any) -> str:
-    return df.to_html(index=False, escape=True, border=0, na_rep="", float_format="{:.1f}".format,
-                      classes="fxviz-table")
+RATIOS = {column: "{:.2f}".format for column in ("ratio", "ratio_lo", "ratio_hi")}
+
+
+def table_html(df: Any, na_rep: str = "") -> str:
+    """Times to 0.1 µs, ratios to 0.01 (a 3 % change must not read 1.0)."""
+    return df.to_html(index=False, escape=True, border=0, na_rep=na_rep, float_format="{:.1f}".format,
+                      formatters={c: f for c, f in RATIOS.items() if c in df.columns}, classes="fxviz-table")
 
 
 class TimingPanel(w.VBox):
@@ -143,12 +148,28 @@ class TimingPanel(w.VBox):
         diff = {"target": cmp.timing, "kind": cmp.timing_by_kind, "node": cmp.timing_by_node}[level]
         counts = diff["category"].value_counts()
         summary = ", ".join(f"{counts.get(c, 0)} {c}" for c in CATEGORIES)
-        top = cmp.top(level=level)[[level, *DIFF_COLUMNS]]
-        self.comparison.value = (f"<div>{escape(f'{cmp.labels[0]} → {cmp.labels[1]}, per {level}: {summary}.')}</div>"
-                                 + (table_html(top) if len(top) else "<div>No timing changes beyond the noise.</div>"))
+        top = cmp.summary(level)[[level, *DIFF_COLUMNS]]
+        changes = cmp.top(n=len(diff), level=level)
+        rows = changes.head(DETAIL_ROWS)[[level, *DIFF_COLUMNS]]
+        every = (f"<details><summary>{escape(f'every change per {level} ({len(changes)})')}</summary>"
+                 f"{table_html(rows, na_rep='—')}</details>") if len(changes) > len(top) else ""
+        self.comparison.value = (total_html(cmp)
+                                 + f"<div>{escape(f'{cmp.labels[0]} → {cmp.labels[1]}, per {level}: {summary}.')}</div>"
+                                 + (table_html(top, na_rep="—") + every if len(top)
+                                    else "<div>No timing changes beyond the noise.</div>"))
         if len(top):
             self.comparison_chart.value = chart_svg(lambda ax: cmp.plot_top(level=level, ax=ax), len(top))
             self.comparison_chart.layout.display = ""
+
+
+def total_html(cmp: Any) -> str:
+    """The whole forward first: did the step get faster, by how much, and how sure."""
+    row = cmp.timing_total.iloc[0]
+    ratio = "" if row["ratio"] != row["ratio"] else \
+        f", ratio {row['ratio']:.2f} ({row['ratio_lo']:.2f}–{row['ratio_hi']:.2f})"
+    text = (f"Whole forward: {row['control_us']:.0f} → {row['test_us']:.0f} µs{ratio}: {row['category']} "
+            f"(uninstrumented forwards, {row['rounds']} interleaved rounds, spread {row['spread']:.0%}).")
+    return f'<div class="fxviz-compare-total">{escape(text)}</div>' + table_html(cmp.timing_total, na_rep="—")
 
 
 def _pending_text(profiler: Profiler, timings: Timings | None) -> str:
