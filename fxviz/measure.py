@@ -7,7 +7,8 @@ calls back ("background"), the caller's thread does ("sync"), or timings wait fo
 click ("off"; checks still run). Every job ends in a state: a result, or an error
 saying what to do. A profile disturbed (:meth:`disturb`) or noisy is measured once
 more. :meth:`Scheduler.close` and the program's end cancel the job in flight
-(:mod:`fxviz._cancel`) within a forward or a node, leaving nothing behind.
+(:mod:`fxviz._cancel`) within a forward or a node, leaving nothing behind. A script (or a
+test) that needs the results waits for :meth:`Scheduler.wait_idle`, not for the clock.
 """
 from __future__ import annotations
 
@@ -89,6 +90,7 @@ class Scheduler:
         self._turns = Turns()  # the kernel's actions go first
         self._wake = threading.Condition()  # guards the queue below
         self._pending: list[tuple[list, list, Callable[[], Any]]] = []
+        self._idle = True  # no batch taken from the queue is being measured
         self._worker: threading.Thread | None = None
         self._closed = False
 
@@ -127,7 +129,7 @@ class Scheduler:
         self._progress("queued", 0, 1)  # at once: the worker may be busy with earlier jobs
         with self._wake:
             self._pending.append((steps, pairs, then))
-            self._wake.notify()
+            self._wake.notify_all()  # the worker and wait_idle() both wait on it
         if self._worker is None:
             self._worker = threading.Thread(target=self._serve, name="fxviz-measure", daemon=True)
             _RUNNING.add(self)
@@ -146,6 +148,13 @@ class Scheduler:
         the stop, and what ends meanwhile is shown after it."""
         return self._turns.kernel(alone)
 
+    def wait_idle(self) -> None:
+        """Block until nothing is queued or measured (or the scheduler is closed), the
+        callbacks of what was included. Not from inside :meth:`paused`: the worker waits
+        for that action to end."""
+        with self._wake:
+            self._wake.wait_for(lambda: self._closed or (self._idle and not self._pending))
+
     def close(self, timeout: float = 10.0) -> None:
         """Cancel pending jobs and the one in flight, and wait (up to ``timeout`` s) for
         the worker, so no torch work is left running at exit."""
@@ -159,7 +168,7 @@ class Scheduler:
         with self._wake:
             self._closed = True
             self._pending.clear()
-            self._wake.notify()
+            self._wake.notify_all()  # the worker and wait_idle() both wait on it
         self._turns.close()
 
     def _stale(self, step: Any, force: bool) -> bool:
@@ -182,12 +191,17 @@ class Scheduler:
             with self._wake:
                 if self._closed:
                     return
-                batch, self._pending = self._pending, []
+                batch, self._pending, self._idle = self._pending, [], False
             # The newest request first: the step the user looks at now, not one a kernel action preempted.
             steps = list(dict.fromkeys(s for b in reversed(batch) for s in b[0]))
             pairs = list(dict.fromkeys(p for b in reversed(batch) for p in b[1]))
-            self._stages(steps, pairs, self._turns.worker, [b[2] for b in batch])
-            del batch, steps, pairs  # while idle, hold no steps and no UI alive
+            try:
+                self._stages(steps, pairs, self._turns.worker, [b[2] for b in batch])
+            finally:
+                del batch, steps, pairs  # while idle, hold no steps and no UI alive
+                with self._wake:
+                    self._idle = True
+                    self._wake.notify_all()
 
     def _stages(self, steps: list, pairs: list, turn: Callable[[], Any], callbacks: Iterable = ()) -> None:
         worker = turn == self._turns.worker  # else the caller's thread measures: nothing to step aside for
@@ -207,7 +221,7 @@ class Scheduler:
                 if not self._closed:  # a kernel action preempted it: its turn comes again
                     with self._wake:
                         self._pending[:0] = [(steps, pairs, then) for then in callbacks]
-                        self._wake.notify()
+                        self._wake.notify_all()  # the worker and wait_idle() both wait on it
                 return
             finally:
                 self._progress(label, 0, 0)

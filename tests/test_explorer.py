@@ -5,7 +5,7 @@ from __future__ import annotations
 import gc
 import html
 import re
-import time
+import threading
 import weakref
 
 import pytest
@@ -24,6 +24,8 @@ from fxviz.widgets import Explorer, explore
 FAST = {"budget_s": 0.05, "warmup": 1, "repeats": 3}
 SCRIPT = "<script>alert(1)</script>"
 FAULTS = {"profile": None}  # what `probe` raises while set: a fault injected into profiling
+GATE = threading.Event()  # `held` waits for it on the measuring worker: a test holds the worker
+GATE.set()
 
 
 @torch.fx.wrap
@@ -35,8 +37,10 @@ def probe(x):
 
 
 @torch.fx.wrap
-def slow(x):
-    time.sleep(0.05)
+def held(x):
+    """Identity; on the measuring worker, only once GATE is set."""
+    if threading.current_thread().name == "fxviz-measure":
+        GATE.wait()
     return x
 
 
@@ -56,9 +60,9 @@ class Probed(ConvBN):
         return probe(super().forward(x))
 
 
-class Slow(ConvBN):
+class Held(ConvBN):
     def forward(self, x):
-        return slow(super().forward(x))
+        return held(super().forward(x))
 
 
 class Hostile(nn.Module):
@@ -100,14 +104,6 @@ def graph_names(explorer):
 
 def text(markup):
     return html.unescape(re.sub(r"<[^>]+>", "", markup))
-
-
-def wait_for(condition, timeout=60.0):
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError("timed out waiting for the Explorer to update")
-        time.sleep(0.05)
 
 
 def all_widgets(widget):
@@ -434,19 +430,20 @@ def test_code_diff_layouts_unified_fits_a_narrow_panel(convbn):
     assert 'class="fxviz-diff"' in convbn.code.view.html and "fxviz-diff-unified" not in convbn.code.view.html
 
 
-def test_background_profiling_never_holds_up_the_graph(image, monkeypatch):
-    import fxviz.measure
-
-    monkeypatch.setattr(fxviz.measure, "START_DELAY_S", 3.0)  # a loaded machine: the worker waits past the asserts
-    explorer = explore(Slow().eval(), image, profile="background", profile_kwargs=FAST)
-    assert explorer.graph.svg and explorer.table.rows[1]["time_us"] is None
-    assert "Profiling this step" in explorer.timing.summary.value
-    bar = explorer.profiler.progress
-    assert bar.layout.display == "" and bar.value == 0  # the progress bar shows, nothing done yet:
-    assert "fxviz-busy" in bar._dom_classes  # it moves (explorer.css), not an empty bar that looks stuck
-    wait_for(lambda: explorer.table.rows[1]["time_us"] is not None)
-    assert "forward" in explorer.timing.summary.value
-    wait_for(lambda: explorer.profiler.progress.layout.display == "none")
+def test_background_profiling_never_holds_up_the_graph(image):
+    GATE.clear()  # the worker's measurements wait until the graph has been checked here
+    try:
+        explorer = explore(Held().eval(), image, profile="background", profile_kwargs=FAST)
+        assert explorer.graph.svg and explorer.table.rows[1]["time_us"] is None
+        assert "Profiling this step" in explorer.timing.summary.value
+        bar = explorer.profiler.progress
+        assert bar.layout.display == "" and bar.value == 0  # the progress bar shows, nothing done yet:
+        assert "fxviz-busy" in bar._dom_classes  # it moves (explorer.css), not an empty bar that looks stuck
+    finally:
+        GATE.set()
+    explorer.profiler.wait_idle()
+    assert explorer.table.rows[1]["time_us"] is not None and "forward" in explorer.timing.summary.value
+    assert explorer.profiler.progress.layout.display == "none"
     explorer.close()
 
 
@@ -471,7 +468,8 @@ def test_profile_off_profiles_on_request_in_the_background(convbn, image):
     explorer = explore(ConvBN().eval(), image, profile="off", profile_kwargs=FAST)
     assert "Profiling is off" in explorer.timing.summary.value
     explorer.timing.profile_button.click()
-    wait_for(lambda: "forward" in explorer.timing.summary.value)
+    explorer.profiler.wait_idle()
+    assert "forward" in explorer.timing.summary.value
     explorer.close()
 
 

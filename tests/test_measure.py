@@ -1,7 +1,6 @@
 """The headless measurement scheduler: cache per step and settings, re-measuring when
 disturbed, A/B jobs, cancellation, and every job ending in a state."""
 import threading
-import time
 
 import pandas as pd
 import pytest
@@ -39,6 +38,32 @@ class FakeStep:
 def deep_session() -> Session:
     """50 linear layers: each forward takes a fraction of a millisecond."""
     return Session(nn.Sequential(*[nn.Linear(64, 64) for _ in range(50)]), (torch.randn(8, 64),))
+
+
+class Forwards:
+    """Counts the forwards the worker runs of ``steps``' models during ``stage`` (as a
+    scheduler's ``progress`` or ``stage()`` says); ``reached`` is set at the ``n``-th. A
+    profile's warm-up is two plain and two timed forwards: at the 5th, its timed forwards
+    run. Waiting on this, not on a sleep, a test acts on a job surely in flight."""
+
+    def __init__(self, *steps, stage="profiling", n=5):
+        self.stage, self.n, self.count, self.now = stage, n, 0, None
+        self.reached = threading.Event()
+        self._hooks = [step.gm.get_submodule("0").register_forward_pre_hook(self._forward) for step in steps]
+
+    def progress(self, what, done, total):
+        self.now = what if total else None
+
+    def remove(self):
+        for hook in self._hooks:
+            hook.remove()
+
+    def _forward(self, *_):
+        stage = self.stage() if callable(self.stage) else self.now == self.stage
+        if stage and threading.current_thread().name == "fxviz-measure":
+            self.count += 1
+            if self.count >= self.n:
+                self.reached.set()
 
 
 @pytest.fixture(scope="module")
@@ -104,13 +129,19 @@ def test_background_jobs_call_back_and_close_cancels_an_ab_run(session):
     shown = []
     scheduler = Scheduler("background", FAST, progress=lambda *p: shown.append(p))
     assert scheduler.request([b], lambda: scheduler.known(b) and done.set()) is True  # called after each stage
-    assert done.wait(60) and scheduler.known(b).table is not None
+    done.wait()
+    assert scheduler.known(b).table is not None
     assert shown[:4] == [("queued", 0, 1), ("checking", 0, 1), ("checking", 0, 0), ("profiling", 0, 1)]
-    endless = Scheduler("background", {"repeats": 10**9})
-    endless.request(pairs=[(a, b)])
-    time.sleep(1.5)
-    endless.close(timeout=30)
-    assert not endless._worker.is_alive()  # endless unless cancelled
+    forwards = Forwards(a, b, stage="comparing", n=3)
+    try:
+        endless = Scheduler("background", {"repeats": 10**9}, progress=forwards.progress)
+        endless.request(pairs=[(a, b)])
+        forwards.reached.wait()  # the A/B run is in its forwards
+        endless.close()
+        endless._worker.join()  # endless unless cancelled: a hang here is the failure
+    finally:
+        forwards.remove()
+    assert endless.compared(a, b) is None  # nothing kept of it
 
 
 def test_off_mode_checks_but_does_not_time_unless_forced(session):
@@ -133,9 +164,7 @@ def test_a_training_steps_badge_ends_in_a_verdict_in_the_background():
     session = Session(step, (torch.randn(5, 4),), tracer="make_fx", module=model)
     explorer = explore(session, profile="background", profile_kwargs=FAST)
     try:
-        deadline = time.monotonic() + 60
-        while "checking" in explorer.badge.value and time.monotonic() < deadline:
-            time.sleep(0.1)
+        explorer.profiler.wait_idle()
         assert "fxviz-badge-match" in explorer.badge.value and ">match<" in explorer.badge.value
     finally:
         explorer.close()
@@ -143,14 +172,12 @@ def test_a_training_steps_badge_ends_in_a_verdict_in_the_background():
 
 def test_closing_cancels_a_profile_in_flight_and_keeps_nothing_of_it():
     step = deep_session().current
-    profiling = threading.Event()
-    scheduler = Scheduler("background", LONG,
-                          progress=lambda what, done, total: what == "profiling" and total and profiling.set())
+    forwards = Forwards(step)
+    scheduler = Scheduler("background", LONG, progress=forwards.progress)
     scheduler.request([step])
-    assert profiling.wait(60)
-    time.sleep(0.5)  # into the timed forwards
-    scheduler.close(timeout=60)
-    assert not scheduler._worker.is_alive()
+    forwards.reached.wait()  # into the timed forwards
+    scheduler.close()
+    scheduler._worker.join()
     # Run to its end (30 s, within the wait), the profile would be known: cancelled, nothing is.
     assert scheduler.known(step) is None and step.measured_profile is None  # neither a number nor an error
     again = Scheduler("sync", FAST)
@@ -164,22 +191,20 @@ def test_a_check_that_ends_after_close_calls_nothing_back(monkeypatch):
     import fxviz.measure
 
     monkeypatch.setattr(fxviz.measure, "START_DELAY_S", 0.0)
-    checking = threading.Event()
+    scheduler = Scheduler("background")
 
     class SlowCheck(FakeStep):
         @property
-        def check(self):
-            checking.set()
-            time.sleep(0.5)
+        def check(self):  # ends once the scheduler is closed
+            scheduler._turns.wait_until(lambda: scheduler._turns.closed)
             return "match"
 
     step, called = SlowCheck(), []
     step.check_done = False
-    scheduler = Scheduler("background")
     scheduler.request([step], lambda: called.append("redrawn"))
-    assert checking.wait(10)
-    scheduler.close(timeout=10)
-    assert not scheduler._worker.is_alive() and called == [] and step.calls == 0
+    scheduler.close()
+    scheduler._worker.join()
+    assert called == [] and step.calls == 0
 
 
 @pytest.mark.parametrize("alone", [True, False])
@@ -191,31 +216,33 @@ def test_what_the_worker_measured_is_shown_after_a_kernel_action_not_during_it(m
     import fxviz.measure
 
     monkeypatch.setattr(fxviz.measure, "START_DELAY_S", 0.0)
-    checking, release = threading.Event(), threading.Event()
+    checking, release, ended, acting = threading.Event(), threading.Event(), threading.Event(), [False]
+    scheduler = Scheduler("background", FAST)
+    turns = scheduler._turns
 
     class SlowCheck(FakeStep):
         @property
         def check(self):
             checking.set()
-            release.wait(10)
+            if alone:  # the check ends while the kernel action waits for it
+                turns.wait_until(lambda: turns.waiting > 0)
+            else:  # it ends while the kernel acts
+                release.wait()
+            ended.set()
             return "match"
 
     step, called = SlowCheck(False), []
     step.check_done = False
-    scheduler = Scheduler("background", FAST)
     try:
-        scheduler.request([step], lambda: called.append(time.monotonic()))
-        assert checking.wait(10)
-        # the check ends while the kernel acts or waits to (1 s: even a loaded machine enters paused() before)
-        threading.Timer(1.0, release.set).start()
+        scheduler.request([step], lambda: called.append(acting[0]))
+        checking.wait()
         with scheduler.paused(alone=alone):
-            checked = release.is_set()
-            time.sleep(0.4)
-            during, ended = list(called), time.monotonic()
-        deadline = time.monotonic() + 30
-        while len(called) < 2 and time.monotonic() < deadline:  # checked, then profiled (and more)
-            time.sleep(0.01)
-        assert checked is alone and during == [] and len(called) >= 2 and called[0] >= ended
+            acting[0], checked = True, ended.is_set()
+            release.set()
+            turns.wait_until(lambda: turns.held)  # the check has ended: the worker waits for this action
+            during, acting[0] = list(called), False
+        scheduler.wait_idle()  # checked, then profiled (and more)
+        assert checked is alone and during == [] and len(called) >= 2 and not any(called)
     finally:
         release.set()
         scheduler.close()
@@ -229,23 +256,27 @@ def test_a_kernel_action_preempts_a_profile_in_flight_which_runs_again_after(mon
 
     monkeypatch.setattr(fxviz.measure, "START_DELAY_S", 0.0)
     step = deep_session().current
-    starts = []
-    scheduler = Scheduler("background", {"repeats": 10**9, "budget_s": 1.0},
-                          progress=lambda what, done, total: what == "profiling" and total and starts.append(done))
+    starts, forwards = [], Forwards(step)
+
+    def progress(what, done, total):
+        forwards.progress(what, done, total)
+        if what == "profiling" and total:
+            starts.append(done)
+
+    endless = {"repeats": 10**9}  # the first profile ends only when stopped
+    scheduler = Scheduler("background", endless, progress=progress)
     scheduler.request([step])
-    deadline = time.monotonic() + 60
-    while not starts and time.monotonic() < deadline:
-        time.sleep(0.01)
-    time.sleep(0.3)  # into the timed forwards
+    forwards.reached.wait()  # into the timed forwards
     try:
-        with scheduler.paused():  # entered once the worker has stopped: not after the whole profile
+        with scheduler.paused():  # entered once the worker has stopped: not after the whole (endless) profile
             stopped = scheduler.known(step) is None and step.measured_profile is None
             step.gm(*step.example_inputs)  # the kernel runs the model alone
-        deadline = time.monotonic() + 60
-        while scheduler.known(step) is None and time.monotonic() < deadline:  # measured again, to the end
-            time.sleep(0.05)
+            scheduler.kwargs = FAST  # the retake ends
+        scheduler.wait_idle()  # measured again, to the end
         assert stopped and len(starts) == 2 and scheduler.known(step).error == ""
         assert step.measured_profile is scheduler.known(step).table
+        scheduler.kwargs = endless
+        assert scheduler.known(step) is None  # nothing kept of the stopped profile
     finally:
         scheduler.close()
 
@@ -263,7 +294,7 @@ def test_a_kernel_action_runs_beside_a_job_making_timed_code_which_is_kept(monke
 
     def slow(graph, *args, **kwargs):  # the worker's code generation, held until the kernel is done
         generating.set()
-        release.wait(10)
+        release.wait()
         try:
             return python_code(graph, *args, **kwargs)
         finally:
@@ -273,14 +304,12 @@ def test_a_kernel_action_runs_beside_a_job_making_timed_code_which_is_kept(monke
     scheduler = Scheduler("background", {"warmup": 0, "repeats": 3})
     try:
         scheduler.request([step])
-        assert generating.wait(60)
-        with scheduler.paused():  # entered while the code is being made: not after it (10 s)
+        generating.wait()
+        with scheduler.paused():  # entered while the code is being made: not after it (held until released)
             beside = not generated.is_set()
             step.gm(*step.example_inputs)
         release.set()
-        deadline = time.monotonic() + 60
-        while scheduler.known(step) is None and time.monotonic() < deadline:
-            time.sleep(0.05)
+        scheduler.wait_idle()
         assert beside and scheduler.known(step).error == "" and step.measured_profile is not None
         generating.clear()
         assert step.profile(warmup=0, repeats=1) is not None and not generating.is_set()  # kept: made once
@@ -306,7 +335,7 @@ def test_a_kernel_action_beside_a_pair_in_the_making_may_compare_steps_itself(mo
     def slow(graph, *args, **kwargs):  # the worker's code generation, held while the kernel acts
         if threading.current_thread().name == "fxviz-measure":
             generating.set()
-            release.wait(2)
+            release.wait()  # until the kernel's comparison is done: a deadlock hangs here
         return python_code(graph, *args, **kwargs)
 
     monkeypatch.setattr(torch.fx.Graph, "python_code", slow)
@@ -319,12 +348,11 @@ def test_a_kernel_action_beside_a_pair_in_the_making_may_compare_steps_itself(mo
 
     try:
         scheduler.request(pairs=[(session.steps[0], session.steps[1])])
-        assert generating.wait(60)
+        generating.wait()
         threading.Thread(target=kernel, daemon=True).start()
-        assert done.wait(30)
-        deadline = time.monotonic() + 60
-        while scheduler.compared(session.steps[0], session.steps[1]) is None and time.monotonic() < deadline:
-            time.sleep(0.05)
+        done.wait()
+        release.set()
+        scheduler.wait_idle()
         assert scheduler.compared(session.steps[0], session.steps[1]).error == ""
     finally:
         release.set()
@@ -345,7 +373,7 @@ def test_a_kernel_action_runs_beside_the_parse_of_an_aten_trace_which_goes_on(mo
     def slow(*args, **kwargs):
         calls.append(1)
         parsing.set()
-        release.wait(10)
+        release.wait()
         try:
             return attribute(*args, **kwargs)
         finally:
@@ -355,14 +383,12 @@ def test_a_kernel_action_runs_beside_the_parse_of_an_aten_trace_which_goes_on(mo
     scheduler = Scheduler("background", {"warmup": 0, "repeats": 3})
     try:
         scheduler.request([step])
-        assert parsing.wait(60)
-        with scheduler.paused():  # entered while the trace is parsed (before: after it, 10 s)
+        parsing.wait()
+        with scheduler.paused():  # entered while the trace is parsed (before: after it, held until released)
             beside = not parsed.is_set()
             step.gm(*step.example_inputs)
         release.set()
-        deadline = time.monotonic() + 60
-        while (scheduler.known(step) is None or scheduler.known(step).aten is None) and time.monotonic() < deadline:
-            time.sleep(0.05)
+        scheduler.wait_idle()
         assert beside and calls == [1] and not scheduler.known(step).aten.empty
     finally:
         release.set()
@@ -376,31 +402,30 @@ def test_after_a_kernel_action_the_newest_request_is_measured_first(monkeypatch)
     from fxviz._cancel import stop_if_cancelled
 
     monkeypatch.setattr(fxviz.measure, "START_DELAY_S", 0.0)
-    order = []
+    order, started = [], threading.Event()
+    scheduler = Scheduler("background")
+    turns = scheduler._turns
 
     class Named(FakeStep):
-        def __init__(self, name, forwards):
+        def __init__(self, name):
             super().__init__(False, False)
-            self.name, self.forwards = name, forwards
+            self.name = name
 
         def profile(self, **kwargs):
             order.append(self.name)
-            for _ in range(self.forwards):
+            started.set()
+            while order == ["old"]:  # the first run's forwards go on until a kernel action stops them
                 stop_if_cancelled()
-                time.sleep(0.01)
+                turns.wait_until(lambda: turns.waiting > 0)
             return super().profile(**kwargs)
 
-    old, new = Named("old", 200), Named("new", 1)
-    scheduler = Scheduler("background")
+    old, new = Named("old"), Named("new")
     try:
         scheduler.request([old])
-        deadline = time.monotonic() + 30
-        while not order and time.monotonic() < deadline:
-            time.sleep(0.01)
+        started.wait()
         with scheduler.paused():  # the kernel applies a pass, then asks for the new step
             scheduler.request([new])
-        while scheduler.known(old) is None and time.monotonic() < deadline:
-            time.sleep(0.01)
+        scheduler.wait_idle()
         assert order == ["old", "new", "old"] and scheduler.known(new).error == ""
     finally:
         scheduler.close()
@@ -417,15 +442,13 @@ def test_a_cancelled_profile_is_not_cached_and_the_next_call_measures_afresh():
 def test_closing_the_explorer_mid_profile_cancels_the_profile():
     from fxviz.widgets import explore
 
-    session = deep_session()
+    session, shown = deep_session(), []
+    forwards = Forwards(session.current, stage=lambda: shown and shown[0].profiler.progress.description == "profiling")
     explorer = explore(session, profile="background", profile_kwargs=LONG)
-    bar, deadline = explorer.profiler.progress, time.monotonic() + 60
-    while not (bar.description == "profiling" and bar.layout.display == "") and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert bar.description == "profiling"
-    time.sleep(0.5)
-    explorer.close()  # waits up to 10 s for the worker: the 30 s profile must have stopped
-    assert not explorer.profiler._worker.is_alive()
+    shown.append(explorer)
+    forwards.reached.wait()  # the Explorer's bar says "profiling", and its timed forwards run
+    explorer.close()
+    explorer.profiler._worker.join()  # stopped by the close: run to its end (30 s), the profile would be kept
     assert session.current.measured_profile is None
 
 
@@ -434,7 +457,8 @@ def test_a_script_that_ends_while_the_worker_measures_exits_cleanly(stage):
     """A daemon worker killed inside a torch op at interpreter exit aborts the process
     (exit 134, "terminate called without an active exception"). At exit the scheduler
     stops its worker: a check ends, and a profile in flight (30 s here; 11 s for a step
-    of 100k nodes) is cancelled, so the worker stops within the 5 s the exit waits."""
+    of 100k nodes) is cancelled, so the worker stops within the 5 s the exit waits. The
+    script exits once the worker runs the model in that stage (a profile: its timed forwards)."""
     import os
     import re
     import subprocess
@@ -450,17 +474,21 @@ from torch import nn
 from fxviz import Session
 from fxviz.measure import Scheduler
 session = Session(nn.Sequential(*[nn.Linear(64, 64) for _ in range(50)]), (torch.randn(8, 64),))
-started = threading.Event()
-scheduler = Scheduler("background", {LONG},
-                      progress=lambda what, done, total: what == {stage!r} and total and started.set())
+started, now, forwards = threading.Event(), [None], []
+def forward(*_):  # a profile's 5th forward is a timed one (after 2 warm-ups of 2)
+    if now[0] == {stage!r} and threading.current_thread().name == "fxviz-measure":
+        forwards.append(1)
+        if len(forwards) >= {5 if stage == "profiling" else 1}:
+            started.set()
+session.current.gm.get_submodule("0").register_forward_pre_hook(forward)
+scheduler = Scheduler("background", {LONG}, progress=lambda what, done, total: now.__setitem__(0, total and what))
 scheduler.request([session.current])
-assert started.wait(60)  # the worker is running the model now: exit in the middle of it
-time.sleep({0.5 if stage == "profiling" else 0})  # a profile: into its timed forwards
+started.wait()  # the worker is running the model now: exit in the middle of it
 print("exiting", flush=True)
 exiting = time.monotonic()
 """
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env=env)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env)
     assert "exiting" in done.stdout, done.stderr
     assert done.returncode == 0 and "terminate" not in done.stderr, (done.returncode, done.stderr[-2000:])
     alive = re.search(r"worker alive: (\w+) after [\d.]+ s", done.stdout).group(1)
