@@ -24,19 +24,34 @@ from fxviz._gc import gc_paused
 from fxviz._runtime import closed_over_modules
 from fxviz._torch_internals import is_fake, tree_leaves, uncompiled
 from fxviz.check import CheckResult, compare_outputs, random_like, run_outputs, seeded
-from fxviz.errors import FxvizError, NoSuchStep, PassError, TraceError
+from fxviz.capture import OPTIONS as TRACE_OPTIONS, keywords
+from fxviz.errors import FxvizError, NoSuchStep, PassError, TraceError, UsageError
 from fxviz.passes.registry import PassSpec, resolve, selection_names
 from fxviz.shapes import annotated_run
 from fxviz.step import NEEDS_REAL_TENSORS, Action, Step
 
-__all__ = ["Action", "Session", "Step"]
+__all__ = ["Action", "OPTIONS", "Session", "Step", "split_options"]
+#: Session's keyword options (those of :func:`fxviz.trace` and ``n_random_inputs``)
+OPTIONS = ("n_random_inputs", *TRACE_OPTIONS)
+
+
+def split_options(model: Any, args: tuple, options: dict[str, Any], own: tuple[str, ...] = ()) -> tuple[dict, dict]:
+    """``options`` (a call's ``**options``, as ``explore`` takes them) split into fxviz's
+    (``own`` and :data:`OPTIONS`) and the model's keyword inputs (the others, with
+    ``kwargs=``'s); a UsageError names a keyword neither takes."""
+    extra = {k: v for k, v in options.items() if k not in OPTIONS and k not in own}
+    ours = {k: v for k, v in options.items() if k not in extra}
+    keywords.check(uncompiled(model), args, extra, options=(*own, *OPTIONS))
+    return ours, {**(ours.pop("kwargs", None) or {}), **extra}
 
 
 class Session:
     """A list of Steps over one model, with an editor's undo/redo.
 
     ``Session(model, example_inputs)`` traces step 0 (``tracer`` and
-    ``trace_kwargs`` go to :func:`fxviz.trace`). Every step is checked against
+    ``trace_kwargs`` go to :func:`fxviz.trace`); ``kwargs``: the model's keyword inputs
+    (``kwargs={"decoder_input_ids": ids}``), passed after ``example_inputs`` in one tuple
+    (:attr:`example_inputs`) wherever fxviz runs a graph, and as keywords to the model. Every step is checked against
     the model's own outputs on the example inputs and ``n_random_inputs`` random
     inputs of the same shapes (so step 0 checks the trace), when its check is first
     read. Steps share the model's parameter tensors: train the model after creating
@@ -57,17 +72,23 @@ class Session:
         model: nn.Module | Callable[..., Any] | torch.export.ExportedProgram | str,
         example_inputs: Any = None,
         *,
+        kwargs: dict[str, Any] | None = None,
         tracer: Any = "auto",
         n_random_inputs: int = 2,
         **trace_kwargs: Any,
     ):
         from fxviz.capture import Capture, as_inputs, called_as, capture, export
 
-        inputs = as_inputs(example_inputs)
+        unknown = sorted(set(trace_kwargs) - set(OPTIONS))
+        if unknown:
+            raise UsageError(f"Session() has no option {', '.join(map(repr, unknown))} (its options: "
+                             f"{', '.join(OPTIONS)}): the model's keyword inputs go in kwargs={{...}}.")
+        inputs, kwargs = as_inputs(example_inputs), dict(kwargs or {})
+        self._given = (example_inputs, kwargs)  # what replay() passes another model
         model = uncompiled(model)
         if export.is_exported(model):
             model = export.load(model)
-            inputs = export.positional_inputs(model, inputs)
+            inputs, kwargs = export.positional_inputs(model, inputs, kwargs), {}
         # What a Session builds besides the capture (the model's skeleton, step 0) lives as
         # long as it does: a collection triggered meanwhile would only rescan the whole
         # fresh heap (0.6-0.8 s at 100k nodes, in one run of three).
@@ -76,7 +97,9 @@ class Session:
                           else _cow.skeleton(model) if isinstance(model, nn.Module) else model)
         with called_as("Session"):  # a Capture made already (one graph of fxviz.compiled) is opened as is
             captured = model if isinstance(model, Capture) else capture(
-                self._root if isinstance(model, nn.Module) else model, inputs, tracer=tracer, **trace_kwargs)
+                self._root if isinstance(model, nn.Module) else model, inputs, tracer=tracer, kwargs=kwargs,
+                **trace_kwargs)
+        inputs = keywords.flat(inputs, kwargs)
         with gc_paused():
             gm = captured.gm
             if captured.reference is not None:
@@ -173,10 +196,12 @@ class Session:
             raise NoSuchStep("Nothing to redo: the current step is the last one.")
         return self.goto(self._index + 1)
 
-    def replay(self, other_model: nn.Module | Callable[..., Any], example_inputs: Any = None) -> Session:
-        """A new Session on ``other_model`` with this session's history applied."""
-        inputs = self.example_inputs if example_inputs is None else example_inputs
-        session = Session(other_model, inputs, **self._options)
+    def replay(self, other_model: nn.Module | Callable[..., Any], example_inputs: Any = None,
+               kwargs: dict[str, Any] | None = None) -> Session:
+        """A new Session on ``other_model`` with this session's history applied (on this
+        session's inputs unless ``example_inputs`` or ``kwargs`` are given)."""
+        given = self._given if example_inputs is None and kwargs is None else (example_inputs, kwargs)
+        session = Session(other_model, given[0], kwargs=given[1], **self._options)
         for action in self.history:
             session.apply(action.spec, nodes=action.nodes or None, **action.params)
         return session

@@ -19,7 +19,7 @@ import torch
 import torch.fx
 from torch import nn
 
-from fxviz.capture import dynamo, export
+from fxviz.capture import dynamo, export, keywords, names
 from fxviz.capture.model_failure import own_failure
 from fxviz.capture._common import (Capture, FrontEnd, Request, as_inputs, auto_order, called_as, caller, choose,
                                    first_line, forget_front_end, front_end, front_ends, methods, torch_errors_quiet)
@@ -34,7 +34,7 @@ MODULES = import_modules(__name__, __path__)
 #: Seconds ``tracer="auto"`` may spend: after a failure past it, later methods are not tried.
 CAPTURE_TIMEOUT = 60.0
 
-__all__ = ["CAPTURE_TIMEOUT", "Capture", "FrontEnd", "Request", "as_inputs", "auto_order", "called_as", "capture",
+__all__ = ["CAPTURE_TIMEOUT", "OPTIONS", "Capture", "FrontEnd", "Request", "as_inputs", "auto_order", "called_as", "capture",
            "cell_name", "forget_front_end", "front_end", "front_ends", "methods", "trace"]
 
 
@@ -50,6 +50,7 @@ def capture(
     fallback: bool = False,
     module: nn.Module | None = None,
     capture_timeout: float | None = CAPTURE_TIMEOUT,
+    kwargs: dict[str, Any] | None = None,
 ) -> Capture:
     """Capture ``model`` with ``tracer`` (see :func:`trace`); the record says how.
 
@@ -59,17 +60,22 @@ def capture(
     cycles a trace leaves are freed at the next full collection. The model's caches
     are left as they were (:func:`~fxviz._runtime.containers_kept`)."""
     with gc_paused(), containers_kept(model):
-        return _capture(model, example_inputs, tracer, capture_timeout,
+        return _capture(model, example_inputs, dict(kwargs or {}), tracer, capture_timeout,
                         {"leaf_modules": leaf_modules, "lower": lower, "concrete_args": concrete_args,
                          "fallback": fallback, "module": module})
 
 
-def _capture(model: Any, example_inputs: Any, tracer: Any, capture_timeout: float | None,
+def _capture(model: Any, example_inputs: Any, kwargs: dict[str, Any], tracer: Any, capture_timeout: float | None,
              options: dict[str, Any]) -> Capture:
-    inputs = _distinct(as_inputs(example_inputs))
     model = uncompiled(model)
     if export.is_exported(model):
-        return Capture([export.from_program(export.load(model))], "exported program")
+        result = Capture([export.from_program(export.load(model))], "exported program")
+        names.describe_outputs(result.gm)
+        return result
+    args = as_inputs(example_inputs)
+    keywords.check(model, args, kwargs)
+    inputs = _distinct(keywords.flat(args, kwargs))
+    options = {**options, "keywords": tuple(kwargs)}
     if tracer == "auto":
         return _auto(model, inputs, options, capture_timeout)
     try:
@@ -81,7 +87,7 @@ def _capture(model: Any, example_inputs: Any, tracer: Any, capture_timeout: floa
         try:
             return chosen(_request(chosen, model, inputs, tracer, options))
         except TraceError as exc:  # as with "auto": a model that fails on its own is not the tracer's failure
-            raise own_failure(model, inputs) or exc
+            raise _own_failure(model, inputs, options) or exc
     except TraceError as exc:  # name the call the user wrote, as the messages below do
         if not str(exc).startswith(f"{caller()}("):
             exc.args = (f"{caller()}(...): {exc}",)
@@ -114,7 +120,7 @@ def _auto(model: Any, inputs: tuple, options: dict[str, Any], timeout: float | N
             elapsed = time.perf_counter() - began
             if timeout is not None and elapsed > timeout and i + 1 < len(order):
                 attempts.extend((later, "not tried: out of time") for later in order[i + 1:])
-                raise own_failure(model, inputs) or _out_of_time(model, attempts, elapsed, timeout, exc)
+                raise _own_failure(model, inputs, options) or _out_of_time(model, attempts, elapsed, timeout, exc)
             continue
         result.attempts = attempts
         if result.method == "dynamo":
@@ -122,7 +128,7 @@ def _auto(model: Any, inputs: tuple, options: dict[str, Any], timeout: float | N
         for gm in result.graphs:
             gm.meta["fxviz"]["attempts"] = attempts
         return result
-    raise own_failure(model, inputs) or _all_failed(model, attempts, errors)
+    raise _own_failure(model, inputs, options) or _all_failed(model, attempts, errors)
 
 
 def trace(
@@ -133,7 +139,9 @@ def trace(
     """Capture ``model`` into a GraphModule whose nodes know their module path.
 
     ``model``: an ``nn.Module``, a plain function (make_fx), an ``ExportedProgram`` or
-    a ``.pt2`` path. ``tracer``: ``"auto"`` (default: symbolic, then torch.export
+    a ``.pt2`` path. ``example_inputs``: the positional inputs (a tuple, or one tensor);
+    ``kwargs``: the keyword ones (``{"decoder_input_ids": ids}``); the graph takes them
+    all positionally, the keyword ones last. ``tracer``: ``"auto"`` (default: symbolic, then torch.export
     non-strict and strict, make_fx, dynamo; ``gm.meta["fxviz"]["attempts"]`` says why
     earlier ones failed), one of those by name, ``"export (joint)"`` (a model whose
     output is a scalar loss, as torch.export's forward+backward graph), or a
@@ -150,16 +158,17 @@ def trace(
 
     The GraphModule shares parameters and buffers with ``model``; the model is never changed.
     """
-    unknown = sorted(set(options) - set(_OPTIONS))
+    unknown = sorted(set(options) - set(OPTIONS))
     if unknown:
         raise UsageError(f"trace() has no option {', '.join(map(repr, unknown))}; "
-                         f"its options are: {', '.join(_OPTIONS)}.")
+                         f"its options are: {', '.join(OPTIONS)}.")
     return capture(model, example_inputs, **options).gm
 
 
 # help(trace) and Jupyter's Shift-Tab show capture's keyword arguments, declared once there.
 trace.__signature__ = inspect.signature(capture).replace(return_annotation="torch.fx.GraphModule")
-_OPTIONS = [p.name for p in trace.__signature__.parameters.values() if p.kind == p.KEYWORD_ONLY]
+#: capture's and trace's keyword options
+OPTIONS = tuple(p.name for p in trace.__signature__.parameters.values() if p.kind == p.KEYWORD_ONLY)
 
 
 def _distinct(inputs: tuple) -> tuple:
@@ -181,13 +190,17 @@ def _is_tracer(tracer: Any) -> bool:
 
 
 def _request(chosen: FrontEnd, model: Any, inputs: tuple, tracer: Any, options: dict[str, Any]) -> Request:
-    return Request(model, inputs, chosen.name, tracer, {k: options[k] for k in chosen.options})
+    return Request(model, inputs, chosen.name, tracer, {k: options[k] for k in chosen.options}, options["keywords"])
+
+
+def _own_failure(model: Any, inputs: tuple, options: dict[str, Any]) -> TraceError | None:
+    return own_failure(keywords.keywords_last(model, options["keywords"]), inputs)
 
 
 def _given(options: dict[str, Any]) -> list[str]:
     """The options the user set (not left at their empty defaults)."""
-    return [k for k, v in options.items()
-            if v is not None and v is not False and not (isinstance(v, (tuple, list, dict, set)) and not v)]
+    return [k for k, v in options.items() if k != "keywords"
+            and v is not None and v is not False and not (isinstance(v, (tuple, list, dict, set)) and not v)]
 
 
 def _refuse_options(chosen: FrontEnd, options: dict[str, Any]) -> None:

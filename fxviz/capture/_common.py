@@ -69,6 +69,18 @@ class Request:
     method: str
     tracer: Any
     options: dict[str, Any]
+    #: The names of the keyword inputs, the last ``len(keywords)`` of ``inputs``.
+    keywords: tuple[str, ...] = ()
+
+    @property
+    def args(self) -> tuple:
+        """The positional inputs, as the user called the model."""
+        return self.inputs[:len(self.inputs) - len(self.keywords)]
+
+    @property
+    def kwargs(self) -> dict[str, Any]:
+        """The keyword inputs, as the user called the model."""
+        return dict(zip(self.keywords, self.inputs[len(self.args):]))
 
     @functools.cached_property
     def plain(self) -> Any:
@@ -87,7 +99,8 @@ class Request:
 class FrontEnd:
     """A capture method: ``run(request)`` returns a Capture or a GraphModule; ``auto``
     its place in ``tracer="auto"``'s chain (lower first; None: by name only); ``about``
-    what its graphs show, for a reader who did not pick it."""
+    what its graphs show, for a reader who did not pick it. Its graphs' inputs are named
+    after the model's parameters and their outputs described (:mod:`.names`)."""
 
     name: str
     run: Callable[[Request], Any]
@@ -106,15 +119,27 @@ class FrontEnd:
         return None
 
     def __call__(self, request: Request) -> Capture:
+        from fxviz.capture.keywords import input_names, keywords_last
+        from fxviz.capture.names import describe_outputs, name_inputs
+
         result = self.run(request)
         if not isinstance(result, Capture):
             reference = request.__dict__.get("plain")  # the front-end captured request.plain
+            if request.keywords:  # the check calls it as the graph: keyword inputs last
+                reference = keywords_last(request.model if reference is None else reference, request.keywords)
             gradients = result.meta["fxviz"].get("gradient_outputs")
             if gradients and reference is not None and reference is not request.model:
                 reference.fxviz_gradient_outputs = gradients  # the check marks these outputs (run_outputs)
             result = Capture([result], self.name, reference=reference)
         if isinstance(request.model, nn.Module):
             name_graphs(result.graphs, type(request.model).__name__)
+        names = input_names(request.model, request.inputs, request.keywords)
+        for gm in result.graphs:
+            info = gm.meta.get("fxviz", {})
+            for part in (gm, info.get("aot_forward"), info.get("aot_backward")):
+                if part is not None:
+                    name_inputs(part, request.inputs, names)
+                    describe_outputs(part)
         return result
 
 

@@ -22,8 +22,9 @@ from fxviz.errors import TraceError
 AOT_PARTS = ("aot_forward", "aot_backward")
 
 
-def capture(fn: Callable[..., Any], inputs: tuple, *, aot: bool = True, backward: bool = False) -> Capture:
-    """Run ``fn(*inputs)`` under ``torch.compile`` with a recording backend: every graph
+def capture(fn: Callable[..., Any], inputs: tuple, *, aot: bool = True, backward: bool = False,
+            kwargs: dict[str, Any] | None = None) -> Capture:
+    """Run ``fn(*inputs, **kwargs)`` under ``torch.compile`` with a recording backend: every graph
     in the order it ran (with the inputs it was first called with), its guards, and
     each graph break's reason and user line. ``aot``: each graph also goes through AOT
     autograd, recording its ATen forward graph (without ``backward``, AOT's inference
@@ -62,10 +63,10 @@ def capture(fn: Callable[..., Any], inputs: tuple, *, aot: bool = True, backward
             # A plain function may be a training step: it takes its own gradients.
             grad = backward or not isinstance(fn, torch.nn.Module)
             with torch.set_grad_enabled(grad):
-                outputs = api.optimize(record, export_guards)(fn)(*inputs)
+                outputs = api.optimize(record, export_guards)(fn)(*inputs, **(kwargs or {}))
                 if backward:
                     with messages.quiet():  # compiles the backward graphs: no graph breaks there
-                        _differentiate(outputs, fn, inputs)
+                        _differentiate(outputs, fn, (*inputs, *(kwargs or {}).values()))
         except Exception as exc:
             explained = [line.strip() for line in str(exc).splitlines() if line.strip().startswith("Explanation:")]
             raise TraceError(f"dynamo could not capture the model{where(exc, api.error_frame(exc))}\n"
@@ -216,4 +217,4 @@ def _user_line(stack: Any) -> str | None:
 
 front_end("dynamo", auto=50, about=("TorchDynamo, torch.compile's capture: the torch functions and methods the "
                                      "model ran, one graph per stretch of code between graph breaks"))(
-    lambda r: capture(r.model, r.inputs))
+    lambda r: capture(r.model, r.args, kwargs=r.kwargs))

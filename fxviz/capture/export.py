@@ -14,6 +14,7 @@ import torch.fx
 from torch import nn
 
 from fxviz.capture._common import finish, first_line, front_end
+from fxviz.capture.keywords import keywords_last
 from fxviz.capture.places import where
 from fxviz._torch_internals import call_inputs
 from fxviz.errors import InputError, TraceError
@@ -34,11 +35,16 @@ def load(model: Any) -> torch.export.ExportedProgram:
         raise TraceError(f"Cannot load the exported program {str(model)!r}: {first_line(exc)}") from exc
 
 
-def positional_inputs(ep: torch.export.ExportedProgram, inputs: tuple) -> tuple:
-    """``inputs`` for ``ep`` as fxviz passes them (one tuple, keyword inputs after the
-    positional ones); none given: those ``ep`` was exported with. Raises InputError when
-    their number is not the program's."""
+def positional_inputs(ep: torch.export.ExportedProgram, inputs: tuple, kwargs: dict[str, Any] | None = None) -> tuple:
+    """``inputs`` (and keyword inputs ``kwargs``) for ``ep`` as fxviz passes them (one
+    tuple, keyword inputs after the positional ones, in the program's order); none given:
+    those ``ep`` was exported with. Raises InputError when they are not the program's."""
     count, names = call_inputs(ep)
+    if kwargs:
+        if set(kwargs) != set(names):
+            raise InputError(f"This exported program takes the keyword inputs ({', '.join(names) or 'none'}), "
+                             f"not ({', '.join(kwargs)}): pass exactly those it was exported with.")
+        inputs = (*inputs, *(kwargs[name] for name in names))
     if not inputs and ep.example_inputs:  # a .pt2 file keeps the inputs it was exported with
         args, kwargs = ep.example_inputs
         return (*args, *(kwargs[name] for name in names))
@@ -53,18 +59,7 @@ def positional_inputs(ep: torch.export.ExportedProgram, inputs: tuple) -> tuple:
 def reference(ep: torch.export.ExportedProgram) -> nn.Module:
     """``ep.module()`` (the model a Session checks against) called as fxviz calls a graph:
     with positional inputs only, the last ones its keyword inputs."""
-    names = call_inputs(ep)[1]
-    return _KeywordsLast(ep.module(), names) if names else ep.module()
-
-
-class _KeywordsLast(nn.Module):
-    def __init__(self, module: nn.Module, names: list[str]):
-        super().__init__()
-        self.module, self.names = module, names
-
-    def forward(self, *inputs: Any) -> Any:
-        split = len(inputs) - len(self.names)
-        return self.module(*inputs[:split], **dict(zip(self.names, inputs[split:])))
+    return keywords_last(ep.module(), call_inputs(ep)[1])
 
 
 def capture(model: nn.Module, inputs: tuple, *, strict: bool = False,
@@ -158,7 +153,7 @@ def run_decompositions(gm: torch.fx.GraphModule, inputs: tuple, table: Any = Non
 
 _ATEN_FORWARD = "the ATen operators the forward ran"
 front_end("export", auto=20, needs_module=True, about=f"torch.export (non-strict): {_ATEN_FORWARD}")(
-    lambda r: capture(r.plain, r.inputs))
+    lambda r: capture(r.plain, r.args, kwargs=r.kwargs))
 front_end("export (strict)", auto=30, needs_module=True,
           about=f"torch.export (strict, through TorchDynamo): {_ATEN_FORWARD}")(
-    lambda r: capture(r.plain, r.inputs, strict=True))
+    lambda r: capture(r.plain, r.args, strict=True, kwargs=r.kwargs))

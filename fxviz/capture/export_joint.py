@@ -27,6 +27,7 @@ from fxviz.capture._common import Capture, finish, first_line, front_end
 from fxviz.capture.places import where
 from fxviz.capture.backward import attribute_backward
 from fxviz.capture.export import next_to_first_user, without_partial_graph
+from fxviz.capture.keywords import keywords_last
 from fxviz.check import Gradients
 from fxviz.errors import TraceError
 
@@ -174,4 +175,8 @@ def _backward_nodes(loss: torch.fx.Node, graph: torch.fx.Graph) -> set[torch.fx.
 
 front_end("export (joint)", needs_module=True, about=(
     "torch.export's joint graph: the ATen operators of the forward, the loss's backward and the gradients"))(
-    lambda r: Capture([capture(r.model, r.inputs)], r.method, reference=reference(r.model)))
+    lambda r: _joint(keywords_last(r.model, r.keywords), r))
+
+
+def _joint(model: nn.Module, r: Any) -> Capture:
+    return Capture([capture(model, r.inputs)], r.method, reference=reference(model))

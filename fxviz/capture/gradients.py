@@ -25,12 +25,12 @@ def with_gradients(fn: Callable[..., Any], module: nn.Module | None = None) -> C
     params = [(name, p) for name, p in root.named_parameters() if p.requires_grad]
 
     @functools.wraps(fn)  # __wrapped__: closed_over_modules still finds the model
-    def step(*args: Any) -> Any:
+    def step(*args: Any, **kwargs: Any) -> Any:
         saved = [p.grad for _, p in params]
         for _, p in params:
             p.grad = None
         try:
-            out = fn(*args)
+            out = fn(*args, **kwargs)
             grads = {name: p.grad for name, p in params if p.grad is not None}
         finally:
             for (_, p), grad in zip(params, saved):

@@ -15,6 +15,7 @@ from fxviz.capture.places import where
 from fxviz.capture.backward import attribute_backward, sequence_numbers
 from fxviz._runtime import untouched
 from fxviz.capture.closure import closed_over_module
+from fxviz.capture.keywords import keywords_last
 from fxviz.errors import TraceError
 
 
@@ -129,4 +130,4 @@ def _get_attr(gm: torch.fx.GraphModule, qualified: str) -> Any:
 
 front_end("make_fx", auto=40, options=("module",),
           about="make_fx: every ATen operator the call ran (a training step: its backward too)")(
-    lambda r: capture(r.plain, r.inputs, r.options["module"]))
+    lambda r: capture(keywords_last(r.plain, r.keywords), r.inputs, r.options["module"]))

@@ -3,6 +3,7 @@
 object that holds lists of tensors (Reformer's cache of buckets and states), those lists."""
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import torch
@@ -19,6 +20,7 @@ def with_plain_outputs(model: nn.Module) -> nn.Module:
     wrapper = module_copy(model)
     forward = model.forward
 
+    @functools.wraps(forward)  # torch.export names the graph's inputs after forward's parameters
     def plain_forward(*args: Any, **kwargs: Any) -> Any:
         return tree_map(_plain, forward(*args, **kwargs))
 

@@ -26,8 +26,11 @@ def capture(
     lower: Iterable[str | type[nn.Module]] = (),
     concrete_args: dict[str, Any] | None = None,
     fallback: bool = False,
+    keywords: tuple[int, tuple[str, ...]] = (0, ()),
 ) -> torch.fx.GraphModule:
-    """Symbolically trace ``model`` (see :func:`fxviz.trace` for the options)."""
+    """Symbolically trace ``model`` (see :func:`fxviz.trace` for the options); ``keywords``:
+    how many positional inputs it is given and the names of its keyword inputs, which the
+    graph then takes right after them (:func:`_keywords_last`)."""
     if not isinstance(model, nn.Module):
         raise TraceError(
             f"The symbolic tracer needs an nn.Module, got {type(model).__name__}. "
@@ -50,6 +53,8 @@ def capture(
                 continue
             raise trace_error(exc, path, culprit, fallback=fallback, leaves_added=added) from exc
         break
+    if keywords[1]:
+        _keywords_last(graph, *keywords)
     try:
         gm = torch.fx.GraphModule(tracer_obj.root, graph, type(model).__name__)
     except SyntaxError as exc:
@@ -65,6 +70,27 @@ def capture(
         "module_types": module_types(model),
     }
     return gm
+
+
+def _keywords_last(graph: torch.fx.Graph, count: int, names: tuple[str, ...]) -> None:
+    """Order the placeholders (forward's parameters) as fxviz passes the inputs: the first
+    ``count``, then those named ``names``, then the rest (left at their defaults); the
+    given ones lose their defaults, so the code stays valid Python."""
+    placeholders = list(graph.find_nodes(op="placeholder"))
+    by_name = {str(node.target): node for node in placeholders}
+    missing = [name for name in names if name not in by_name]
+    if missing or any(str(node.target).startswith("*") for node in placeholders[:count]):
+        raise TraceError(f"Symbolic tracing passes keyword inputs only to named parameters of forward, not "
+                         f"{', '.join(missing) or 'after *args'}: use tracer='export' or 'make_fx'.")
+    given = [*placeholders[:count], *(by_name[name] for name in names)]
+    order = given + [node for node in placeholders if node not in given]
+    for node in given:
+        node.args = ()
+    for before, node in zip([None, *order], order):
+        if before is None:
+            next(iter(graph.nodes)).prepend(node)
+        else:
+            before.append(node)
 
 
 def _make_tracer(
@@ -173,4 +199,4 @@ def trace_error(exc: BaseException, path: str | None, culprit: nn.Module | None,
 front_end("symbolic", auto=10, needs_module=True, needs_inputs=False,
           options=("leaf_modules", "lower", "concrete_args", "fallback"), about=(
               "torch.fx symbolic tracing: the modules, functions and methods the model's forward calls"))(
-    lambda r: capture(r.model, tracer=r.tracer, **r.options))
+    lambda r: capture(r.model, tracer=r.tracer, keywords=(len(r.args), r.keywords), **r.options))
