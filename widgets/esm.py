@@ -12,7 +12,7 @@ import re
 
 HERE = pathlib.Path(__file__).parent
 #: the graph view's modules, each after those it imports (graph_view.js last)
-GRAPH_VIEW = ("columns.js", "gv_view.js", "gv_graph.js", "gv_labels.js", "gv_svg.js", "gv_dom.js", "gv_tooltip.js", "gv_stage.js",
+GRAPH_VIEW = ("columns.js", "gv_view.js", "gv_graph.js", "gv_labels.js", "gv_svg.js", "gv_dom.js", "gv_tooltip.js", "gv_minimap.js", "gv_stage.js",
               "gv_select.js", "gv_search.js", "gv_pointer.js", "gv_toolbar.js", "gv_keys.js", "graph_view.js")
 #: the node table's modules
 TABLE_VIEW = ("columns.js", "table_view.js")

@@ -25,6 +25,7 @@ class GraphDrawing:
         self.open: list[str] = []  # boxes the view keeps open, most wanted (latest opened) first
         self.source = ""  # the DOT on screen: the same DOT is not laid out twice
         self.note = ""  # what the drawing on screen left out (Rendering.note)
+        self.wants_all = False  # the drawing asked for has no box collapsed ("Expand all")
 
     def draw(self, step: Any, coloring: dict[str, Any], note: str, reveal: str = "", *,
              keep_on_error: bool = False) -> bool:
@@ -40,7 +41,7 @@ class GraphDrawing:
                                **coloring)
             same = rendering.dot.source == self.source  # e.g. timings arrived in "op" colouring
             if not same:
-                rendering = rendering.drawn()  # a coarser drawing if dot runs out of time
+                asked, rendering = rendering, rendering.drawn()  # a coarser drawing if dot runs out of time
                 svg = rendering.svg
         except FxvizError as exc:  # e.g. a layout that would take too long: no stale picture
             if keep_on_error and self.source:
@@ -54,11 +55,19 @@ class GraphDrawing:
                 view.status = f"step {step.index} not drawn: see the error above"
             return False
         if same:
+            if self.wants_all and self.collapsed:  # asked again: said again, and the view's boxes put back
+                self.note = left_closed(rendering.elements, len(step.graph))
+                view.collapsed = self.collapsed
             view.status = " · ".join(filter(None, [status, self.note]))
             return True
         self.collapsed = [e["name"] for e in rendering.elements.values() if e["kind"] == "collapsed"]
         self.open = list(rendering.expanded)
         self.source, self.note = rendering.dot.source, rendering.note
+        if self.wants_all and self.collapsed:
+            # Every box left closed, in its own words (the plan's note counts only the boxes asked
+            # open); a coarser drawing's note, why fewer are drawn, stays.
+            kept = rendering.note if rendering is not asked else ""
+            self.note = "; ".join(filter(None, [kept, left_closed(rendering.elements, len(step.graph))]))
         status = " · ".join(filter(None, [status, self.note]))
         with view.hold_sync():
             view.svg, view.elements, view.legend = svg, rendering.elements, rendering.legend
@@ -93,5 +102,18 @@ class GraphDrawing:
         new, before = set(collapsed), self.open
         opened = [p for p in self.collapsed or () if p not in new]  # in drawing order: top first
         self.open = opened + [p for p in self.open if p not in new and p not in opened]
-        if not redraw(selected if opened else ""):
-            self.open = before
+        self.wants_all = not collapsed
+        try:
+            if not redraw(selected if opened else ""):
+                self.open = before
+        finally:
+            self.wants_all = False
+
+
+def left_closed(elements: dict[str, dict[str, Any]], total: int) -> str:
+    """What "Expand all" left collapsed in a drawing of ``elements`` (of a graph of
+    ``total`` nodes), why, and what to do: said, never silent."""
+    boxes = sum(e["kind"] == "collapsed" for e in elements.values())
+    drawn = sum(e["kind"] == "node" for e in elements.values())
+    return (f"Expand all left {boxes} {'box' if boxes == 1 else 'boxes'} collapsed ({drawn:,} of {total:,} nodes "
+            "drawn): opening more would make the layout slow; click a box to open it")

@@ -5,7 +5,7 @@
  *
  * An anywidget front-end. All state lives in the model's traitlets (see
  * docs/CONTRACTS.md). `render` only wires the parts together, one module per concern:
- * gv_stage.js (the drawing, pan and zoom), gv_select.js (selection, arrow keys),
+ * gv_stage.js (the drawing, pan and zoom), gv_minimap.js (the overview), gv_select.js (selection, arrow keys),
  * gv_search.js, gv_pointer.js (wheel, drag, hover, clicks), gv_toolbar.js (buttons,
  * colour modes, legend), gv_keys.js (undo/redo), gv_tooltip.js; the pure helpers are
  * in columns.js (records sent column-wise), gv_view.js, gv_graph.js, gv_labels.js,
@@ -18,6 +18,7 @@ import { tooltipFor } from "./gv_labels.js";
 import { buildDom, elementMaker } from "./gv_dom.js";
 import { createTooltip } from "./gv_tooltip.js";
 import { createStage } from "./gv_stage.js";
+import { createMinimap } from "./gv_minimap.js";
 import { createSelection } from "./gv_select.js";
 import { createSearch } from "./gv_search.js";
 import { attachPointer } from "./gv_pointer.js";
@@ -32,6 +33,7 @@ export * from "./gv_svg.js";
 export * from "./gv_dom.js";
 export * from "./gv_tooltip.js";
 export * from "./gv_stage.js";
+export * from "./gv_minimap.js";
 export * from "./gv_select.js";
 export * from "./gv_search.js";
 export * from "./gv_pointer.js";
@@ -89,7 +91,10 @@ function render({ model, el }) {
     model.save_changes();
   }
 
-  const stage = createStage({ doc, viewport, canvas, message, nodes, elements, selected });
+  // The overview goes where it is clicked through the stage, made just below.
+  const minimap = createMinimap({ h, viewport, go: (v) => stage.setView(v), on });
+  const stage = createStage({ doc, viewport, canvas, message, nodes, elements, selected,
+    onView: minimap.update, onDraw: minimap.draw });
   const tooltip = createTooltip({ tip, canvas, h, width: stage.width, height: stage.height,
     describe: (/** @type {string} */ id) => tooltipFor(elements(), nodes(), id) });
   const selection = createSelection({ canvas, viewport, selectionButton: button.selection, selected, nodes, send,
@@ -117,7 +122,7 @@ function render({ model, el }) {
   // The widget may be rendered before it is attached: fit once it has a size.
   const resize = new ResizeObserver(() => {
     keys.attach();
-    stage.fitIfPending();
+    stage.resized();
   });
   resize.observe(viewport);
   keys.attach();
@@ -126,7 +131,10 @@ function render({ model, el }) {
 
   onModel("svg", onSvg);
   onModel("elements", refreshMarks);
-  onModel("nodes", refreshMarks);
+  onModel("nodes", () => {
+    refreshMarks();
+    stage.refitIfUntouched();
+  });
   onModel("selected", selection.follow);
   onModel("color_modes", bar.renderModes);
   onModel("color_mode", bar.renderMode);

@@ -22,13 +22,13 @@ export function elementMaker(doc) {
 
 /** [action, label, title] of the toolbar's buttons. */
 const BUTTONS = [
-  ["fit", "Fit", "Show the whole graph if it is legible, else its top (the inputs) at a legible size"],
+  ["fit", "Fit", "Show the whole graph if it is legible, else where it starts (its inputs) at a legible size"],
   ["in", "+", "Zoom in (Ctrl/\u2318 + wheel, or the wheel once the graph has focus)"],
   ["out", "\u2212", "Zoom out"],
   ["selection", "Selected", "Zoom to the selected node"],
   ["collapse-all", "Collapse all", "Draw every top-level module as one box"],
   ["expand-level", "Expand a level", "Open each collapsed module one level"],
-  ["expand-all", "Expand all", "Open every module"],
+  ["expand-all", "Expand all", "Open every module that lays out quickly (the status line says what stays closed)"],
 ];
 
 /**

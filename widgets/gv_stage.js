@@ -7,7 +7,7 @@
  */
 import {
   anchorView, byDistance, center, ensureVisible, fitBox, grow, initialView, keepInView, minScale,
-  readableScale, revealView, zoomAt,
+  readableScale, revealView, topRow, zoomAt,
 } from "./gv_view.js";
 import { indexElements, locate, moduleElementId } from "./gv_graph.js";
 import { importSvg } from "./gv_svg.js";
@@ -41,10 +41,28 @@ export function anchorsView(id) {
 }
 
 /**
- * @param {{doc: Document, viewport: HTMLElement, canvas: HTMLElement, message: HTMLElement,
- *   nodes: () => Nodes, elements: () => Elements, selected: () => string}} parts
+ * The user's inputs in graph order: placeholders, less the parameters torch.export or
+ * dynamo lifted to inputs (their target is the qualified name, not the node's); every
+ * placeholder when that leaves none.
+ * @param {Nodes} nodes
+ * @returns {string[]}
  */
-export function createStage({ doc, viewport, canvas, message, nodes, elements, selected }) {
+export function inputNames(nodes) {
+  const all = Object.keys(nodes).filter((name) => nodes[name].op === "placeholder");
+  const own = all.filter((name) => {
+    const target = String(nodes[name].target ?? name);
+    return target.toLowerCase() === name.toLowerCase() || target.replace(/^\*+/, "") === name;
+  });
+  return own.length ? own : all;
+}
+
+/**
+ * @param {{doc: Document, viewport: HTMLElement, canvas: HTMLElement, message: HTMLElement,
+ *   nodes: () => Nodes, elements: () => Elements, selected: () => string,
+ *   onView: (view: View, graph: Box) => void, onDraw: (svg: SVGSVGElement | null) => void}} parts
+ *   onView: after every pan or zoom; onDraw: a new drawing (null: none)
+ */
+export function createStage({ doc, viewport, canvas, message, nodes, elements, selected, onView, onDraw }) {
   /** @type {View} */
   let view = { x: 0, y: 0, k: 1 };
   /** Ids are looked up per widget, not with document.getElementById: the same
@@ -54,6 +72,8 @@ export function createStage({ doc, viewport, canvas, message, nodes, elements, s
   /** @type {{width: number, height: number} | null} */
   let svgSize = null;
   let needsFit = false;
+  /** The view the last fit set, while the user has not moved it. @type {View | null} */
+  let fitted = null;
   /** Legible zoom for the drawing on screen (from its label font size). */
   let readable = readableScale(11);
   /** Set by a collapse/expand click: keep that module still on the next re-render.
@@ -71,6 +91,7 @@ export function createStage({ doc, viewport, canvas, message, nodes, elements, s
   function setView(v) {
     view = v;
     canvas.style.transform = `translate(${v.x}px, ${v.y}px) scale(${v.k})`;
+    onView(v, graphBox());
   }
 
   /** @param {Element} e @returns {Box} */
@@ -82,10 +103,19 @@ export function createStage({ doc, viewport, canvas, message, nodes, elements, s
     return { x: p.x * view.k + view.x, y: p.y * view.k + view.y };
   }
 
+  /** Where the drawing starts: the drawn boxes of the inputs (or the collapsed boxes
+   * hiding them), else (no node records yet) the top row of drawn boxes. */
+  function startBoxes() {
+    const found = new Set(inputNames(nodes()).map(elementFor).filter((e) => e !== null));
+    if (found.size) return [...found].map(boxOf);
+    return topRow([...byId].filter(([id]) => anchorsView(id)).map(([, e]) => boxOf(e)));
+  }
+
   function fit() {
-    const v = svgSize && initialView(graphBox(), width(), height(), readable);
+    const v = svgSize && width() > 0 ? initialView(graphBox(), width(), height(), readable, startBoxes()) : null;
     needsFit = !v;
     if (v) setView(v);
+    fitted = v;
   }
 
   /** Zoom keeping screen point (px, py) still, no further out than the whole graph.
@@ -126,6 +156,7 @@ export function createStage({ doc, viewport, canvas, message, nodes, elements, s
   /** @param {string} text */
   function showSvg(text) {
     canvas.replaceChildren();
+    onDraw(null);
     byId = new Map();
     svgSize = null;
     message.hidden = false;
@@ -139,6 +170,7 @@ export function createStage({ doc, viewport, canvas, message, nodes, elements, s
       return;
     }
     canvas.append(svg);
+    onDraw(svg);
     for (const g of svg.querySelectorAll("g[id]")) byId.set(g.id, g);
     svgSize = { width: svg.width.baseVal.value, height: svg.height.baseVal.value };
     const label = svg.querySelector("g.node text[font-size]");
@@ -192,7 +224,14 @@ export function createStage({ doc, viewport, canvas, message, nodes, elements, s
     view: () => view,
     byId: (/** @type {string} */ id) => byId.get(id),
     reindex: () => { index = indexElements(elements()); },
-    /** The widget may be rendered before it has a size: fit once it has one. */
-    fitIfPending: () => { if (needsFit && width() > 0) fit(); },
+    /** The widget may be rendered before it has a size: fit once it has one; a new
+     * size redraws the overview's frame. */
+    resized: () => {
+      if (needsFit && width() > 0) fit();
+      else onView(view, graphBox());
+    },
+    /** Node records that came after the first drawing say where the inputs are: fit
+     * again unless the user has moved the view since. */
+    refitIfUntouched: () => { if (fitted && view === fitted) fit(); },
   };
 }

@@ -77,18 +77,63 @@ export function readableScale(fontSize) {
 
 /**
  * The view "Fit" and a new graph get: the whole graph when it fits at a legible
- * zoom, else legible and starting at the top (the inputs), centred across; the
- * rest is reached by panning. Never smaller than legible.
+ * zoom, else legible, starting at the top and across at `starts` (the drawn boxes of
+ * the inputs: a wide graph's inputs may be anywhere along its top row), so the first
+ * thing seen is where the graph begins, never an empty stretch of it. Without
+ * `starts`, centred across or from the left edge. Never smaller than legible.
  * @param {Box} box @param {number} width @param {number} height
  * @param {number} [readable] the legible zoom (see readableScale)
+ * @param {Box[]} [starts] in graph order
  * @returns {View | null}
  */
-export function initialView(box, width, height, readable = readableScale(11)) {
+export function initialView(box, width, height, readable = readableScale(11), starts = []) {
   const whole = fitBox(box, width, height);
   if (!whole || whole.k >= readable) return whole;
   const k = Math.min(readable, NATURAL_SCALE);
-  const x = box.width * k <= width ? (width - box.width * k) / 2 - box.x * k : 16 - box.x * k;
-  return { k, x, y: 16 - box.y * k };
+  const target = startTarget(starts, (width - 32) / k);
+  /** The pan along one axis: `at` (world) placed at screen `place`, the graph's own
+   * edges kept within 16 px of the pane's when it is larger than the pane. */
+  const axis = (/** @type {number} */ lo, /** @type {number} */ size, /** @type {number} */ room,
+    /** @type {number} */ at, /** @type {number} */ place) => {
+    if (size * k <= room - 32) return (room - size * k) / 2 - lo * k;
+    return clamp(place - at * k, room - 16 - (lo + size) * k, 16 - lo * k);
+  };
+  const x = target ? axis(box.x, box.width, width, center(target).x, width / 2) : axis(box.x, box.width, width, box.x, 16);
+  // The top of the graph, unless that leaves the start below the pane: then the start at the top.
+  const below = target && (target.y + target.height - box.y) * k > height - 32;
+  const y = axis(box.y, box.height, height, below && target ? target.y : box.y, 16);
+  return { k, x, y };
+}
+
+/**
+ * What a first view centres across: all the starts when they fit in `room` (world
+ * units) side by side, else the first one; null without starts.
+ * @param {Box[]} starts @param {number} room
+ * @returns {Box | null}
+ */
+export function startTarget(starts, room) {
+  if (!starts.length) return null;
+  const union = unionBox(starts);
+  return union.width <= room ? union : starts[0];
+}
+
+/**
+ * The boxes of the top row (those starting above the top box's middle), left to right:
+ * where a drawing laid out top to bottom begins, when its inputs are not known.
+ * @param {Box[]} boxes
+ * @returns {Box[]}
+ */
+export function topRow(boxes) {
+  if (!boxes.length) return [];
+  const top = boxes.reduce((a, b) => (b.y < a.y ? b : a));
+  return boxes.filter((b) => b.y < top.y + top.height / 2).sort((a, b) => a.x - b.x);
+}
+
+/** The smallest box holding every box of `boxes` (one at least). @param {Box[]} boxes @returns {Box} */
+export function unionBox(boxes) {
+  const x = Math.min(...boxes.map((b) => b.x)), y = Math.min(...boxes.map((b) => b.y));
+  const right = Math.max(...boxes.map((b) => b.x + b.width)), bottom = Math.max(...boxes.map((b) => b.y + b.height));
+  return { x, y, width: right - x, height: bottom - y };
 }
 
 /**

@@ -9,9 +9,10 @@
  * the user's model enters the DOM with textContent. report.py inlines the three
  * modules joined (fxviz.widgets.esm); `node --test` imports them as files.
  */
-import { HostModel, focusAfter, focusText } from "./report_model.js";
+import { HostModel, focusAfter, focusText, revealFocus } from "./report_model.js";
 import {
-  TABLE_OPEN_MAX, badge, buildLayout, codeContent, detailsContent, diffContent, historyButtons, timingContent,
+  TABLE_OPEN_MAX, badge, buildLayout, codeContent, detailsContent, diffContent, historyButtons, historyLegend,
+  timingContent,
 } from "./report_panels.js";
 
 export * from "./report_model.js";
@@ -29,13 +30,14 @@ async function inflate(b64) {
 /** @param {Document} doc */
 async function main(doc) {
   const data = JSON.parse(doc.getElementById("fxviz-report-data")?.textContent || "{}");
-  /** The widget front-end whose ES module source the page holds in element `id`. @param {string} id */
+  /** The widget front-end module whose source the page holds in element `id`. @param {string} id */
   const widget = async (id) => {
     const esm = JSON.parse(doc.getElementById(id)?.textContent || '""');
-    return (await import(URL.createObjectURL(new Blob([esm], { type: "text/javascript" })))).default;
+    return import(URL.createObjectURL(new Blob([esm], { type: "text/javascript" })));
   };
-  const [graphView, tableView] = await Promise.all(
+  const [graphModule, tableModule] = await Promise.all(
     [widget("fxviz-graph-view-esm"), widget("fxviz-table-view-esm")]);
+  const [graphView, tableView] = [graphModule.default, tableModule.default];
   /** @type {Map<number, Promise<any>>} */
   const cache = new Map();
   /** @param {number} i */
@@ -52,7 +54,7 @@ async function main(doc) {
     return e;
   };
   const root = /** @type {HTMLElement} */ (doc.getElementById("fxviz-report"));
-  const { stepLabel, stepBadge, history, overview, explorerView, note, graphEl, panels, tabButtons, tableEl,
+  const { stepLabel, stepBadge, history, historyLegend: undoneLine, overview, explorerView, note, graphEl, panels, tabButtons, tableEl,
     tableBox, tableTitle, diffToggle, base, codeView } = buildLayout(h, doc, root, data,
     data.steps[data.current].n_nodes <= TABLE_OPEN_MAX);
 
@@ -77,11 +79,28 @@ async function main(doc) {
   });
   tableView.render({ model: table, el: tableEl });
 
-  /** Select node `name` in the graph and the table, and describe it. @param {string} name */
-  function select(name) {
+  /** Select node `name` in the graph and the table, and describe it; a node inside a
+   * collapsed module is drawn by opening it, as the Explorer does. @param {string} name */
+  async function select(name) {
     model.update({ selected: name });
     table.update({ selected: name });
     showNode();
+    if (name && !drawn(name)) await reveal(name);
+  }
+
+  /** Whether node `name` is drawn as itself (not inside a collapsed box). @param {string} name */
+  const drawn = (name) => `fx-${name}` in (model.get("elements") || {});
+
+  /** The current step's node records (module paths), decoded when first needed. */
+  let records = /** @type {{step: any, nodes: Record<string, any>} | null} */ (null);
+
+  /** Open the focus that draws node `name`: its module's, else the nearest ancestor's. @param {string} name */
+  async function reveal(name) {
+    const s = step();
+    if (records?.step !== s) records = { step: s, nodes: graphModule.nodesOf(s.nodes) };
+    const path = records.nodes[name]?.module_path;
+    const f = typeof path === "string" ? revealFocus(path, s.views) : null;
+    if (f !== null && f !== focus) await showFocus(f);
   }
 
   /** Show focus `f` of the current step; false when the report has no such drawing.
@@ -148,6 +167,8 @@ async function main(doc) {
     stepLabel.textContent = `step ${i} of ${data.steps.length - 1} · ${s.pass_name}`;
     stepBadge.replaceChildren(badge(h, s.check));
     history.replaceChildren(...historyButtons(h, data.steps, stepIndex, showStep));
+    undoneLine.textContent = historyLegend(data.steps);
+    undoneLine.hidden = !undoneLine.textContent;
     details = await blob(s.details);
     const others = data.steps.filter((/** @type {any} */ o) => o.index !== i);
     base.replaceChildren(...others.map((/** @type {any} */ o) => {

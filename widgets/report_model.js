@@ -96,3 +96,15 @@ export function focusText(focus) {
   if (focus === "") return "top level: click a module to open it";
   return `open: ${focus} (other modules collapsed)`;
 }
+
+/**
+ * The focus that draws a node of module `path` (a search hit or a selected node inside
+ * a collapsed module is opened, as the Explorer opens it): its module's own, else the
+ * deepest ancestor's the report drew (`views`: it keeps a limited number); null for none.
+ * @param {string} path @param {Record<string, unknown>} views
+ * @returns {string | null}
+ */
+export function revealFocus(path, views) {
+  for (let p = path; p; p = parentPath(p)) if (p in views) return p;
+  return null;
+}

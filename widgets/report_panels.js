@@ -53,6 +53,7 @@ export function buildLayout(h, doc, root, data, tableOpen) {
   const stepBadge = h("span", "fxviz-report-badge");
   header.append(h("b", "fxviz-report-title", data.title), stepLabel, stepBadge);
   const history = h("div", "fxviz-report-history");
+  const historyLegend = h("div", "fxviz-report-history-legend fxviz-hint");
   const viewBar = h("div", "fxviz-report-viewbar");
   const overview = h("button", "fxviz-report-overview", "top level");
   const explorerView = h("button", "fxviz-report-explorer-view", "as in the Explorer");
@@ -80,7 +81,7 @@ export function buildLayout(h, doc, root, data, tableOpen) {
   const tableTitle = h("summary", "fxviz-report-table-title");
   tableBox.append(tableTitle, tableEl);
   tableBox.open = tableOpen;
-  root.replaceChildren(header, history, main, tableBox);
+  root.replaceChildren(header, history, historyLegend, main, tableBox);
 
   // code panel: the step's code, or its diff against another step
   const diffToggle = /** @type {HTMLInputElement} */ (h("input", "fxviz-report-diff-toggle"));
@@ -90,7 +91,7 @@ export function buildLayout(h, doc, root, data, tableOpen) {
   diffLabel.append(diffToggle, doc.createTextNode(" diff against "), base);
   const codeView = h("pre", "fxviz-report-code");
   panels.code.append(diffLabel, codeView);
-  return { stepLabel, stepBadge, history, overview, explorerView, note, graphEl, panels, tabButtons, tableEl,
+  return { stepLabel, stepBadge, history, historyLegend, overview, explorerView, note, graphEl, panels, tabButtons, tableEl,
     tableBox, tableTitle, diffToggle, base, codeView };
 }
 
@@ -184,6 +185,21 @@ export function timingContent(h, t, chart) {
   return [h("p", "fxviz-report-timing-summary", t.summary), table, img];
 }
 
+/** Why a step is in grey italics (undone in the session), said with its title. */
+export const UNDONE_TITLE = "Grey italics: undone in the session (Redo would bring it back). "
+  + "The report keeps it so it can still be looked at and compared.";
+
+/**
+ * The line under the history explaining its grey italic steps; "" when there are none.
+ * @param {Array<{undone: boolean}>} steps
+ */
+export function historyLegend(steps) {
+  const n = steps.filter((s) => s.undone).length;
+  if (!n) return "";
+  return `Steps in grey italics (${n}) were undone in the session: Redo would bring them back; `
+    + "they are kept here to look at and compare.";
+}
+
 /**
  * The history's buttons, the current step marked; a click calls `show(index)`.
  * @param {Make} h @param {any[]} steps @param {number} current @param {(index: number) => void} show
@@ -194,7 +210,7 @@ export function historyButtons(h, steps, current, show) {
     if (s.index === current) b.classList.add("fxviz-report-history-current");
     if (s.undone) b.classList.add("fxviz-report-history-undone");
     b.append(h("span", "", stepText(s)), badge(h, s.check));
-    b.title = s.undone ? "undone in the session (redo would restore it)" : s.check.message;
+    b.title = s.undone ? `${UNDONE_TITLE} Check: ${s.check.message}` : s.check.message;
     b.addEventListener("click", () => show(s.index));
     return b;
   });
