@@ -164,7 +164,7 @@ def test_fused_outputs_match_and_marks_colour_step_b(fusion):
     assert fusion.output_diff.status == "match" and fusion.output_diff.max_abs < 1e-4
     marks = fusion.node_marks()
     assert list(marks) == [n.name for n in fusion.step_b.gm.graph.nodes]
-    assert set(marks.values()) <= {"faster", "slower", "unchanged"}
+    assert set(marks.values()) <= {"faster", "slower", "changed", "unchanged"}
     assert "added" not in marks.values()
     assert fusion.paired.rounds == 3  # measured as profile_kwargs asked
 
@@ -207,7 +207,9 @@ def test_node_marks_from_a_synthetic_interleaved_run():
     x = (torch.randn(3),)
     cmp = compare(make_step(0, gm_a, x), make_step(1, gm_b, x), paired=paired)
     marks = cmp.node_marks()
-    assert marks == {"input_1": "added", "add": "slower", "relu": "faster", "_1": "added", "output": "unchanged"}
+    # output reads _1 now: changed structurally, and its time did not move
+    assert marks == {"input_1": "added", "add": "slower", "relu": "faster", "_1": "added", "output": "changed"}
+    assert cmp.node_marks("a") == {"x": "removed", "add": "slower", "relu": "faster", "output": "changed"}
     assert cmp.timing_by_node.set_index("node").loc["add", "ratio"] == 5.0  # lower quartiles: 50 against 10
 
 
@@ -348,3 +350,135 @@ def test_a_diff_window_shows_the_node_after_a_long_removal_and_the_end_past_the_
     assert "fused_op" in unified and "from the selected node" in unified
     end = diff_html(comparison, "side by side", near=10**6)
     assert "its end: no change at or after the selected node" in end and "more lines" not in end
+
+
+# -- structure: what changed, before anything is timed ----------------------------------
+
+class Block(nn.Module):
+    """conv -> bn -> relu, plus the block's input: a resnet block in small."""
+
+    def __init__(self, c):
+        super().__init__()
+        self.conv, self.bn, self.relu = nn.Conv2d(c, c, 3, padding=1), nn.BatchNorm2d(c), nn.ReLU()
+
+    def forward(self, x):
+        return self.relu(self.bn(self.conv(x))) + x
+
+
+class TinyResNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.stem_conv, self.stem_bn, self.stem_relu = nn.Conv2d(3, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU()
+        self.blocks = nn.Sequential(Block(4), Block(4), Block(4))
+
+    def forward(self, x):
+        return self.blocks(self.stem_relu(self.stem_bn(self.stem_conv(x))))
+
+
+@pytest.fixture(scope="module")
+def tiny_session():
+    import fxviz
+
+    torch.manual_seed(0)
+    session = fxviz.Session(TinyResNet().eval(), torch.randn(1, 3, 8, 8))
+    session.apply("fuse_conv_bn")
+    session.apply("lower_modules")  # ReLU by default
+    return session
+
+
+def synthetic_pair(gm_a, gm_b, times_a=None, times_b=None, rounds=12):
+    """Constant per-node times (default 10 µs) with a little scatter, the same on both sides."""
+    keys_a, keys_b = timing_ab._keys(gm_a), timing_ab._keys(gm_b)
+    wiggle = (np.arange(rounds) % 3)[:, None] * 0.1
+    a = np.array([(times_a or {}).get(n, 10.0) for n in keys_a["node"]]) + wiggle
+    b = np.array([(times_b or {}).get(n, 10.0) for n in keys_b["node"]]) + wiggle
+    return PairedTimes(a, b, keys_a, keys_b)
+
+
+def test_fusion_marks_the_conv_changed_the_batchnorm_removed_and_the_relu_unchanged(tiny_session):
+    cmp = tiny_session.compare(0, 1)
+    rows = cmp.structure.set_index("node")
+    assert rows.loc["stem_conv", ["mark", "counterpart"]].tolist() == ["changed", "stem_bn"]
+    assert "module (weights or settings)" in rows.loc["stem_conv", "why"]
+    assert "took over stem_bn (fuse_conv_bn)" in rows.loc["stem_conv", "why"]
+    assert rows.loc["stem_bn", ["mark", "counterpart", "why"]].tolist() == [
+        "removed", "stem_conv", "absorbed into stem_conv (fuse_conv_bn)"]
+    # the relu reads stem_conv where it read stem_bn: the same data, so unchanged
+    assert rows.loc["stem_relu", "mark"] == rows.loc["add", "mark"] == rows.loc["output", "mark"] == "unchanged"
+    assert cmp.graph_diff.set_index("node").loc["stem_relu", "status"] == "changed"  # by name alone it is not
+    assert rows["mark"].value_counts().to_dict() == {"unchanged": 9, "changed": 4, "removed": 4}
+    marks = cmp.node_marks()
+    assert marks["stem_conv"] == "changed" and marks["stem_relu"] == "unchanged" and "stem_bn" not in marks
+    assert cmp.node_marks("a")["stem_bn"] == "removed"
+    assert not cmp.timed  # nothing was measured for any of it
+    assert repr(cmp).endswith("step 1 (fuse_conv_bn): 0 added, 4 removed, 4 changed)")
+
+
+def test_a_fusion_nobody_recorded_is_still_seen_through_the_users_inputs():
+    gm = trace(TinyResNet().eval())
+    rows = compare(make_step(0, gm, None), make_step(1, fuse(gm), None)).structure.set_index("node")
+    assert rows.loc["stem_bn", ["mark", "counterpart", "why"]].tolist() == [
+        "removed", "stem_conv", "its users now read stem_conv"]
+    assert rows.loc["stem_conv", "mark"] == "changed" and rows.loc["stem_relu", "mark"] == "unchanged"
+
+
+def test_timing_refines_marks_only_beyond_the_noise(tiny_session):
+    a, b = tiny_session.steps[0], tiny_session.steps[1]
+    paired = synthetic_pair(a.gm, b.gm, times_a={"stem_conv": 40.0, "blocks_0_relu": 10.0},
+                            times_b={"stem_conv": 20.0, "blocks_0_relu": 30.0})
+    paired.times_b[::2, list(paired.keys_b["node"]).index("blocks_1_conv")] = 100.0  # half the rounds: noise
+    cmp = compare(a, b, paired=paired)
+    marks = cmp.node_marks()
+    assert marks["stem_conv"] == "faster" and marks["blocks_0_relu"] == "slower"
+    assert cmp.timing_by_node.set_index("node").loc["blocks_1_conv", "category"] == "too noisy to tell"
+    assert marks["blocks_1_conv"] == "changed" and marks["add"] == "unchanged"
+
+
+def test_lowering_relu_is_one_summarised_row_with_the_rows_kept(tiny_session):
+    a, b = tiny_session.steps[1], tiny_session.steps[2]
+    cmp = compare(a, b, paired=synthetic_pair(a.gm, b.gm))
+    marks = cmp.structure.set_index("node")
+    assert marks.loc["stem_relu", "mark"] == "changed" and "ReLU" in marks.loc["stem_relu", "why"]
+    summary = cmp.summary().set_index("target")
+    assert summary.loc["4 × ReLU deleted", ["control_counts", "test_counts", "category"]].tolist() == [4, 0, "deleted"]
+    assert summary.loc["4 × ReLU deleted", "control_us"] == pytest.approx(4 * 10.0)  # summed lower quartiles
+    assert summary.loc["torch.nn.functional.relu", "category"] == "added"
+    assert len(summary) == 2 and not any("(ReLU)" in t for t in summary.index)
+    per_module = cmp.top(level="target")
+    assert (per_module["target"].str.endswith("(ReLU)")).sum() == 4  # the detail is still there
+    kinds = cmp.timing_by_kind.set_index("kind")
+    assert kinds.loc["ReLU", ["control_counts", "category"]].tolist() == [4, "deleted"]
+
+
+def paired_forwards(forward_a, forward_b, rounds=None):
+    keys = pd.DataFrame({"node": ["n"], "target": ["n"], "kind": ["K"]})
+    n = len(forward_a)
+    return PairedTimes(np.ones((n, 1)), np.ones((n, 1)), keys, keys, {},
+                       np.asarray(forward_a, float), np.asarray(forward_b, float))
+
+
+def test_the_whole_forward_gets_one_row_and_claims_nothing_inside_the_noise():
+    rng = np.random.default_rng(0)
+    base = 1000 + rng.normal(0, 5, 20)
+    faster = timing_ab.total_timing(paired_forwards(base, base * 0.8)).iloc[0]
+    assert faster["category"] == "faster" and faster["ratio"] == pytest.approx(0.8, rel=0.01)
+    assert faster["ratio_lo"] <= faster["ratio"] <= faster["ratio_hi"] < 0.98
+    assert faster["control_us"] == pytest.approx(np.quantile(base, 0.25)) and faster["rounds"] == 20
+    assert 0 < faster["spread"] < 0.02
+    same = timing_ab.total_timing(paired_forwards(base, base * rng.normal(1, 0.002, 20))).iloc[0]
+    assert same["category"] == "unchanged"
+    scattered = base * rng.lognormal(0, 0.3, 20)  # 0.5x to 2x from round to round
+    noisy = timing_ab.total_timing(paired_forwards(base, scattered * 0.97)).iloc[0]
+    assert noisy["category"] == "too noisy to tell" and noisy["ratio_lo"] < 1 < noisy["ratio_hi"]
+    few = timing_ab.total_timing(paired_forwards(base[:9], base[:9] * 0.5)).iloc[0]
+    assert few["category"] == "too noisy to tell" and few["ratio"] == pytest.approx(0.5)
+    assert list(timing_ab.total_timing(paired_forwards(base, base)).columns) == [
+        "control_us", "test_us", "ratio", "ratio_lo", "ratio_hi", "category", "spread", "rounds"]
+
+
+def test_a_comparison_times_the_whole_forward_uninstrumented(tiny_session):
+    cmp = tiny_session.compare(1, 2, profile_kwargs={"warmup": 1, "repeats": 10})
+    total = cmp.timing_total.iloc[0]
+    assert total["rounds"] == 10 and total["control_us"] > 0 and total["test_us"] > 0
+    assert total["category"] in timing_ab.TOTAL_CATEGORIES
+    assert total["ratio"] == pytest.approx(total["test_us"] / total["control_us"])

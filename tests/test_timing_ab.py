@@ -40,8 +40,10 @@ def test_runs_alternate_a_b_then_b_a_on_the_same_inputs():
     order.clear()
     x = (torch.randn(4),)
     paired = measure_pair(tagged("a"), x, tagged("b"), x, warmup=1, repeats=4)
-    assert order == ["b", "a", "a", "b", "b", "a", "a", "b", "b", "a"]  # warm-up round -1 starts with b
+    # warm-up round -1 starts with b; each side runs plain, then timed
+    assert order == [t for t in "bbaa" "aabb" "bbaa" "aabb" "bbaa"]
     assert paired.times_a.shape == paired.times_b.shape == (4, 4)  # 4 rounds x (x, record, relu, output)
+    assert paired.forward_a.shape == paired.forward_b.shape == (4,) and (paired.forward_a > 0).all()
     assert list(paired.keys_a["node"]) == ["x", "record", "relu", "output"]
     assert {"load", "load_after", "threads", "cpu_count", "device"} <= set(paired.conditions)
     assert paired.conditions["threads"] == torch.get_num_threads() and paired.conditions["device"] == "cpu"
@@ -52,7 +54,7 @@ def test_a_cancelled_job_stops_at_the_next_round_with_a_clear_error():
     x = (torch.randn(4),)
     with cancellable(lambda: len(order) >= 6), pytest.raises(Cancelled, match="cancelled before it finished"):
         measure_pair(tagged("a"), x, tagged("b"), x, warmup=1, repeats=10**6)
-    assert len(order) == 6  # three rounds of A and B, then no forward more
+    assert len(order) == 8  # two rounds of A and B (plain and timed each), then no forward more
 
 
 def test_verdicts_from_paired_rounds():
@@ -101,7 +103,9 @@ def test_grouping_by_kind_sums_nodes_per_round_and_counts_them():
 
 def test_too_few_rounds_give_no_verdict_on_time():
     few = synthetic(np.full((9, 4), 100.0), np.full((9, 4), 200.0))  # doubled, but 9 rounds
-    assert set(paired_timing(few, "node")["category"]) == {NOISY}
+    judged = paired_timing(few, "node")
+    assert set(judged["category"]) == {NOISY}
+    assert (judged["ratio"] == 2.0).all() and (judged["ratio_lo"] == 2.0).all()  # the numbers are still shown
     enough = synthetic(np.full((10, 4), 100.0), np.full((10, 4), 200.0))
     assert set(paired_timing(enough, "node")["category"]) == {"increased"}
 
