@@ -157,8 +157,8 @@ def _own_inputs(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
 
 
 def compiled(model: nn.Module | Callable[..., Any], *example_inputs: Any, backward: bool | None = None,
-             n_random_inputs: int = 2) -> Compiled:
-    """Run ``model(*example_inputs)`` under ``torch.compile`` and keep everything its
+             n_random_inputs: int = 2, kwargs: dict[str, Any] | None = None) -> Compiled:
+    """Run ``model(*example_inputs, **kwargs)`` under ``torch.compile`` and keep everything its
     backend is handed (see :class:`Compiled`). ``backward``: also run the backward
     (default: when grad mode is on and a parameter or input requires grad), recording
     AOT's backward graphs; gradients are returned to nobody, never written to ``.grad``.
@@ -180,12 +180,12 @@ def compiled(model: nn.Module | Callable[..., Any], *example_inputs: Any, backwa
     if backward is None:
         owner = model if isinstance(model, nn.Module) else closed_over_module(model)
         params = list(owner.parameters()) if owner is not None else []
-        tensors = [t for t in (*params, *example_inputs) if isinstance(t, torch.Tensor)]
+        tensors = [t for t in (*params, *example_inputs, *(kwargs or {}).values()) if isinstance(t, torch.Tensor)]
         backward = torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
     name = getattr(model, "__name__", type(model).__name__)
     with called_as("compiled"), torch_errors_quiet(), untouched(root):
         try:
-            captured = dynamo.capture(root, tuple(example_inputs), aot=True, backward=backward)
+            captured = dynamo.capture(root, tuple(example_inputs), aot=True, backward=backward, kwargs=kwargs)
         except TraceError as exc:  # name the call the user wrote
             exc.args = (f"{caller()}(...): {exc}",)
             raise

@@ -146,3 +146,21 @@ def test_an_exported_program_takes_its_keyword_inputs_by_name():
     assert session.example_inputs == (IDS, MASK) and session.current.check.status == "match"
     with pytest.raises(fxviz.InputError, match="keyword inputs \\(attention_mask\\), not \\(mask\\)"):
         fxviz.Session(program, (IDS,), kwargs={"mask": MASK})
+
+
+def test_explore_passes_keywords_that_are_not_its_options_to_the_model():
+    from fxviz.widgets import explore
+
+    explorer = explore(Tagger(), IDS, attention_mask=MASK, tracer="export", profile="off")
+    assert explorer.session.example_inputs == (IDS, MASK)
+    assert explorer.session.current.check.status == "match"
+    with pytest.raises(UsageError, match="'decoder_input_ids' is neither an option of explore"):
+        explore(Tagger(), IDS, decoder_input_ids=IDS, profile="off")
+
+
+def test_explore_with_dynamo_passes_keywords_to_the_model():
+    from fxviz.widgets import explore
+
+    widget = explore(Tagger(), IDS, attention_mask=MASK, tracer="dynamo", profile="off")
+    gm = widget.compiled.graphs[0].gm
+    assert "attention_mask" in [n.name for n in gm.graph.find_nodes(op="placeholder")]

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from fxviz.errors import UsageError
-from fxviz.session import Session
+from fxviz.session import Session, split_options
 
 from .explorer import Explorer
 from .graph_view import GraphView
@@ -20,7 +20,9 @@ __all__ = ["Explorer", "GraphView", "TableView", "explore"]
 def explore(model_or_session: Any, *example_inputs: Any, profile: str = "background",
             profile_kwargs: Mapping[str, Any] | None = None, **session_kwargs: Any) -> Explorer:
     """The Explorer on ``Session(model, example_inputs, **session_kwargs)``, or on an
-    existing Session. ``profile``: "background" (a worker thread, with a progress bar),
+    existing Session. A keyword that is no option of Session's goes to the model
+    (``explore(t5, ids, decoder_input_ids=dec)``; ``kwargs={...}`` where a name clashes).
+    ``profile``: "background" (a worker thread, with a progress bar),
     "sync" (inline; for tests) or "off" (only on request); timings are
     ``step.profile(**profile_kwargs)`` (default ``budget_s=1.0``)."""
     if isinstance(model_or_session, Session):
@@ -34,12 +36,15 @@ def explore(model_or_session: Any, *example_inputs: Any, profile: str = "backgro
         from fxviz.capture import called_as
 
         with called_as("explore"):  # errors name the call the user wrote
+            compile_only = ("backward",) if session_kwargs.get("tracer") == "dynamo" else ()
+            session_kwargs, model_kwargs = split_options(model_or_session, example_inputs, session_kwargs,
+                                                         own=("profile", "profile_kwargs", *compile_only))
             if session_kwargs.get("tracer") == "dynamo":  # every graph, listed above the Explorer
                 from .compile_view import explore_compiled
 
-                return explore_compiled(model_or_session, example_inputs, session_kwargs,
+                return explore_compiled(model_or_session, example_inputs, session_kwargs, model_kwargs,
                                         profile=profile, profile_kwargs=profile_kwargs)
-            session = Session(model_or_session, example_inputs, **session_kwargs)
+            session = Session(model_or_session, example_inputs, kwargs=model_kwargs, **session_kwargs)
     if session.capture.method == "dynamo" and (len(session.capture.graphs) > 1 or session.capture.note):
         from .compile_view import CompileExplorer
 

@@ -34,7 +34,7 @@ CSS = (pathlib.Path(__file__).parent / "compile_view.css").read_text()
 
 
 def explore_compiled(model: Any, example_inputs: tuple, session_kwargs: dict[str, Any],
-                     **explorer_options: Any) -> CompileExplorer:
+                     model_kwargs: dict[str, Any] | None = None, **explorer_options: Any) -> CompileExplorer:
     """``explore(model, *inputs, tracer="dynamo")``: every graph torch.compile makes,
     with AOT's forward and backward (``backward=`` as in :func:`fxviz.compiled`)."""
     from fxviz.compile_graphs import compiled
@@ -45,7 +45,7 @@ def explore_compiled(model: Any, example_inputs: tuple, session_kwargs: dict[str
     if unknown:
         raise TraceError(f"explore(..., tracer='dynamo') takes n_random_inputs and backward, not {', '.join(unknown)}: "
                          "torch.compile captures the whole model down to ATen operators.")
-    return CompileExplorer(compiled(model, *example_inputs, **options), **explorer_options)
+    return CompileExplorer(compiled(model, *example_inputs, kwargs=model_kwargs, **options), **explorer_options)
 
 
 def _pre(text: str) -> str:

@@ -119,8 +119,8 @@ class FrontEnd:
         return None
 
     def __call__(self, request: Request) -> Capture:
-        from fxviz.capture.keywords import input_names, keywords_last
-        from fxviz.capture.names import describe_outputs, name_inputs
+        from fxviz.capture.keywords import keywords_last
+        from fxviz.capture.names import name_ends
 
         result = self.run(request)
         if not isinstance(result, Capture):
@@ -133,13 +133,7 @@ class FrontEnd:
             result = Capture([result], self.name, reference=reference)
         if isinstance(request.model, nn.Module):
             name_graphs(result.graphs, type(request.model).__name__)
-        names = input_names(request.model, request.inputs, request.keywords)
-        for gm in result.graphs:
-            info = gm.meta.get("fxviz", {})
-            for part in (gm, info.get("aot_forward"), info.get("aot_backward")):
-                if part is not None:
-                    name_inputs(part, request.inputs, names)
-                    describe_outputs(part)
+        name_ends(result.graphs, request.model, request.inputs, request.keywords)
         return result
 
 

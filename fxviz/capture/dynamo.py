@@ -16,6 +16,7 @@ from fxviz._torch_internals import tree_leaves
 from fxviz.capture._common import Capture, finish, first_line, front_end, path_from_stack
 from fxviz.capture.places import package_relative, where
 from fxviz.capture.backward import MARK
+from fxviz.capture.names import name_ends
 from fxviz.errors import TraceError
 
 #: ``gm.meta["fxviz"]`` keys of a dynamo graph's AOT graphs (GraphModules, or None)
@@ -88,6 +89,7 @@ def capture(fn: Callable[..., Any], inputs: tuple, *, aot: bool = True, backward
                graph_inputs=tuple(gm.meta["fxviz_inputs"]), guards=guards.get(cid, []),
                guard_tree=trees.get(cid, ""), graph_break=gm.meta["fxviz_break"],
                aot_error=gm.meta.pop("fxviz_aot_error", None), **parts)
+    name_ends(graphs, fn, (*inputs, *(kwargs or {}).values()), tuple(kwargs or {}))  # fxviz.compiled's too
     return Capture(graphs, "dynamo", graph_breaks=breaks)
 
 

@@ -11,6 +11,20 @@ import torch.fx
 
 from fxviz._torch_internals import tree_leaves
 from fxviz._torch_internals.fx_io import output_structure, rename_input
+from fxviz.capture.keywords import input_names
+
+
+def name_ends(graphs: Sequence[torch.fx.GraphModule], model: Any, inputs: tuple, keywords: Sequence[str]) -> None:
+    """Name the inputs of ``graphs`` (and of the AOT graphs dynamo's carry) after ``model``'s
+    parameters (``inputs`` as fxviz passes them, the last ``len(keywords)`` the keyword ones)
+    and describe their outputs. Running it again changes nothing."""
+    names = input_names(model, inputs, keywords)
+    for gm in graphs:
+        info = gm.meta.get("fxviz", {})
+        for part in (gm, info.get("aot_forward"), info.get("aot_backward")):
+            if part is not None:
+                name_inputs(part, inputs, names)
+                describe_outputs(part)
 
 
 def name_inputs(gm: torch.fx.GraphModule, inputs: tuple, names: Sequence[str | None]) -> None:
