@@ -92,3 +92,34 @@ def test_a_mode_added_to_the_table_is_offered_drawn_and_measured_end_to_end(gm, 
         assert "'tmie' is not a colour mode (the modes: op, time" in explorer.graph.status
     finally:
         explorer.close()
+
+
+def test_diff_colours_the_structure_before_any_timing_and_its_legend_says_what_each_colour_means():
+    torch.manual_seed(0)
+    x = torch.randn(1, 3, 8, 8)
+    session = fxviz.Session(ConvBN().eval(), x)
+    session.apply("fuse_conv_bn")
+    cmp = fxviz.compare(session.steps[0], session.steps[1])
+    after = fills(render(session.steps[1].gm, color_by="diff", marks=cmp.node_marks()))
+    before = fills(render(session.steps[0].gm, color_by="diff", marks=cmp.node_marks("a")))
+    colours = colour_modes.MARK_COLORS
+    assert after["conv1"] == colours["changed"] and after["relu"] == colours["unchanged"] and "bn1" not in after
+    assert before["bn1"] == colours["removed"] and before["conv1"] == colours["changed"]
+    assert not cmp.timed
+    legend = render(session.steps[1].gm, color_by="diff", marks=cmp.node_marks()).legend
+    assert {item["color"]: item["label"] for item in legend}[colours["changed"]] == "changed (op, weights or inputs)"
+    assert [item["label"].split()[0] for item in legend] == list(colours)
+    assert len(set(colours.values())) == len(colours)  # one colour per meaning
+
+
+def test_the_explorers_diff_mode_shows_the_structure_while_nothing_is_timed():
+    pytest.importorskip("anywidget")
+    from fxviz.widgets import explore
+
+    explorer = explore(ConvBN().eval(), torch.randn(1, 3, 8, 8), profile="off")
+    explorer.graph.color_mode = "diff"
+    explorer.session.apply("fuse_conv_bn")
+    assert "diff against step 0: structure only" in explorer.graph.status
+    assert colour_modes.MARK_COLORS["changed"] in explorer.graph.svg.lower()
+    assert explorer.profiler.compared(*explorer.session.steps) is None  # nothing was measured for it
+    explorer.close()

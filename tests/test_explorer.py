@@ -16,6 +16,7 @@ from torch import nn
 import ipywidgets as w
 
 import fxviz.render
+from fxviz import colour_modes
 from fxviz.errors import RenderError
 from fxviz.passes import registry
 from fxviz.session import Session
@@ -336,7 +337,7 @@ def test_colour_modes(convbn):
     convbn.passes.select.value = "fuse_conv_bn"
     convbn.passes.apply.click()
     assert "diff against step 0" in convbn.graph.status
-    assert {item["label"] for item in convbn.graph.legend} == {"added", "faster", "slower", "unchanged"}
+    assert {item["label"] for item in convbn.graph.legend} == set(colour_modes.MARK_MEANINGS.values())
 
 
 def test_collapsing_a_module_in_the_view_redraws(resnet18):

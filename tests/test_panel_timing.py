@@ -1,5 +1,7 @@
 """The Timing panel's own pieces: a themed chart, an overhead that is never negative,
 and a visible "too noisy to tell"."""
+import dataclasses
+
 import pandas as pd
 
 from fxviz.measure import Timings
@@ -55,3 +57,34 @@ def test_a_long_graphs_output_among_the_slowest_is_said_to_be_python_returning()
     assert slowest["op"].iloc[0] == "output"  # the return, slower than any negation
     assert "freeing its 3,002 variables" in _output_html(slowest, len(df))
     assert _output_html(slowest.iloc[1:], len(df)) == "" and _output_html(slowest, TOP) == ""
+
+
+def test_the_compare_table_shows_the_whole_forward_first_the_ratios_and_one_row_per_alike_rows():
+    import numpy as np
+    import torch
+
+    import fxviz
+    from fxviz.measure import Compared, Scheduler
+    from fxviz.widgets.panel_timing import TimingPanel
+    from test_compare import TinyResNet, synthetic_pair
+
+    session = fxviz.Session(TinyResNet().eval(), torch.randn(1, 3, 8, 8))
+    session.apply("lower_modules")
+    a, b = session.steps
+    paired = synthetic_pair(a.gm, b.gm, times_a={"add": 10.0}, times_b={"add": 20.0})
+    forwards = np.full(12, 100.0) + np.arange(12) % 3
+    paired = dataclasses.replace(paired, forward_a=forwards, forward_b=forwards * 0.5)
+
+    class Known(Scheduler):
+        def compared(self, step_a, step_b):
+            return Compared(fxviz.compare(step_a, step_b, paired=paired))
+
+    panel = TimingPanel(Known("off"), profile_step=lambda: None)
+    panel.show(session, None)
+    panel.step_a.value, panel.step_b.value = 0, 1
+    panel.compare()
+    html = panel.comparison.value
+    assert html.index("Whole forward: 100 → 50 µs, ratio 0.50 (0.50–0.50): faster") < html.index("per target")
+    assert "<td>4 × ReLU deleted</td>" in html.split("<details>")[0]  # one row, first table
+    assert "<td>operator.add</td>" in html and "<td>1.33</td>" in html  # 30 -> 40 µs: its ratio, not a blank
+    assert html.count("(ReLU)</td>") == 4 and html.index("(ReLU)</td>") > html.index("<details>")
