@@ -627,3 +627,134 @@ def test_real_rendered_model_round_trip(page):
     assert "fxviz-selected" in summary.get_attribute("class")
     summary.click()
     assert saved(page)[-1] == {"collapsed": []}
+
+
+# --- orientation: the first view, Fit and the overview ------------------------------
+
+
+def _chain_state(params: int = 40, chain: int = 40, nodes: bool = True) -> dict:
+    """A graph wider and taller than the pane: a top row of `params` parameter boxes, each
+    read by one op of a chain of `chain`, with the input `x` on the top row, read by the last
+    op, so dot draws it at the right (as regnety's first view). `nodes=False`: the node
+    records not sent yet (a large graph's first view)."""
+    records = {"x": {"op": "placeholder", "target": "x", "module_path": "", "shape": "1×8", "time": ""}}
+    records |= {f"p{i}": {"op": "get_attr", "target": f"w{i}", "module_path": "", "shape": "8", "time": ""}
+                for i in range(params)}
+    records |= {f"c{i}": {"op": "call_function", "target": "torch.add", "module_path": "", "shape": "1×8", "time": ""}
+                for i in range(chain)}
+    dot = "\n".join([
+        "digraph fxviz {", 'graph [bgcolor="transparent" nodesep=0.25 ranksep=0.35];',
+        'node [shape=box style="rounded,filled" fillcolor="#cfe2ff" fontname="Helvetica" fontsize=11 height=0.3];',
+        " ".join(f'"{n}" [id="fx-{n}" label="{n}"];' for n in records if n != "x"),
+        '{ rank=source; "x" [id="fx-x" shape=ellipse fillcolor="#c7f0d8" label="x"]; }',
+        " ".join(f'"p{i}" -> "c{i % chain}";' for i in range(params)),
+        " ".join(f'"c{i}" -> "c{i + 1}";' for i in range(chain - 1)), f'"x" -> "c{chain - 1}";', "}"])
+    svg = subprocess.run(["dot", "-Tsvg"], input=dot, capture_output=True, text=True, check=True).stdout
+    elements = {f"fx-{n}": {"kind": "node", "name": n} for n in records}
+    return {"svg": svg[svg.index("<svg"):], "elements": elements, "nodes": records if nodes else {},
+            "legend": LEGEND, "collapsed": [], "selected": "", "color_mode": "op",
+            "color_modes": colour_modes.views(), "status": f"{len(records)} nodes"}
+
+
+def _legible(page) -> bool:
+    return transform(page)["k"] * 11 >= 11 - 1e-6  # names of 11 units at least 11 px tall
+
+
+def test_first_view_and_fit_start_at_the_input_of_a_wide_graph(page):
+    state = _chain_state()
+    mount(page, state)
+    vp = box(page, ".fxviz-gv-viewport")
+    x = box(page, "#fx-x")
+    assert inside(x, vp) and _legible(page)
+    # Where the left edge would have been shown (the view before), x is off the pane.
+    assert x["x"] - (box(page, ".fxviz-gv-canvas svg")["x"] - vp["x"]) + 16 > vp["x"] + vp["width"]
+    page.mouse.move(vp["x"] + 200, vp["y"] + 300)
+    page.mouse.down()
+    page.mouse.move(vp["x"] + 500, vp["y"] + 50, steps=5)  # dragged away
+    page.mouse.up()
+    assert not inside(box(page, "#fx-x"), vp)
+    page.click("button[data-action=fit]")
+    assert inside(box(page, "#fx-x"), vp) and _legible(page)
+
+
+def test_without_node_records_the_top_row_then_the_input_once_they_come(page):
+    """A large graph's first drawing comes before its node records: the first view shows
+    the top row (never an empty stretch); the records then move it to the input, unless
+    the user has moved the view since."""
+    state = _chain_state(nodes=False)
+    mount(page, state)
+    vp = box(page, ".fxviz-gv-viewport")
+    drawn = page.eval_on_selector_all(".fxviz-gv-canvas g.node", "gs => gs.map(g => g.id)")
+    seen = [i for i in drawn if inside(box(page, f"#{i}"), vp)]
+    assert seen and all(box(page, f"#{i}")["y"] < vp["y"] + 80 for i in seen)  # the top row
+    page.evaluate("s => harness.model.fromPython({nodes: s})", _chain_state()["nodes"])
+    assert inside(box(page, "#fx-x"), vp)
+    # Moved by the user: records arriving again leave the view alone.
+    page.click("button[data-action=out]")
+    moved = transform(page)
+    page.evaluate("harness.model.fromPython({nodes: {}})")
+    page.evaluate("s => harness.model.fromPython({nodes: s})", _chain_state()["nodes"])
+    assert transform(page) == moved
+
+
+def test_collapse_all_with_a_node_selected_then_fit_shows_the_start(page):
+    mount(page, {**graph(), "nodes": _nodes_with_edges()})
+    page.click("#fx-encoder_1")
+    for _ in range(6):
+        page.click("button[data-action=in]")
+    page.evaluate("s => harness.model.fromPython(s)",
+                  {**graph(collapsed=("encoder",)), "nodes": _nodes_with_edges(), "selected": "encoder_1"})
+    page.wait_for_selector("#fxco-3")
+    page.click("button[data-action=fit]")
+    vp = box(page, ".fxviz-gv-viewport")
+    assert inside(box(page, "#fx-x"), vp) and inside(box(page, "#fxco-3"), vp)
+
+
+def test_overview_shows_where_you_are_and_goes_where_clicked(page):
+    mount(page, graph())
+    assert page.is_hidden(".fxviz-gv-minimap")  # the whole graph is on screen
+    mount(page, _chain_state())
+    overview, frame = ".fxviz-gv-minimap", ".fxviz-gv-minimap-frame"
+    assert page.is_visible(overview)
+    assert page.locator(f"{overview} [id]").count() == 0 and page.locator(f"{overview} text").count() == 0
+    assert page.locator(".fxviz-gv-canvas #fx-x").count() == 1 and page.locator("#fx-x").count() == 1
+    m, f = box(page, overview), box(page, frame)
+    assert inside(f, m) and f["y"] == pytest.approx(m["y"] + 1, abs=2)  # at the top, where the view is
+    vp = box(page, ".fxviz-gv-viewport")
+    k = transform(page)["k"]
+    # A click near its bottom left goes there, at the same zoom, selecting nothing.
+    page.mouse.click(m["x"] + 6, m["y"] + m["height"] - 6)
+    assert transform(page)["k"] == k and saved(page) == []
+    last = box(page, "#fx-c39")
+    assert last["y"] < vp["y"] + vp["height"] and last["y"] + last["height"] > vp["y"]
+    f = box(page, frame)
+    assert f["y"] + f["height"] == pytest.approx(m["y"] + m["height"] - 1, abs=2)
+    # A drag on it follows the pointer; the graph's own drag (a pan) is not started.
+    page.mouse.move(m["x"] + m["width"] / 2, m["y"] + m["height"] - 6)
+    page.mouse.down()
+    page.mouse.move(m["x"] + m["width"] / 2, m["y"] + m["height"] / 2, steps=4)
+    page.mouse.up()
+    f = box(page, frame)
+    assert f["y"] + f["height"] / 2 == pytest.approx(m["y"] + m["height"] / 2, abs=3)
+    assert "fxviz-gv-dragging" not in page.get_attribute(".fxviz-gv", "class") and saved(page) == []
+    # A small graph zoomed into has one until Fit shows it whole again.
+    mount(page, graph())
+    for _ in range(6):
+        page.click("button[data-action=in]")
+    assert page.is_visible(overview)
+    page.click("button[data-action=fit]")
+    assert page.is_hidden(overview)
+
+
+@pytest.mark.parametrize("theme", ["light", "dark"])
+def test_overview_screenshot_theme(page, theme):
+    """The overview at 1600x1000 in both themes, for a person to judge (test-artifacts/)."""
+    page.set_viewport_size({"width": 1600, "height": 1000})
+    page.evaluate(f"harness.setTheme('{theme}'); document.getElementById('host').style.width = '1560px'")
+    mount(page, _chain_state())
+    page.eval_on_selector(".fxviz-gv-viewport", "v => { v.style.height = '820px'; }")
+    page.wait_for_function("!document.querySelector('.fxviz-gv-minimap').hidden")
+    background = page.eval_on_selector(".fxviz-gv-minimap", "e => getComputedStyle(e).backgroundColor")
+    assert background == {"light": "rgb(255, 255, 255)", "dark": "rgb(33, 33, 33)"}[theme]
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=ARTIFACTS / f"graph_view_overview_{theme}.png")
