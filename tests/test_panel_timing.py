@@ -40,7 +40,9 @@ def test_a_launch_bound_gpu_profile_says_node_times_are_host_times():
 
 def test_a_long_graphs_output_among_the_slowest_is_said_to_be_python_returning():
     """At thousands of nodes, returning from forward (freeing a variable per node) outlasts
-    any small op: the output node tops the chart, and the panel says why."""
+    any small op (13-34 µs against 1-2 µs per negation at 3,000 nodes): the output node
+    tops the chart, and the panel says why. Which node is slowest is a timing, not a fact
+    a test can rely on under load: the rows are the real profile's, the order is given."""
     import torch
 
     import fxviz
@@ -52,11 +54,12 @@ def test_a_long_graphs_output_among_the_slowest_is_said_to_be_python_returning()
                 x = -x
             return x
 
-    df = fxviz.profile(fxviz.trace(Chain()), (torch.randn(2),), repeats=5)
-    slowest = df.nlargest(TOP, "median_us")
-    assert slowest["op"].iloc[0] == "output"  # the return, slower than any negation
-    assert "freeing its 3,002 variables" in _output_html(slowest, len(df))
-    assert _output_html(slowest.iloc[1:], len(df)) == "" and _output_html(slowest, TOP) == ""
+    df = fxviz.profile(fxviz.trace(Chain()), (torch.randn(2),), warmup=0, repeats=3)
+    output, negations = df[df["op"] == "output"], df[df["op"] == "call_function"]
+    for place in range(3):  # the output among the 3 slowest, wherever it ranks
+        slowest = pd.concat([negations.iloc[:place], output, negations.iloc[place:]]).head(TOP)
+        assert "freeing its 3,002 variables" in _output_html(slowest, len(df))
+    assert _output_html(negations.head(TOP), len(df)) == "" and _output_html(slowest, TOP) == ""
 
 
 def test_the_compare_table_shows_the_whole_forward_first_the_ratios_and_one_row_per_alike_rows():
