@@ -11,7 +11,6 @@ from collections.abc import Mapping
 from typing import Any
 
 import pandas as pd
-import torch
 import torch.fx
 
 from fxviz._compare_html import code_diff_html, comparison_html
