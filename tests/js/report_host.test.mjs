@@ -76,3 +76,21 @@ test("with no node selected, Details shows the whole graph, reasons as text", as
   assert.ok(!texts(alone[0]).some((t) => t.includes("tried")));  // nothing passed over: no list
   assert.deepEqual(texts(detailsContent(h, undefined, () => {})[0]), ["Select a node in the graph."]);
 });
+
+test("a node hidden in a collapsed module opens its module's focus, else the deepest drawn ancestor's", async () => {
+  const { revealFocus } = await import("../../widgets/report_host.js");
+  const views = { "": 0, "*": 1, layer1: 2, "layer1.0": 3 };
+  assert.equal(revealFocus("layer1.0", views), "layer1.0");
+  assert.equal(revealFocus("layer1.0.conv1", views), "layer1.0");
+  assert.equal(revealFocus("layer1.1.bn", views), "layer1");
+  assert.equal(revealFocus("layer2", views), null);
+  assert.equal(revealFocus("", views), null);
+});
+
+test("grey italic (undone) steps are explained below the history and in their title", async () => {
+  const { historyLegend, UNDONE_TITLE } = await import("../../widgets/report_host.js");
+  assert.equal(historyLegend([{ undone: false }]), "");
+  assert.match(historyLegend([{ undone: false }, { undone: true }, { undone: true }]),
+    /^Steps in grey italics \(2\) were undone in the session: Redo would bring them back/);
+  assert.match(UNDONE_TITLE, /grey italics: undone in the session/i);
+});
