@@ -12,10 +12,10 @@ from fxviz.widgets.panel_passes import PassPanel
 class Net(nn.Module):
     def __init__(self):
         super().__init__()
-        self.conv, self.bn, self.fc = nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.Linear(4, 2)
+        self.conv, self.bn, self.act, self.fc = nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.ReLU(), nn.Linear(4, 2)
 
-    def forward(self, x):
-        return self.fc(torch.relu(self.bn(self.conv(x))).mean((2, 3)))
+    def forward(self, x):  # something for every pass: a module to lower, an add to replace
+        return self.fc(self.act(self.bn(self.conv(x))).mean((2, 3)) + 1)
 
 
 NET = Net().eval()
@@ -48,6 +48,8 @@ BUILT_IN = ("fuse_conv_bn", "lower_modules", "replace_op", "inline_module", "eli
 
 @pytest.mark.parametrize("case", CASES)
 def test_each_pass_is_offered_or_says_why_not(case):
+    """A pass refused for the graph's kind raises PassError with the panel's reason; one with
+    nothing to act on is not offered either, and applying it says the same NothingToDo."""
     build, refused = CASES[case]
     model, tracer = build()
     session = fxviz.Session(model, (torch.randn(2, 3, 8, 8),), tracer=tracer, n_random_inputs=0)
@@ -56,13 +58,21 @@ def test_each_pass_is_offered_or_says_why_not(case):
     for name in BUILT_IN:
         panel.select.value = name
         why = registry.get(name).why_not(session.current.gm)
-        assert (why is not None) == (name in refused), (name, why)
-        assert panel.apply.disabled == (name in refused)
+        assert panel.apply.disabled == (why is not None)
         if why:
             assert f"does not apply: {why}" in panel.doc.value
-            with pytest.raises(fxviz.PassError, match="this graph"):  # the same reason when applied from code
-                session.apply(name)
-            assert session.index == 0
+        nodes = [n.name for n in session.current.gm.graph.find_nodes(op="call_module")[:1]] or None
+        try:
+            session.apply(name, nodes=nodes if name == "inline_module" else None)
+        except registry.NothingToDo as exc:  # the pass's own words, where no parameter changes them
+            spec = registry.get(name)
+            assert name not in refused and why and (str(exc) == why or any(p.choices for p in spec.params)), why
+        except fxviz.PassError as exc:
+            assert name in refused and "this graph" in str(exc) and str(exc) == f"{why}.", (name, why)
+        else:
+            assert why is None, (name, why)
+            session.undo()
+        assert session.index == 0
     if INFERENCE_ONLY <= refused:
         assert "computes gradients" in registry.get("fuse_conv_bn").why_not(session.current.gm)
     if ATEN_ONLY <= refused:

@@ -6,12 +6,19 @@ from torch.fx.passes.infra.pass_base import PassResult
 
 from fxviz.passes.registry import NothingToDo, register
 
+NO_DEAD_CODE = "no dead code found: every node's result is used"
 
-@register(order=50, name="eliminate_dead_code", preserves_semantics=True)
+
+def _no_dead_code(gm: torch.fx.GraphModule) -> str | None:
+    dead = (n for n in gm.graph.nodes if not n.users and n.op not in ("placeholder", "output"))
+    return None if any(not _writes_in_place(gm, n) for n in dead) else NO_DEAD_CODE
+
+
+@register(order=50, name="eliminate_dead_code", preserves_semantics=True, nothing_to_do=_no_dead_code)
 def eliminate_dead_code(gm: torch.fx.GraphModule) -> PassResult:
     """Remove nodes whose results are never used."""
     if not gm.graph.eliminate_dead_code(is_impure_node=lambda node: _writes_in_place(gm, node)):
-        raise NothingToDo("no dead code found: every node's result is used")
+        raise NothingToDo(NO_DEAD_CODE)
     gm.delete_all_unused_submodules()
     return PassResult(gm, True)
 

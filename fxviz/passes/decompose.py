@@ -7,17 +7,28 @@ import torch
 import torch.fx
 from torch.fx.passes.infra.pass_base import PassResult
 
-from fxviz._torch_internals import FLASH_CPU, as_called
+from fxviz._torch_internals import FLASH_CPU, OpOverload, as_called
 from fxviz.passes.registry import NothingToDo, register
 
 
-@register(order=80, name="run_decompositions", preserves_semantics=True, level="aten")
+def _in_core_aten(gm: torch.fx.GraphModule) -> str | None:
+    """Why lowering would change nothing: no operator is in the table, nor one outside core
+    ATen that export decomposes anyway (a CompositeImplicitAutograd one, batch_norm say)."""
+    table = _table(gm)
+    ops = {n.target for n in gm.graph.nodes if n.op == "call_function" and isinstance(n.target, OpOverload)}
+    if any(op in table or torch.Tag.core not in op.tags and op.has_kernel_for_dispatch_key("CompositeImplicitAutograd")
+           for op in ops):
+        return None
+    return "no operator in this graph decomposes further: it is in core aten already"
+
+
+@register(order=80, name="run_decompositions", preserves_semantics=True, level="aten", nothing_to_do=_in_core_aten)
 def run_decompositions(gm: torch.fx.GraphModule, *, table: Literal["core_aten"] = "core_aten") -> PassResult:
     """Lower an ATen graph to core ATen operators (torch.export's run_decompositions)."""
     from fxviz.capture.export import from_program
 
     # Called as the graph before it (make_fx of a detector takes a list of images), not flat.
-    args, kwargs = as_called(gm.graph, tuple(_stand_in(n.meta["val"]) for n in gm.graph.find_nodes(op="placeholder")))
+    args, kwargs = as_called(gm.graph, tuple(_stand_in(n.meta.get("val")) for n in gm.graph.find_nodes(op="placeholder")))
     before = {str(n.target) for n in gm.graph.nodes if n.op == "call_function"}
     program = torch.export.export(gm, args, kwargs, strict=False).run_decompositions(_table(gm))
     lowered = from_program(program, gm.meta.get("fxviz", {}).get("tracer", "export"))
@@ -38,9 +49,12 @@ def _table(gm: torch.fx.GraphModule) -> Any:
     return table
 
 
-def _stand_in(value: torch.Tensor) -> torch.Tensor:
+def _stand_in(value: Any) -> Any:
     """A real tensor of a placeholder's recorded shape, dtype, strides and device (values
     unused); a dynamic size (an exported program's ``Dim``) at the size it was exported
-    with, its hint: the lowered graph is for that size."""
+    with, its hint: the lowered graph is for that size. An input that is no tensor (None,
+    a number; make_fx records nothing for None) is itself."""
+    if not isinstance(value, torch.Tensor):
+        return value
     shape, stride = ([int(d) for d in sizes] for sizes in (value.shape, value.stride()))
     return torch.empty_strided(shape, stride, dtype=value.dtype, device=value.device).zero_()

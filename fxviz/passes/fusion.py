@@ -3,8 +3,12 @@
 With running statistics frozen, ``bn(conv(x))`` is one affine map per output
 channel, so it can live in the conv's weight and bias:
 ``w' = w * gamma / sqrt(var + eps)``, ``b' = (b - mean) * gamma / sqrt(var + eps) + beta``.
+Every pair that can be folded is; the BatchNorms left, and why, are the step's note.
 """
 from __future__ import annotations
+
+import functools
+from collections.abc import Iterator
 
 import torch
 import torch.fx
@@ -13,7 +17,8 @@ from torch.fx.passes.infra.pass_base import PassResult
 from torch.nn.utils.fusion import fuse_conv_bn_weights, fuse_linear_bn_weights
 
 from fxviz._cow import module_copy, set_submodule
-from fxviz.passes.fusion_functional import fuse_functional
+from fxviz.passes import fusion_functional
+from fxviz.passes.fusion_functional import Candidate, called, shared_layer
 from fxviz.passes.registry import NothingToDo, register
 
 # BatchNorm type -> the layer types it can fold into (exact types: a subclass may
@@ -23,59 +28,97 @@ _FOLDS_INTO = {
     nn.BatchNorm2d: (nn.Conv2d,),
     nn.BatchNorm3d: (nn.Conv3d,),
 }
+_SHOWN = 3  # node names shown per reason; the rest are counted
 
 
-@register(order=10, name="fuse_conv_bn", preserves_semantics=True, needs_eval=True, targets_nodes=True)
+def _nothing_to_fold(gm: torch.fx.GraphModule) -> str | None:
+    """Why the pass would fold nothing in ``gm`` (what the Passes tab says), or None."""
+    skipped = []
+    for bn_node, reason, _ in _candidates(gm, None):
+        if reason is None:
+            return None
+        skipped.append((bn_node.name, reason))
+    return _nothing_found(skipped)
+
+
+@register(order=10, name="fuse_conv_bn", preserves_semantics=True, needs_eval=True, targets_nodes=True,
+          nothing_to_do=_nothing_to_fold)
 def fuse_conv_bn(gm: torch.fx.GraphModule, *, nodes=None) -> PassResult:
     """Fold eval-mode BatchNorm into the Conv1d/2d/3d or Linear before it (modules,
-    ``F.batch_norm`` calls and ATen batch_norm ops alike)."""
+    ``F.batch_norm`` calls and ATen batch_norm ops alike).
+
+    Every pair that can be folded is; the BatchNorms left (after a ReLU, weight
+    standardisation, ...) and why are the step's ``gm.meta["pass_note"]``."""
     selected = None if nodes is None else set(nodes)
-    skipped: list[str] = []
-    fused = 0
-    for bn_node in list(gm.graph.find_nodes(op="call_module")):
-        layer_node = _foldable_layer(gm, bn_node)
-        if layer_node is None or (selected is not None and not selected & {bn_node, layer_node}):
-            continue
-        reason = _why_not(gm, layer_node, bn_node)
+    skipped: list[tuple[str, str]] = []
+    folded = 0
+    for bn_node, reason, fold in _candidates(gm, selected):
         if reason:
-            skipped.append(reason)
+            skipped.append((bn_node.name, reason))
             continue
-        _fold(gm, layer_node, bn_node)
-        fused += 1
-    fused += fuse_functional(gm, selected, skipped)
-    if not fused:
-        raise NothingToDo("no conv→BN pattern found" + "".join(f"; {r}" for r in skipped))
+        fold()
+        folded += 1
+    if not folded:
+        raise NothingToDo(_nothing_found(skipped))
+    left = f"; left {len(skipped)}: {_reasons(skipped)}" if skipped else ""
+    gm.meta["pass_note"] = f"folded {folded} BatchNorm{'s' * (folded > 1)}{left}"
     gm.delete_all_unused_submodules()
     return PassResult(gm, True)
 
 
-def _foldable_layer(gm: torch.fx.GraphModule, node: torch.fx.Node) -> torch.fx.Node | None:
-    """The conv/linear node feeding BatchNorm ``node``, if the types pair up."""
-    layer_types = _FOLDS_INTO.get(type(gm.get_submodule(node.target)))
-    if layer_types is None or len(node.args) != 1 or node.kwargs:
-        return None
-    source = node.args[0]
-    if not isinstance(source, torch.fx.Node) or source.op != "call_module":
-        return None
-    return source if type(gm.get_submodule(source.target)) in layer_types else None
+def _candidates(gm: torch.fx.GraphModule, selected: set | None) -> Iterator[Candidate]:
+    """Every BatchNorm module call, then every functional one, with why it stays or how to fold it."""
+    for bn_node in list(gm.graph.find_nodes(op="call_module")):
+        if not isinstance(gm.get_submodule(bn_node.target), tuple(_FOLDS_INTO)):
+            continue
+        layer_node = bn_node.args[0] if bn_node.args else None
+        if selected is not None and not selected & {bn_node, layer_node}:
+            continue
+        yield bn_node, _why_not(gm, layer_node, bn_node), functools.partial(_fold, gm, layer_node, bn_node)
+    yield from fusion_functional.candidates(gm, selected)
 
 
-def _why_not(gm: torch.fx.GraphModule, layer_node: torch.fx.Node, bn_node: torch.fx.Node) -> str | None:
-    """Why this pair cannot be folded, or None."""
-    layer, bn = gm.get_submodule(layer_node.target), gm.get_submodule(bn_node.target)
+def _nothing_found(skipped: list[tuple[str, str]]) -> str:
+    if not skipped:
+        return "no BatchNorm in this graph"
+    return f"no BatchNorm can be folded: {_reasons(skipped)}"
+
+
+def _reasons(skipped: list[tuple[str, str]]) -> str:
+    """``skipped`` grouped by reason: a few node names each, the rest counted."""
+    by_reason: dict[str, list[str]] = {}
+    for name, reason in skipped:
+        by_reason.setdefault(reason, []).append(name)
+    parts = []
+    for reason, names in by_reason.items():
+        more = f" and {len(names) - _SHOWN} more" if len(names) > _SHOWN else ""
+        parts.append(f"{reason} ({', '.join(names[:_SHOWN])}{more})")
+    return "; ".join(parts)
+
+
+def _why_not(gm: torch.fx.GraphModule, layer_node: object, bn_node: torch.fx.Node) -> str | None:
+    """Why BatchNorm module call ``bn_node`` cannot be folded into ``layer_node``, or None."""
+    bn = gm.get_submodule(bn_node.target)
+    layer_types = _FOLDS_INTO.get(type(bn))
+    if layer_types is None:
+        return f"a BatchNorm subclass ({type(bn).__name__}), whose forward may do more"
+    if len(bn_node.args) != 1 or bn_node.kwargs:
+        return "called with more than its input"
+    if not (isinstance(layer_node, torch.fx.Node) and layer_node.op == "call_module"
+            and type(gm.get_submodule(layer_node.target)) in layer_types):
+        return f"after {called(gm, layer_node)}, not a layer it folds into"
     if len(layer_node.users) > 1:
-        return f"'{layer_node.name}' output has {len(layer_node.users)} users"
-    calls = len(gm.graph.find_nodes(op="call_module", target=layer_node.target))
-    if calls > 1:
-        return f"module '{layer_node.target}' is called {calls} times"
-    if any(str(n.target).startswith(f"{layer_node.target}.") for n in gm.graph.find_nodes(op="get_attr")):
-        return f"the weights of '{layer_node.target}' are also read directly"
+        return "the layer's output is used elsewhere too"
+    shared = shared_layer(gm, layer_node)
+    if shared:
+        return shared
     if bn.running_mean is None or bn.running_var is None:
-        return f"'{bn_node.name}' has no running statistics (track_running_stats=False)"
+        return "no running statistics: track_running_stats=False"
+    layer = gm.get_submodule(layer_node.target)
     if isinstance(layer, nn.Linear):
         meta = layer_node.meta.get("tensor_meta")
         if bn.num_features != layer.out_features or (meta is not None and len(getattr(meta, "shape", ())) != 2):
-            return f"'{bn_node.name}' does not normalise the features of '{layer_node.name}'"
+            return "does not normalise the features of the linear layer before it"
     return None
 
 

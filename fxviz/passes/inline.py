@@ -29,7 +29,14 @@ class _OneLevelTracer(torch.fx.Tracer):
         return m is not self.root
 
 
-@register(order=40, name="inline_module", preserves_semantics=True, targets_nodes=True, level="torch")
+def _no_module_calls(gm: torch.fx.GraphModule) -> str | None:
+    if gm.graph.find_nodes(op="call_module"):
+        return None
+    return "this graph calls no modules (no call_module node to open: dynamo's graphs call functions)"
+
+
+@register(order=40, name="inline_module", preserves_semantics=True, targets_nodes=True, level="torch",
+          nothing_to_do=_no_module_calls)
 def inline_module(gm: torch.fx.GraphModule, *, nodes=None) -> PassResult:
     """Replace selected call_module nodes by the body of their forward."""
     if not nodes:

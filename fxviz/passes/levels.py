@@ -11,11 +11,12 @@ from fxviz._torch_internals import HigherOrderOperator, OpOverload
 def ir_level(gm: torch.fx.GraphModule) -> str:
     """"aten" when every call is an ATen operator (export, make_fx; getitem aside, and the
     higher-order operators export wraps regions in: HF's rotary embedding runs under
-    ``wrap_with_set_grad_enabled``) and the inputs carry recorded values; else "torch"."""
+    ``wrap_with_set_grad_enabled``) and the inputs it reads carry recorded values (make_fx
+    records none for a None input); else "torch"."""
     calls = [n for n in gm.graph.nodes if n.op in ("call_function", "call_method", "call_module")]
     aten = all(n.op == "call_function" and (isinstance(n.target, (OpOverload, HigherOrderOperator))
                                             or n.target is operator.getitem) for n in calls)
-    recorded = all("val" in n.meta for n in gm.graph.find_nodes(op="placeholder"))
+    recorded = all("val" in n.meta or not n.users for n in gm.graph.find_nodes(op="placeholder"))
     return "aten" if aten and recorded else "torch"
 
 

@@ -61,8 +61,20 @@ LOWERINGS: dict[str, Callable[[nn.Module], Call]] = {
 }
 
 
+def _nothing_to_lower(gm: torch.fx.GraphModule) -> str | None:
+    if any(_lowerable(gm.get_submodule(n.target)) for n in gm.graph.find_nodes(op="call_module")):
+        return None
+    return "no call_module node of a type it lowers (ReLU, GELU, Dropout, MaxPool2d, ...)"
+
+
+def _lowerable(module: nn.Module) -> str | None:
+    """The name of ``module``'s type where it is exactly the ``torch.nn`` one lowered."""
+    name = type(module).__name__
+    return name if name in LOWERINGS and type(module) is getattr(nn, name) else None
+
+
 @register(order=20, name="lower_modules", preserves_semantics=True, targets_nodes=True, level="torch",
-          choices={"types": tuple(LOWERINGS)})
+          choices={"types": tuple(LOWERINGS)}, nothing_to_do=_nothing_to_lower)
 def lower_modules(
     gm: torch.fx.GraphModule, *, nodes=None, types: tuple[str, ...] = ("ReLU",)
 ) -> PassResult:
@@ -72,8 +84,8 @@ def lower_modules(
     lowered = 0
     for node in list(gm.graph.find_nodes(op="call_module")):
         module = gm.get_submodule(node.target)
-        name = type(module).__name__
-        if name not in wanted or type(module) is not getattr(nn, name):
+        name = _lowerable(module)
+        if name not in wanted:
             continue
         if selected is not None and node not in selected:
             continue

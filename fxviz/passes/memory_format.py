@@ -15,13 +15,21 @@ from torch.fx.passes.infra.pass_base import PassResult
 from fxviz._cow import module_copy, set_submodule
 from fxviz.passes.registry import NothingToDo, register
 
+NO_4D_WEIGHTS = "no 4-D weights to convert to channels-last"
+
 
 def to_channels_last(inputs: tuple) -> tuple:
     """``inputs`` with every 4-D tensor in channels-last memory format."""
     return tuple(_channels_last(x) if _is_4d(x) else x for x in inputs)
 
 
-@register(order=60, name="channels_last", preserves_semantics=True, convert_inputs=to_channels_last)
+def _nothing_to_convert(gm: torch.fx.GraphModule) -> str | None:
+    tensors = (*gm.parameters(), *gm.buffers())
+    return None if any(map(_needs_conversion, tensors)) else NO_4D_WEIGHTS
+
+
+@register(order=60, name="channels_last", preserves_semantics=True, convert_inputs=to_channels_last,
+          nothing_to_do=_nothing_to_convert)
 def channels_last(gm: torch.fx.GraphModule) -> PassResult:
     """Store 4-D weights and inputs in channels-last memory format."""
     converted = 0
@@ -42,7 +50,7 @@ def channels_last(gm: torch.fx.GraphModule) -> PassResult:
             set_submodule(gm, path, owner)
         converted += len(names)
     if not converted:
-        raise NothingToDo("no 4-D weights to convert to channels-last")
+        raise NothingToDo(NO_4D_WEIGHTS)
     return PassResult(gm, True)
 
 

@@ -16,6 +16,8 @@ from torch.fx.passes.infra.pass_base import PassResult
 from fxviz.errors import PassError
 from fxviz.passes.registry import NothingToDo, register
 
+NO_LAYERS = "no conv or linear output found to quantize"
+
 _LAYERS = (nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.Linear)
 _FUNCTIONS = (
     F.conv1d, F.conv2d, F.conv3d, F.linear, torch.conv1d, torch.conv2d, torch.conv3d,
@@ -30,7 +32,15 @@ def fake_quant(x: torch.Tensor, bits: int) -> torch.Tensor:
     return torch.clamp(torch.round(x / scale), -qmax - 1, qmax) * scale
 
 
-@register(order=70, name="fake_quantize", preserves_semantics=False, targets_nodes=True)
+def _no_layers(gm: torch.fx.GraphModule) -> str | None:
+    modules = (type(gm.get_submodule(n.target)) for n in gm.graph.find_nodes(op="call_module"))
+    if any(gm.graph.find_nodes(op="call_function", target=f) for f in _FUNCTIONS) or \
+            any(t in _LAYERS for t in modules):
+        return None
+    return NO_LAYERS
+
+
+@register(order=70, name="fake_quantize", preserves_semantics=False, targets_nodes=True, nothing_to_do=_no_layers)
 def fake_quantize(gm: torch.fx.GraphModule, *, nodes=None, bits: int = 8) -> PassResult:
     """Insert fake-quantization after conv and linear outputs (changes the outputs)."""
     if not 2 <= bits <= 16:
@@ -46,7 +56,7 @@ def fake_quantize(gm: torch.fx.GraphModule, *, nodes=None, bits: int = 8) -> Pas
         node.replace_all_uses_with(quantized, delete_user_cb=lambda user: user is not quantized)
         inserted += 1
     if not inserted:
-        raise NothingToDo("no conv or linear output found to quantize")
+        raise NothingToDo(NO_LAYERS)
     return PassResult(gm, True)
 
 

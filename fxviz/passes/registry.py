@@ -3,7 +3,9 @@
 A pass is a plain function ``fn(gm, *, nodes=None, **params)`` that rewrites the
 GraphModule it is given (a copy-on-write fork that it owns) and returns a
 ``PassResult(gm, modified)``, a GraphModule, or None (meaning: ``gm``, modified).
-When it finds nothing to change it raises :class:`NothingToDo`. It must not write
+When it finds nothing to change it raises :class:`NothingToDo`; what it left alone
+and why (the pairs it could not fold) goes in ``gm.meta["pass_note"]``, which the
+Explorer shows after applying it. It must not write
 into tensors: they are shared with earlier steps and the user's model; build a
 new module or Parameter and ``setattr`` it instead.
 
@@ -20,6 +22,8 @@ import math
 import typing
 from collections.abc import Callable, Iterable
 from typing import Any
+
+import torch.fx
 
 from fxviz.errors import PassError
 from fxviz.passes.spec import NothingToDo, PassParam, PassSpec, selection_names
@@ -41,10 +45,13 @@ def describe(
     choices: dict[str, Iterable] | None = None,
     convert_inputs: Callable[[tuple], tuple] | None = None,
     level: str = "any",
+    nothing_to_do: Callable[[torch.fx.GraphModule], str | None] | None = None,
 ) -> PassSpec:
     """The PassSpec of ``fn`` without registering it. ``targets_nodes`` defaults to
     whether ``fn`` takes a ``nodes`` parameter; ``choices`` maps parameter names to
-    allowed values (``Literal[...]`` annotations give them too).
+    allowed values (``Literal[...]`` annotations give them too). ``doc`` defaults to the
+    docstring's first paragraph on one line, without reST's double backquotes: a whole
+    sentence for the Passes tab.
 
     >>> from typing import Literal
     >>> def scale(gm, *, factor: float = 2.0, mode: Literal["a", "b"] = "a"):
@@ -61,11 +68,11 @@ def describe(
     if targets_nodes and not takes_nodes:
         raise PassError(f"Pass '{name}' is registered with targets_nodes=True but takes no 'nodes' parameter.")
     params = tuple(_params(name, signature, dict(choices or {})))
-    first_line = (doc or inspect.getdoc(fn) or "").strip().split("\n")[0]
+    summary = " ".join((doc or inspect.getdoc(fn) or "").strip().split("\n\n")[0].replace("``", "").split())
     if level not in ("torch", "aten", "any"):
         raise PassError(f"Pass '{name}': level must be 'torch', 'aten' or 'any', not {level!r}.")
-    return PassSpec(name, first_line, fn, params, preserves_semantics, needs_eval, targets_nodes, convert_inputs,
-                    level)
+    return PassSpec(name, summary, fn, params, preserves_semantics, needs_eval, targets_nodes, convert_inputs,
+                    level, nothing_to_do)
 
 
 def register(fn: Callable[..., Any] | None = None, *, replace: bool = False, order: float | None = None,

@@ -36,8 +36,19 @@ OPS: dict[str, tuple[Callable[..., Any] | None, Callable[..., Any], str, Any]] =
 }
 
 
+def _no_operators(gm: torch.fx.GraphModule) -> str | None:
+    """None where any spelling of any operator in :data:`OPS` is called (indexed look-ups:
+    the Passes tab asks on every step)."""
+    for py_op, torch_fn, method, packet in OPS.values():
+        functions = [py_op, torch_fn, *(getattr(packet, o) for o in packet.overloads())]
+        if gm.graph.find_nodes(op="call_method", target=method) or \
+                any(gm.graph.find_nodes(op="call_function", target=f) for f in functions if f is not None):
+            return None
+    return f"no binary operator it replaces ({', '.join(OPS)})"
+
+
 @register(order=30, name="replace_op", preserves_semantics=False, targets_nodes=True,
-          choices={"old": tuple(OPS), "new": tuple(OPS)})
+          choices={"old": tuple(OPS), "new": tuple(OPS)}, nothing_to_do=_no_operators)
 def replace_op(gm: torch.fx.GraphModule, *, nodes=None, old: str = "add", new: str = "mul") -> PassResult:
     """Replace every use of one binary operator by another (changes the outputs)."""
     if old == new:

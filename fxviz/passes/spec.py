@@ -52,7 +52,9 @@ class PassSpec:
     selection only. ``convert_inputs``: how the pass changes the model's inputs
     (e.g. to channels-last), applied to the step's example and check inputs.
     ``level``: the IR the pass works on: "torch" (modules and torch functions, from the
-    symbolic tracer), "aten" (ATen operators: export, make_fx) or "any". ``order``: its
+    symbolic tracer), "aten" (ATen operators: export, make_fx) or "any". ``nothing_to_do``:
+    why the pass would change nothing in a graph (no call_module to open, no BatchNorm to
+    fold), or None, so the registry offers it only where it can act. ``order``: its
     place in the registry's list (``register(order=)``).
     """
 
@@ -65,11 +67,19 @@ class PassSpec:
     targets_nodes: bool = False
     convert_inputs: Callable[[tuple], tuple] | None = None
     level: str = "any"
+    nothing_to_do: Callable[[torch.fx.GraphModule], str | None] | None = None
     order: float = math.inf
 
     def why_not(self, gm: torch.fx.GraphModule) -> str | None:
-        """Why this pass does not apply to ``gm`` (its IR level; a training graph for a pass
-        that needs eval mode), or None when it does."""
+        """Why this pass is not offered for ``gm`` (its IR level; a training graph for a pass
+        that needs eval mode; nothing in it the pass acts on), or None when it is."""
+        reason = self._wrong_graph(gm)
+        if reason or self.nothing_to_do is None:
+            return reason
+        return self.nothing_to_do(gm)
+
+    def _wrong_graph(self, gm: torch.fx.GraphModule) -> str | None:
+        """Why this pass cannot run on ``gm`` at all (applying it is a PassError), or None."""
         level = ir_level(gm)
         if self.needs_eval and computes_gradients(gm):
             return (f"'{self.name}' rewrites an inference graph; this graph computes gradients (a training "
@@ -84,7 +94,7 @@ class PassSpec:
         """Validate ``params`` and ``nodes`` (names or Nodes), run the pass on ``gm``
         and return a PassResult; raise PassError naming the cause, or NothingToDo."""
         kwargs = self.bind(params)
-        reason = self.why_not(gm)
+        reason = self._wrong_graph(gm)  # nothing to do is the pass's own NothingToDo, on the selection too
         if reason:
             raise PassError(f"{reason}.")
         if self.needs_eval:
@@ -93,6 +103,7 @@ class PassSpec:
             kwargs["nodes"] = None if nodes is None else _resolve_nodes(gm, nodes, self.name)
         elif nodes is not None:
             raise PassError(f"Pass '{self.name}' acts on the whole graph; call it without nodes=.")
+        gm.meta.pop("pass_note", None)  # the fork's copy of the previous step's
         try:
             with recording(gm, self.name) as changes:
                 result = self.fn(gm, **kwargs)
