@@ -21,7 +21,7 @@ from torch.fx.node import Node
 from torch.fx.passes.shape_prop import TensorMetadata
 
 from fxviz._gc import gc_paused
-from fxviz._torch_internals import OpOverload, OpOverloadPacket, qualified_name
+from fxviz._torch_internals import OpOverload, OpOverloadPacket, get_attr, qualified_name
 from fxviz.shapes import memory_format_name
 
 MAX_ARG_TEXT = 160
@@ -148,6 +148,9 @@ def to_networkx(gm: torch.fx.GraphModule, notes: Mapping[str, Mapping[str, Any]]
     are None until :func:`fxviz.annotate` has run, and where it could not count them;
     ``notes``, a dict of node name -> a dict of those ``meta`` keys as
     :func:`fxviz.shapes.annotated_run` returns them, stand in for ``node.meta``'s).
+    ``weight``: the node is a parameter, buffer or constant (:func:`is_weight`);
+    ``weights``: what the node reads of them, ``(qualified name, shape text, dtype,
+    bytes)`` each (a module call: its module's own tensors); drawings show weights so.
     Edge attribute ``uses``: the argument positions, e.g. ``("args[0]", "args[1]")``
     for ``x + x``.
     """
@@ -182,6 +185,7 @@ def _to_networkx(gm: torch.fx.GraphModule, notes: Mapping[str, Mapping[str, Any]
                 "index": index, "op": node.op, "target": readable_target(node, gm), "args": "", "kwargs": "{}",
                 "num_users": 0, "users": (), "module_path": None, "source": None, "flops": costs.get("flops"),
                 "macs": costs.get("macs"), "bytes": costs.get("bytes"), **shared.fields(costs.get("tensor_meta")),
+                "weight": False, "weights": (),
             }
             if key is not None:
                 templates[key] = template
@@ -205,6 +209,7 @@ def _to_networkx(gm: torch.fx.GraphModule, notes: Mapping[str, Mapping[str, Any]
                 producers[producer.name] = succ[producer.name][name] = {"uses": position}
             else:  # x + x: one edge, both positions
                 edge["uses"] = shared(edge["uses"] + position)
+    _note_weights(gm, records, succ)
     # networkx's own dict-of-dicts, filled in bulk: add_nodes_from and add_edges_from
     # cost a third of the conversion at 100k nodes (a caught TypeError per node).
     graph._node.update(records)
@@ -214,6 +219,55 @@ def _to_networkx(gm: torch.fx.GraphModule, notes: Mapping[str, Mapping[str, Any]
 
 
 _NO_COSTS: Mapping[str, Any] = {}
+
+Weight = tuple[str, str, str | None, int | None]  # (qualified name, shape text, dtype, bytes)
+
+
+def is_weight(node: Node) -> bool:
+    """A parameter, buffer or constant: a get_attr, or an input that dynamo, AOT or a
+    training step lifted from the model (its qualified name recorded by capture)."""
+    return node.op == "get_attr" or (node.op == "placeholder" and "qualified_name" in node.meta)
+
+
+def _note_weights(gm: torch.fx.GraphModule, records: dict[str, dict[str, Any]],
+                  succ: dict[str, dict[str, Any]]) -> None:
+    """Mark weight nodes (``weight``) and list on each op what it reads (``weights``): the
+    drawing shows weights as attributes of their ops, as Netron and Model Explorer do,
+    whichever front-end made the graph. A module call lists its module's own tensors."""
+    weights = [*gm.graph.find_nodes(op="get_attr"),
+               *(n for n in gm.graph.find_nodes(op="placeholder") if "qualified_name" in n.meta)]
+    for node in weights:
+        record = records[node.name]
+        record["weight"] = True
+        info = _weight_info(readable_target(node), record, lambda: get_attr(gm, str(node.target)))
+        for user in succ[node.name]:
+            records[user]["weights"] += (info,)
+    for node in gm.graph.find_nodes(op="call_module"):
+        try:
+            module = gm.get_submodule(str(node.target))
+        except AttributeError:
+            continue
+        tensors = [*module.named_parameters(), *module.named_buffers()]
+        records[node.name]["weights"] += tuple(
+            _weight_info(f"{node.target}.{name}", {}, lambda t=t: t) for name, t in tensors)
+
+
+def _weight_info(name: str, record: Mapping[str, Any], value: Any) -> Weight:
+    """``name`` with its shape, dtype and size: the record's (after annotation), else the tensor's."""
+    shape, dtype = record.get("shape"), record.get("dtype")
+    if shape is None:
+        try:
+            tensor = value()
+        except AttributeError:  # a get_attr of something torch.export did not keep
+            tensor = None
+        if not isinstance(tensor, torch.Tensor):
+            return (name, "", None, None)
+        shape, dtype = tuple(tensor.shape), str(tensor.dtype).removeprefix("torch.")
+    try:
+        size = int(torch.Size(shape).numel()) * getattr(torch, dtype).itemsize
+    except (TypeError, AttributeError):  # a tuple of outputs, a symbolic size
+        size = None
+    return (name, shape_text(shape), dtype, size)
 
 
 _ARG_POSITIONS = tuple((f"args[{i}]",) for i in range(16))  # shared by every edge with one use

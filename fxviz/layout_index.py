@@ -89,14 +89,18 @@ class Units(Mapping[str, Unit]):
         return len(self._tree.box_of)
 
 
-_INDEXES: weakref.WeakKeyDictionary[nx.DiGraph, tuple[int, BoxIndex]] = weakref.WeakKeyDictionary()
+_INDEXES: weakref.WeakKeyDictionary[nx.DiGraph, tuple[int, dict[bool, BoxIndex]]] = weakref.WeakKeyDictionary()
 
 
-def box_index(graph: nx.DiGraph) -> BoxIndex:
-    """The box tree of ``graph`` and its index, built once per graph (a step's graph never
-    changes): expanding a box or revealing a node then costs the drawing, not the graph."""
+def box_index(graph: nx.DiGraph, show_weights: bool = False) -> BoxIndex:
+    """The box tree of ``graph`` (weights drawn as nodes or not) and its index, built once
+    per graph (a step's graph never changes): expanding a box or revealing a node then
+    costs the drawing, not the graph."""
     size = graph.number_of_nodes()  # a cheap check that the graph was not rebuilt in place
     cached = _INDEXES.get(graph)
     if cached is None or cached[0] != size:
-        cached = _INDEXES[graph] = (size, BoxIndex(build_tree(graph)))
-    return cached[1]
+        cached = _INDEXES[graph] = (size, {})
+    found = cached[1].get(show_weights)
+    if found is None:
+        found = cached[1][show_weights] = BoxIndex(build_tree(graph, show_weights))
+    return found

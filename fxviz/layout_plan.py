@@ -55,7 +55,8 @@ class LayoutPlan:
 
 
 def plan_layout(graph: nx.DiGraph, *, collapse: set[str], expand: Iterable[str], auto: bool,
-                max_nodes: int, long_edge: int, max_asked: int | None = None) -> LayoutPlan:
+                max_nodes: int, long_edge: int, max_asked: int | None = None,
+                show_weights: bool = False) -> LayoutPlan:
     """``collapse``: boxes drawn closed. ``expand``, most wanted first: FX node names,
     whose every enclosing box opens whatever ``collapse`` says (revealing a node), and
     boxes to open with their ancestors (unless one of them is in ``collapse``). Without
@@ -64,15 +65,17 @@ def plan_layout(graph: nx.DiGraph, *, collapse: set[str], expand: Iterable[str],
     or ``max_asked`` (default ``ASKED * max_nodes``) with boxes in ``expand``: revealed
     nodes and the first box of ``expand`` open (a bounded chain of boxes); the other
     boxes open in order while they fit (the rest are ``closed``); then more boxes,
-    shallow and structural first, while the drawing fits ``max_nodes``."""
+    shallow and structural first, while the drawing fits ``max_nodes``. Weights are drawn
+    as nodes only with ``show_weights``; else revealing one reveals the op that reads it."""
     with gc_paused():  # a graph's first plan builds its tree: no collection should rescan it meanwhile
-        return _plan(graph, collapse, list(expand), auto, max_nodes, long_edge,
+        index = box_index(graph, show_weights)
+        expand = [index.tree.stand_in.get(key, key) for key in expand]
+        return _plan(index, collapse, expand, auto, max_nodes, long_edge,
                      ASKED if max_asked is None else max_asked / max_nodes)
 
 
-def _plan(graph: nx.DiGraph, collapse: set[str], expand: list[str], auto: bool, max_nodes: int,
+def _plan(index: BoxIndex, collapse: set[str], expand: list[str], auto: bool, max_nodes: int,
           long_edge: int, ratio: float) -> LayoutPlan:
-    index = box_index(graph)
     tree = index.tree
     collapse = {p for p in collapse if p in tree.boxes}
     must: list[str] = []
@@ -172,8 +175,9 @@ def _choose_open(tree: BoxTree, collapse: set[str], must: list[str], wishes: lis
 
 def _hidden(box: Box) -> bool:
     """Boxes that start collapsed however much room there is: one of a run of identical
-    blocks, or a box whose children are so interconnected that opening it draws a hairball."""
-    return box.repeated or box.edges > DENSE_EDGES * len(box.items)
+    blocks, setup plumbing, or a box whose children are so interconnected that opening it
+    draws a hairball."""
+    return box.repeated or box.setup or box.edges > DENSE_EDGES * len(box.items)
 
 
 def _place(index: BoxIndex, opened: set[str], plan: LayoutPlan) -> None:

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 
 import networkx as nx
 
+from fxviz.layout_paths import node_paths, setup_label, setup_paths
+
 MAX_ITEMS = 48  # a box with more children than this has them grouped
 CHUNK = 32  # children per synthetic group
 REPEAT_RUN = 3  # this many identical sibling modules in a row start collapsed
@@ -41,6 +43,7 @@ class Box:
     repeated: bool = False  # one of a run of identical sibling modules, or a range of them
     edges: int = 0  # distinct edges between its children, drawn when it opens
     nodes_only: bool = False  # a segment: a synthetic group of plain nodes (least informative)
+    setup: bool = False  # the setup plumbing of its parent (layout_paths), drawn collapsed
 
 
 @dataclass
@@ -48,6 +51,7 @@ class BoxTree:
     boxes: dict[str, Box]
     box_of: dict[str, str]  # FX node name -> the box that lists it
     edges: list[tuple[str, str]]  # the graph's edges, listed once for every drawing
+    stand_in: dict[str, str] = field(default_factory=dict)  # a weight not drawn -> the op that reads it
 
     def chain(self, path: str) -> list[str]:
         """``path`` and its ancestors up to (excluding) the root ``""``."""
@@ -58,55 +62,6 @@ class BoxTree:
         return out
 
 
-def effective_path(attrs: dict) -> str:
-    """The cluster a node is drawn in: a leaf module's own call sits in its parent module."""
-    path = attrs.get("module_path") or ""
-    if attrs["op"] == "call_module" and path and attrs.get("target", "").split(" ")[0] == path:
-        return path.rpartition(".")[0]
-    return path
-
-
-def _prefixes(path: str) -> list[str]:
-    parts = path.split(".") if path else []
-    return [".".join(parts[: i + 1]) for i in range(len(parts))]
-
-
-def _node_paths(graph: nx.DiGraph) -> dict[str, str]:
-    """Each node's module path, after two rules that keep modules from becoming noise:
-    a module whose nodes lie far apart in graph order (called from several places, e.g.
-    torchvision's shared ReLU once lowered) draws its nodes in its parent, and so does a
-    module with a single node (a lowered ReLU is a node, not a one-node cluster). Placeholders
-    do not count: dynamo and AOT lift every parameter to an input, first in the graph."""
-    paths: dict[str, str] = {}
-    own: dict[str, list[int]] = {}  # path -> [first index, last index, node count] of its own nodes
-    span: list[int] = []
-    last_path = None
-    for name, attrs in graph.nodes(data=True):  # in graph order; neighbours mostly share a path
-        path = paths[name] = effective_path(attrs)
-        if attrs["op"] == "placeholder":
-            continue
-        if path != last_path:
-            span = own.get(path)
-            if span is None:
-                span = own[path] = [attrs["index"], attrs["index"], 0]
-            last_path = path
-        span[1], span[2] = attrs["index"], span[2] + 1
-    spans: dict[str, list[int]] = {}  # the same over each module's whole subtree
-    for path, (first, last, count) in own.items():
-        for prefix in _prefixes(path):
-            span = spans.setdefault(prefix, [first, last, 0])
-            span[0], span[1], span[2] = min(span[0], first), max(span[1], last), span[2] + count
-    dropped = {p for p, (first, last, count) in spans.items() if last - first + 1 > 2 * count or count == 1}
-    if not dropped.intersection(own):  # dropping a module moves only its own nodes
-        return paths
-    kept = {}
-    for path in set(paths.values()):
-        kept[path] = path
-        while kept[path] in dropped:
-            kept[path] = kept[path].rpartition(".")[0]
-    return {name: kept[path] for name, path in paths.items()}
-
-
 def _node_signature(attrs: dict) -> tuple:
     target = attrs.get("target", "")
     if attrs["op"] == "call_module":
@@ -114,10 +69,23 @@ def _node_signature(attrs: dict) -> tuple:
     return attrs["op"], target, attrs.get("shape")  # shapes too: resnet's layer2..4 differ
 
 
-def build_tree(graph: nx.DiGraph) -> BoxTree:
-    """The box tree of ``graph`` (a :func:`fxviz.to_networkx` graph), children in graph order."""
+def build_tree(graph: nx.DiGraph, weights_as_nodes: bool = False) -> BoxTree:
+    """The box tree of ``graph`` (a :func:`fxviz.to_networkx` graph), children in graph
+    order. Weights (parameters, buffers, constants) are attributes of the ops that read
+    them, not boxes, unless ``weights_as_nodes``: boxes of them crowd a model's first view
+    and, read far from their module's ops, break its boxes into "nodes N–M" segments."""
     module_types = graph.graph.get("module_types", {})
-    paths = _node_paths(graph)
+    hidden, stand_in = set(), {}
+    if not weights_as_nodes:
+        for name, attrs in graph.nodes(data=True):
+            if attrs.get("weight"):
+                hidden.add(name)
+                user = next((u for u in attrs["users"] if not graph.nodes[u].get("weight")), None)
+                if user is not None:
+                    stand_in[name] = user
+    paths = node_paths(graph, hidden)
+    setup = setup_paths(graph, paths)
+    paths.update(setup)
     boxes = {"": Box("", None, "")}
     signature: dict[str, list] = defaultdict(list)
 
@@ -133,20 +101,26 @@ def build_tree(graph: nx.DiGraph) -> BoxTree:
     owner = boxes[""]
     items, signs = owner.items, signature[""]
     for name, attrs in graph.nodes(data=True):
+        if hidden and name in hidden:
+            continue
         if paths[name] != owner.path:  # neighbours mostly share a box
             owner = box(paths[name])
             items, signs = owner.items, signature[owner.path]
         items.append(("node", name))
         signs.append(_node_signature(attrs))
         owner.size += 1
+    for path in set(setup.values()):
+        found = boxes[path]
+        found.synthetic = found.setup = True
+        found.label = setup_label(graph, [name for _, name in found.items])
     for path in sorted(boxes, key=lambda p: -boxes[p].depth):  # children before parents
         if path:
             boxes[boxes[path].parent].size += boxes[path].size
     if any(attrs.get("shape") is not None for _, attrs in graph.nodes(data=True)):
         _mark_repeats(boxes, signature, module_types)  # without shapes, "identical" is a guess
-    for path in [p for p in boxes if not boxes[p].synthetic]:
+    for path in [p for p in boxes if not boxes[p].synthetic or boxes[p].setup]:
         _group(boxes, boxes[path], graph)
-    edges = [(tail, head) for tail, heads in graph.adjacency() for head in heads]  # graph.edges, 3x faster
+    edges = [(tail, head) for tail, heads in graph.adjacency() if tail not in hidden for head in heads]  # 3x graph.edges
     box_of = _box_of(boxes, paths)
     _count_edges(boxes, edges, box_of)
     crowded = {b.path: b.edges for b in boxes.values() if b.edges > SPLIT_EDGES and len(b.items) > SPLIT_CHUNK}
@@ -158,7 +132,7 @@ def build_tree(graph: nx.DiGraph) -> BoxTree:
         for path, count in crowded.items():  # still as dense to look at: it starts collapsed
             boxes[path].edges = max(boxes[path].edges, count)
     _set_depths(boxes)  # groups moved their children down: depths once, at the end
-    return BoxTree(boxes, box_of, edges)
+    return BoxTree(boxes, box_of, edges, stand_in)
 
 
 def _box_of(boxes: dict[str, Box], paths: dict[str, str]) -> dict[str, str]:

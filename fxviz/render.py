@@ -26,7 +26,7 @@ from fxviz.errors import RenderError
 from fxviz.graph_memo import derived
 from fxviz.markup import escape
 from fxviz.graph import shape_text, to_networkx
-from fxviz.layout_plan import LayoutPlan, Unit, plan_layout
+from fxviz.layout_plan import LayoutPlan, Unit, box_index, plan_layout
 
 MAX_BOXES = 3000  # dot needs ~9 s for 4,000 boxes and grows ~n^2.5 beyond (bench/scale.py)
 MAX_NODES = 250  # the default box budget: dot lays it out in well under a second
@@ -126,7 +126,7 @@ def render(source: torch.fx.GraphModule | nx.DiGraph, *, color_by: str | None = 
            values: Mapping[str, float] | None = None, marks: Mapping[str, str] | None = None,
            highlight: Iterable[str] = (), collapse: Iterable[str] = (), expand: Iterable[str] = (),
            auto_collapse: bool = True, max_nodes: int | None = None, long_edge: int = 40,
-           layout_timeout: float = 10.0, rankdir: str = "TB") -> Rendering:
+           layout_timeout: float = 10.0, rankdir: str = "TB", show_weights: bool = False) -> Rendering:
     """Draw ``source`` (a GraphModule or a :func:`fxviz.to_networkx` graph).
 
     ``color_by``: a mode of :data:`fxviz.colour_modes.MODES` (``None``/``"op"``: by node
@@ -141,11 +141,12 @@ def render(source: torch.fx.GraphModule | nx.DiGraph, *, color_by: str | None = 
     (modules first, runs of identical blocks stay collapsed) while it fits, so a graph of
     any size opens at the most detailed level that fits. At the default budget, a layout
     that runs out of time falls back to a coarser drawing (see ``Rendering.drawn``).
+    Weights are attributes of the ops that read them; ``show_weights`` draws them as nodes.
     """
     graph = to_networkx(source) if isinstance(source, torch.fx.GraphModule) else source
     options = dict(color_by=color_by, values=values, marks=marks, highlight=set(highlight), collapse=set(collapse),
                    expand=list(expand), auto_collapse=auto_collapse, long_edge=long_edge,
-                   layout_timeout=layout_timeout, rankdir=rankdir)
+                   layout_timeout=layout_timeout, rankdir=rankdir, show_weights=show_weights)
     fallback = auto_collapse and max_nodes is None
     return _render(graph, MAX_NODES if max_nodes is None else max_nodes, None, fallback, "", **options)
 
@@ -154,7 +155,7 @@ def _render(graph: nx.DiGraph, budget: int, asked: int | None, fallback: bool, n
             **options: Any) -> Rendering:
     plan = plan_layout(
         graph, collapse=options["collapse"], expand=options["expand"], auto=options["auto_collapse"],
-        max_nodes=budget, long_edge=options["long_edge"], max_asked=asked,
+        max_nodes=budget, long_edge=options["long_edge"], max_asked=asked, show_weights=options["show_weights"],
     )
     if plan.box_count > MAX_BOXES:
         raise RenderError(
@@ -162,7 +163,8 @@ def _render(graph: nx.DiGraph, budget: int, asked: int | None, fallback: bool, n
             "Collapse module clusters (collapse=[...]) or keep auto_collapse=True."
         )
     fill, legend = _fills(graph, plan, options["color_by"], options["values"], options["marks"])
-    writer = _DotWriter(graph, plan, fill, options["highlight"])
+    stand_in = box_index(graph, options["show_weights"]).tree.stand_in  # a weight not drawn: the op reading it
+    writer = _DotWriter(graph, plan, fill, {stand_in.get(n, n) for n in options["highlight"]})
     dot = graphviz.Digraph(
         name="fxviz",
         graph_attr={"rankdir": options["rankdir"], "nodesep": "0.25", "ranksep": "0.35", "fontname": "Helvetica",

@@ -127,7 +127,8 @@ class _Block(nn.Module):
 
 def test_each_block_of_an_exported_model_keeps_its_box():
     """ep.module() reads every parameter first; far from its ops, each block was drawn in
-    its parent (one box for all of a transformer's layers)."""
+    its parent (one box for all of a transformer's layers). Weights are not drawn, so a
+    one-op module (lin, norm) is a node of its block, as it is in a symbolic trace."""
     from fxviz.layout_tree import build_tree
 
     model = nn.Sequential(*(_Block() for _ in range(4)))
@@ -136,8 +137,11 @@ def test_each_block_of_an_exported_model_keeps_its_box():
         gm = opened.current.gm
         weight = next(n for n in gm.graph.find_nodes(op="get_attr") if n.target == "2.lin.weight")
         assert weight.next.target == "2.lin.bias" and "linear" in str(weight.next.next.target)
-        boxes = build_tree(opened.current.graph).boxes
-        assert {f"{i}{sub}" for i in range(4) for sub in ("", ".lin", ".norm")} <= set(boxes)
+        graph = opened.current.graph
+        tree = build_tree(graph)
+        assert {"0", "1", "2", "3"} <= set(tree.boxes)  # each block's box holds its ops (one-op modules: no box)
+        assert {tree.box_of[n] for n, a in graph.nodes(data=True) if "linear" in a["target"]} == {"0", "1", "2", "3"}
+        assert build_tree(graph, weights_as_nodes=True).box_of[weight.name] == "2.lin"  # drawn as a node: in its module
         assert opened.current.check.status == "match"
 
 

@@ -64,12 +64,24 @@ def test_a_name_torch_fx_cannot_compile_is_a_trace_error():
 
 
 def test_nodes_have_stable_ids_mapped_to_fx_names(my_module):
-    rendering = render(fxviz.trace(my_module))
+    rendering = render(fxviz.trace(my_module), show_weights=True)  # the tutorial's get_attr as a node
     root = ET.fromstring(rendering.svg)
     ids = {g.get("id") for g in root.iter(f"{SVG_NS}g") if g.get("class") == "node"}
     assert ids == {f"fx-{n}" for n in ["x", "linear_weight", "add", "linear", "relu", "sum_1", "topk", "output"]}
     assert rendering.elements["fx-sum_1"] == {"kind": "node", "name": "sum_1"}
-    assert render(fxviz.trace(my_module)).dot.source == rendering.dot.source  # deterministic
+    assert render(fxviz.trace(my_module), show_weights=True).dot.source == rendering.dot.source  # deterministic
+
+
+def test_weights_are_attributes_of_the_ops_that_read_them(my_module):
+    """Netron and Model Explorer show a parameter on the op that reads it, not as a box."""
+    graph = fxviz.to_networkx(fxviz.trace(my_module))
+    rendering = render(graph, highlight=["linear_weight"])
+    assert "fx-linear_weight" not in rendering.elements and "fx-add" in rendering.elements
+    assert graph.nodes["linear_weight"]["weight"] and not graph.nodes["add"]["weight"]
+    assert graph.nodes["add"]["weights"] == (("linear.weight", "5×4", "float32", 80),)  # 5×4 float32: 80 bytes
+    assert [w[0] for w in graph.nodes["linear"]["weights"]] == ["linear.weight", "linear.bias"]  # the module's own
+    assert 'penwidth=2.5' in next(line for line in rendering.dot.source.splitlines() if 'id="fx-add"' in line)
+    assert render(graph, expand=["linear_weight"]).elements == rendering.elements  # revealing it reveals its op
 
 
 def test_resnet18_reads_as_nested_module_clusters(resnet18):

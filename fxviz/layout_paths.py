@@ -1,0 +1,151 @@
+"""Where each node is drawn: its module's box, after rules that keep modules from
+becoming noise (:func:`node_paths`), and the setup box of its module for setup plumbing:
+the ops a model runs to build what its layers read (attention masks, position ids,
+rotary tables, shape checks), folded into one collapsed box named for what they build
+instead of opening the drawing on them (:func:`setup_paths`).
+
+A plain op (``call_function``/``call_method``) of a box is setup when its value
+
+- depends on no input and no weight (``arange``, ``full``, shape arithmetic, a dead op),
+- is a check with no users (``_assert_tensor_metadata``),
+- feeds the same place in several repeated layers (``layers.0.self_attn`` …
+  ``layers.3.self_attn``: a mask), or
+- feeds nothing but other setup ops of its box (the mask's making).
+
+The box's own trunk (an embedding feeding the first layer) is none of these. A box keeps
+its setup ops in the open when they are fewer than ``MIN_OPS``, or are all it computes
+(a module of its own, such as a rotary embedding, is named already).
+"""
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+import networkx as nx
+
+MIN_OPS = 3  # fewer setup ops than this stay where they are: one box would hide as much as it shows
+MIN_CHECKS = 8  # ops that feed nothing outside (checks on an input's shape) fold away only from this many
+FAN_OUT = 3  # a value read by this many repeated layers is built for them
+SETUP = "⟨setup⟩"  # the last part of a setup box's path
+_LAYER = re.compile(r"(.*?)\.(\d+)(?:\.|$)")  # a stack's path and a layer's index in it
+_OPS = ("call_function", "call_method")
+# What a setup box builds, by the words of its ops' targets (``aten.tril.default``, ``operator.gt``).
+_BUILDS = (
+    ("masks", {"tril", "triu", "masked_fill", "where", "le", "lt", "ge", "gt", "eq", "ne", "logical_and",
+               "logical_or", "logical_not", "bitwise_and", "bitwise_or", "bitwise_not", "and_", "or_"}),
+    ("positions", {"arange", "cumsum"}),
+    ("rotary tables", {"cos", "sin", "outer"}),
+    ("checks", {"_assert", "_assert_async", "_assert_scalar", "_assert_tensor_metadata", "_check", "_check_is_size"}),
+    ("shape arithmetic", {"sym_size", "sym_numel", "size", "getattr", "floordiv", "getitem"}),
+    ("device and dtype moves", {"_to_copy", "to", "type_as", "float", "device"}),
+)
+_WORD = re.compile(r"[a-z0-9_]+")
+_CHECKS = _BUILDS[3][1]
+
+
+def effective_path(attrs: dict) -> str:
+    """The cluster a node is drawn in: a leaf module's own call sits in its parent module."""
+    path = attrs.get("module_path") or ""
+    if attrs["op"] == "call_module" and path and attrs.get("target", "").split(" ")[0] == path:
+        return path.rpartition(".")[0]
+    return path
+
+
+def _prefixes(path: str) -> list[str]:
+    parts = path.split(".") if path else []
+    return [".".join(parts[: i + 1]) for i in range(len(parts))]
+
+
+def node_paths(graph: nx.DiGraph, hidden: set[str]) -> dict[str, str]:
+    """Each node's module path, after two rules that keep modules from becoming noise:
+    a module whose nodes lie far apart in graph order (called from several places, e.g.
+    torchvision's shared ReLU once lowered) draws its nodes in its parent, and so does a
+    module with a single node (a lowered ReLU is a node, not a one-node cluster). Placeholders
+    do not count: dynamo and AOT lift every parameter to an input, first in the graph."""
+    paths: dict[str, str] = {}
+    own: dict[str, list[int]] = {}  # path -> [first index, last index, node count] of its own nodes
+    span: list[int] = []
+    last_path = None
+    at = -1  # place among the nodes drawn: weights not drawn leave no gaps
+    for name, attrs in graph.nodes(data=True):  # in graph order; neighbours mostly share a path
+        if hidden and name in hidden:
+            continue
+        path = paths[name] = effective_path(attrs)
+        at += 1
+        if attrs["op"] == "placeholder":
+            continue
+        if path != last_path:
+            span = own.get(path)
+            if span is None:
+                span = own[path] = [at, at, 0]
+            last_path = path
+        span[1], span[2] = at, span[2] + 1
+    spans: dict[str, list[int]] = {}  # the same over each module's whole subtree
+    for path, (first, last, count) in own.items():
+        for prefix in _prefixes(path):
+            span = spans.setdefault(prefix, [first, last, 0])
+            span[0], span[1], span[2] = min(span[0], first), max(span[1], last), span[2] + count
+    dropped = {p for p, (first, last, count) in spans.items() if last - first + 1 > 2 * count or count == 1}
+    if not dropped.intersection(own):  # dropping a module moves only its own nodes
+        return paths
+    kept = {}
+    for path in set(paths.values()):
+        kept[path] = path
+        while kept[path] in dropped:
+            kept[path] = kept[path].rpartition(".")[0]
+    return {name: kept[path] for name, path in paths.items()}
+
+
+def setup_paths(graph: nx.DiGraph, paths: dict[str, str]) -> dict[str, str]:
+    """FX node -> the setup box it belongs in (``<its box>.⟨setup⟩``), for the setup ops
+    of every box that has at least ``MIN_OPS`` of them; ``paths``: each drawn node's box."""
+    fed: set[str] = set()  # nodes whose value depends on an input or a weight
+    pred = graph.pred
+    for name, attrs in graph.nodes(data=True):
+        if attrs["op"] in ("placeholder", "get_attr", "call_module") or any(p in fed for p in pred[name]):
+            fed.add(name)
+    setup: set[str] = set()
+    succ = graph.succ
+    for name in reversed(list(paths)):  # users before producers
+        attrs = graph.nodes[name]
+        if attrs["op"] not in _OPS:
+            continue
+        users = succ[name]
+        box = paths[name]
+        if name not in fed or (not users and _CHECKS & set(_WORD.findall(attrs["target"]))) \
+                or (users and all(u in setup and paths.get(u) == box for u in users)) or _feeds_layers(users, paths):
+            setup.add(name)
+    per_box: dict[str, list[str]] = {}
+    for name in setup:
+        per_box.setdefault(paths[name], []).append(name)
+    for box, names in list(per_box.items()):  # a module's few input checks are part of what it shows
+        if len(names) < MIN_CHECKS and all(u in setup for n in names for u in succ[n]):  # nothing read outside
+            del per_box[box]
+    own = Counter(paths.values())
+    parents = {path.rpartition(".")[0] for path in own if path}
+    return {name: f"{box}.{SETUP}" if box else SETUP for box, names in per_box.items()
+            if len(names) >= MIN_OPS and (len(names) < own[box] or box in parents)  # not a whole module (rotary_emb)
+            for name in names}
+
+
+def _feeds_layers(users: dict, paths: dict[str, str]) -> bool:
+    """Read in ``FAN_OUT`` or more layers of one stack (``layers.0…``, ``layers.1…``)."""
+    if len(users) < FAN_OUT:
+        return False
+    layers: dict[str, set[str]] = {}
+    for user in users:
+        found = _LAYER.match(paths.get(user, ""))
+        if found:
+            layers.setdefault(found[1], set()).add(found[2])
+    return any(len(indices) >= FAN_OUT for indices in layers.values())
+
+
+def setup_label(graph: nx.DiGraph, names: list[str]) -> str:
+    """``setup · masks, positions``: what the box's ops build, in the order of ``_BUILDS``."""
+    builds = _builds(graph, names)
+    return "setup · " + ", ".join(builds) if builds else "setup"
+
+
+def _builds(graph: nx.DiGraph, names: list[str]) -> list[str]:
+    words = {w for n in names for w in _WORD.findall(graph.nodes[n]["target"].lower())}
+    return [what for what, kind in _BUILDS if kind & words]
