@@ -3,7 +3,7 @@ the buttons and the keys; a click or key made meanwhile is dropped, not run afte
 from __future__ import annotations
 
 import datetime
-import time
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -90,8 +90,10 @@ def test_a_click_or_key_made_while_an_undo_ran_is_dropped_and_said(explorer, mon
     t0 = datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc)
     sent = {"at": t0}
     monkeypatch.setattr(_busy, "_sent", lambda: sent["at"])
+    kernel_clock = [0.0]  # the kernel's: the undo takes exactly 0.3 s of it, however busy the machine
+    monkeypatch.setattr(_busy, "time", SimpleNamespace(monotonic=lambda: kernel_clock[0]))
     real = explorer.session.undo
-    monkeypatch.setattr(explorer.session, "undo", lambda: (time.sleep(0.3), real()))
+    monkeypatch.setattr(explorer.session, "undo", lambda: (kernel_clock.__setitem__(0, kernel_clock[0] + 0.3), real()))
     press(explorer, "redo")  # 0 s: to step 2, at once
     sent["at"] = t0 + datetime.timedelta(seconds=1)
     press(explorer, "undo")  # 1 s: to step 1, ran 0.3 s or more
