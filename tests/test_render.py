@@ -177,7 +177,7 @@ def test_renderings_lay_out_at_the_same_time_each_once(my_module, monkeypatch):
 
     import fxviz.render as render_module
 
-    barrier, calls = threading.Barrier(2, timeout=10), []
+    barrier, calls = threading.Barrier(2), []  # a layout that waits for the other's: a hang, pytest-timeout's
 
     def layout(source, **_):
         calls.append(source)
@@ -190,7 +190,7 @@ def test_renderings_lay_out_at_the_same_time_each_once(my_module, monkeypatch):
         for t in threads:
             t.start()
         for t in threads:
-            t.join(15)
+            t.join()
         return results
 
     monkeypatch.setattr(render_module, "layout_svg", layout)
