@@ -4,6 +4,11 @@ level and expand all, in that order on one drawing, as a user would. Per operati
 prints the boxes, edges and clusters laid out, the seconds of ``dot`` and whether the
 drawing fell back to a coarser plan (its status line) or failed.
 
+Baseline, measured in the same run on each graph: "collapse all" (every top-level module
+one box) clicked on a drawing of its own, the cheapest drawing of that graph: what any
+redraw costs (the plan, DOT, ``dot``'s start, the SVG's parse). Each operation's total
+is printed as a ratio to it (``x base``), which compares across machines and loads.
+
 Graphs: bench/scale.py's cases by name (1k, 10k, 30k, 100k), other names are timm models
 (weights None, their own input size; ``--save DIR`` pickles each graph), or pickled ``fxviz.to_networkx`` graphs (``.pkl``), so that two checkouts draw
 the same graph: PYTHONPATH=<checkout> python -P bench/layout_ops.py 30k.pkl 100k.pkl
@@ -91,7 +96,13 @@ def run(path: str, save: pathlib.Path | None = None) -> None:
 
     render_module.layout_svg = timed_layout
 
-    def op(name: str, act) -> None:
+    base_view = View(collapsed=[], svg="", elements={}, legend=[], legend_mode="op", status="", selected="")
+    base_drawing = GraphDrawing(base_view, said.append)
+    base_drawing.draw(step, {}, "")  # not timed: the baseline is the click below
+    base = [0.0]
+
+    def op(name: str, act, on=(view, drawing)) -> None:
+        shown, drawn = on
         layouts.clear()
         said.clear()
         start = time.perf_counter()
@@ -100,17 +111,21 @@ def run(path: str, save: pathlib.Path | None = None) -> None:
         except FxvizError as exc:
             said.append(str(exc))
         total = time.perf_counter() - start
-        boxes = sum(e["kind"] in ("node", "collapsed", "stub") for e in view.elements.values())
-        edges, clusters = counts(drawing.source)
+        base[0] = base[0] or total
+        boxes = sum(e["kind"] in ("node", "collapsed", "stub") for e in shown.elements.values())
+        edges, clusters = counts(drawn.source)
         dots = "+".join(f"{s:.2f}" for s in layouts) or "-"
-        note = (said[-1][:90] if said else view.status.split(" · ", 2)[-1][:90])
-        print(f"{os.path.basename(path):10} {name:12} {boxes:6d} {edges:6d} {clusters:5d} {dots:>16} {total:7.2f}  {note}",
-              flush=True)
+        note = (said[-1][:90] if said else shown.status.split(" · ", 2)[-1][:90])
+        print(f"{os.path.basename(path):10} {name:12} {boxes:6d} {edges:6d} {clusters:5d} {dots:>16} {total:7.2f} "
+              f"{total / base[0]:7.1f}  {note}", flush=True)
 
-    def follow(collapsed):  # the browser sets `collapsed`, the Explorer observes it
-        view.collapsed = collapsed
-        drawing.follow_click(collapsed, lambda: drawing.draw(step, {}, "", keep_on_error=True))
+    def follow(collapsed, on=(view, drawing)):  # the browser sets `collapsed`, the Explorer observes it
+        shown, drawn = on
+        shown.collapsed = collapsed
+        drawn.follow_click(collapsed, lambda reveal: drawn.draw(step, {}, "", reveal, keep_on_error=True))
 
+    top = sorted({(attrs.get("module_path") or "").split(".")[0] for _, attrs in graph.nodes(data=True)} - {""})
+    op("collapse-all", lambda: follow(top, (base_view, base_drawing)), (base_view, base_drawing))  # the baseline
     op("first", lambda: drawing.draw(step, {}, ""))
     collapsed = list(view.collapsed)
     target = max(collapsed, key=lambda p: -len(p)) if collapsed else None
@@ -127,7 +142,8 @@ def main() -> None:
     parser.add_argument("graphs", nargs="+", help="bench/scale.py case names, or pickled fxviz.to_networkx graphs")
     parser.add_argument("--save", type=pathlib.Path, help="pickle the graphs of named cases into this folder")
     args = parser.parse_args()
-    print(f"{'graph':10} {'operation':12} {'boxes':>6} {'edges':>6} {'clus':>5} {'dot s':>16} {'total s':>7}  note")
+    print(f"{'graph':10} {'operation':12} {'boxes':>6} {'edges':>6} {'clus':>5} {'dot s':>16} {'total s':>7} "
+          f"{'x base':>7}  note")
     for path in args.graphs:
         run(path, args.save)
 
