@@ -139,7 +139,8 @@ def run(path: str, save: pathlib.Path | None = None) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("graphs", nargs="+", help="bench/scale.py case names, or pickled fxviz.to_networkx graphs")
+    parser.add_argument("graphs", nargs="*", default=["10k"],
+                        help="bench/scale.py case names, or pickled fxviz.to_networkx graphs (default: 10k)")
     parser.add_argument("--save", type=pathlib.Path, help="pickle the graphs of named cases into this folder")
     args = parser.parse_args()
     print(f"{'graph':10} {'operation':12} {'boxes':>6} {'edges':>6} {'clus':>5} {'dot s':>16} {'total s':>7} "
