@@ -13,7 +13,8 @@ import torch.fx
 
 from fxviz._cancel import runs_no_model, stop_if_cancelled
 from fxviz._gc import gc_paused
-from fxviz._runtime import fresh_containers, kineto_notes_dropped, preserved_buffers
+from fxviz._clock import instrument
+from fxviz._runtime import kineto_notes_dropped, preserved_buffers
 from fxviz.profiling import device_of, require_graph_module
 from fxviz.capture import as_inputs
 
@@ -23,29 +24,32 @@ NODE_LABEL = "fxviz::node::"  # record_function label that marks a node's region
 
 
 def profile_aten(
-    gm: torch.fx.GraphModule, example_inputs: Any, *, warmup: int = 1, repeats: int = 1
+    gm: torch.fx.GraphModule, example_inputs: Any, *, warmup: int = 1, repeats: int | None = None
 ) -> pd.DataFrame:
     """The operators each node issued, as ``torch.profiler`` recorded them: every node
     runs inside a ``record_function`` region, and each recorded event is attributed to
-    the region it falls in. Numbers are per forward (averaged over ``repeats``).
+    the region it falls in. Numbers are per forward: medians over ``repeats`` forwards
+    (None: :func:`auto_repeats`), as :func:`fxviz.profile`'s node times are.
 
     Columns as in :func:`attribute_events`; on CUDA also device time and kernel rows.
+    ``df.attrs``: ``device``, ``repeats``.
     """
     from torch.profiler import ProfilerActivity
     from torch.profiler import profile as torch_profile
 
     require_graph_module(gm)
+    repeats = auto_repeats(len(gm.graph.nodes)) if repeats is None else repeats
     inputs = as_inputs(example_inputs)
     device = device_of(gm, inputs)
     on_cuda = device.type == "cuda"
     activities = [ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if on_cuda else [])]
-    runner = _LabelledInterpreter(gm)
+    runner = _labelled(gm)
     with torch.no_grad(), preserved_buffers(gm):
         for _ in range(warmup):
-            runner.run(*inputs)
+            runner(*inputs)
         with kineto_notes_dropped(), torch_profile(activities=activities) as prof:
             for _ in range(repeats):
-                runner.run(*inputs)
+                runner(*inputs)
             if on_cuda:
                 torch.cuda.synchronize(device)
     # Parsing the trace: seconds at 100k nodes, no model run. The millions of objects it
@@ -57,8 +61,18 @@ def profile_aten(
             df = attribute_events(events, [n.name for n in gm.graph.nodes], repeats=repeats, device_time=on_cuda)
         finally:
             _free(events)
-    df.attrs["device"] = str(device)
+    df.attrs.update(device=str(device), repeats=repeats)
     return df
+
+
+#: Node runs :func:`profile_aten` parses by default: 5 forwards (enough for a median) up to
+#: 20k nodes, fewer above, 1 at 100k nodes (where parsing one forward takes 8 s).
+AUTO_NODE_RUNS = 100_000
+
+
+def auto_repeats(nodes: int) -> int:
+    """How many forwards :func:`profile_aten` profiles by default on a graph of ``nodes``."""
+    return max(1, min(5, AUTO_NODE_RUNS // max(nodes, 1)))
 
 
 FREE_EVERY = 10_000  # events: a few ms
@@ -75,18 +89,22 @@ def _free(events: list) -> None:
         del events[-FREE_EVERY:]
 
 
-class _LabelledInterpreter(torch.fx.Interpreter):
-    """Runs each node inside ``record_function(NODE_LABEL + name)``; a cancelled
-    scheduler job stops between nodes (a forward of 100,000 nodes here takes seconds)."""
+def _labelled(gm: torch.fx.GraphModule) -> Any:
+    """``gm``'s own forward with each node inside ``record_function(NODE_LABEL + name)``
+    (:func:`fxviz._clock.instrument`), as :func:`fxviz.profile` times it; a cancelled
+    scheduler job stops between nodes. Not an Interpreter: its 24 µs between ops let
+    torch's thread pool fall asleep, and an op that splits over it (attention on CPU)
+    then waited to wake it: on a busy machine 20 ms for an op timed at 20 µs."""
+    regions = [torch.profiler.record_function(NODE_LABEL + n.name) for n in gm.graph.nodes]
+    last = len(regions)
 
-    def run_node(self, n: torch.fx.Node) -> Any:
+    def tick(i: int) -> None:
         stop_if_cancelled()
-        with torch.profiler.record_function(NODE_LABEL + n.name):
-            return super().run_node(n)
-
-    def fetch_args_kwargs_from_env(self, n: torch.fx.Node) -> tuple[tuple, dict]:
-        """As the GraphModule's code passes them: lists and dicts anew (:func:`fresh_containers`)."""
-        return fresh_containers(super().fetch_args_kwargs_from_env(n))
+        if i:
+            regions[i - 1].__exit__(None, None, None)
+        if i < last:
+            regions[i].__enter__()
+    return instrument(gm, tick)
 
 
 def attribute_events(
@@ -97,31 +115,44 @@ def attribute_events(
 
     Columns: ``node``, ``aten_op`` (operator, or kernel name), ``kind`` (``"op"`` or
     ``"kernel"``), ``depth`` (0 = called by the node itself, 1 = by one of those ops,
-    ...), ``count``, ``self_us``, ``total_us`` (host µs; NaN for kernels); with
-    ``device_time`` also ``device_self_us``, ``device_total_us``. Rows are in graph
-    order, operators before kernels, then by time (``total_us``, for kernels
-    ``device_total_us``) descending; events outside any node are left out.
+    ...), ``count`` (per forward), ``self_us``, ``total_us`` (host µs; NaN for kernels);
+    with ``device_time`` also ``device_self_us``, ``device_total_us``. Times are medians
+    over the ``repeats`` forwards (each region of a node is one forward; a forward where
+    the operator did not run counts 0): one forward stalled on a busy machine (a thread
+    of torch's pool descheduled kept CPU attention 20 ms where it takes 20 µs) moves a
+    mean of 5 forwards 1000x, not their median. Rows are in graph order, operators before
+    kernels, then by time (``total_us``, for kernels ``device_total_us``) descending;
+    events outside any node are left out.
     """
-    sums: dict[tuple[str, str, str], list[float]] = {}
+    rows: dict[tuple[str, str, str], list] = {}  # key -> [depth, count, 4 times per forward...]
+    runs: dict[int, int] = {}  # id of a node's region event -> which forward of that node it is
+    seen: dict[str, int] = {}
 
-    def add(key, depth, host_self, host_total, dev_self, dev_total) -> None:
-        row = sums.setdefault(key, [depth, 0, 0.0, 0.0, 0.0, 0.0])
-        row[0] = min(row[0], depth)
-        for i, value in enumerate((1, host_self, host_total, dev_self, dev_total), start=1):
-            row[i] += value
+    def add(key, depth, run, times) -> None:
+        row = rows.get(key)
+        if row is None:  # host times of kernels: NaN, in every forward
+            row = rows[key] = [depth, 0] + (([np.nan, np.nan] if key[2] == "kernel" else [0.0, 0.0]) + [0.0, 0.0]) * repeats
+        row[0], row[1] = min(row[0], depth), row[1] + 1
+        at = 2 + 4 * run
+        for i, value in enumerate(times):
+            row[at + i] += value
 
     for evt in events:
-        node, depth = _owner(evt)
+        node, depth, region = _owner(evt)
         if node is None:
             continue
-        add((node, evt.name, "op"), depth, evt.self_cpu_time_total, evt.cpu_time_total,
-            evt.self_device_time_total, evt.device_time_total)
+        run = runs.get(id(region))
+        if run is None:
+            run = runs[id(region)] = seen[node] = seen.get(node, -1) + 1
+        run %= repeats
+        add((node, evt.name, "op"), depth, run, (evt.self_cpu_time_total, evt.cpu_time_total,
+                                                  evt.self_device_time_total, evt.device_time_total))
         for kernel in getattr(evt, "kernels", ()):
-            add((node, kernel.name, "kernel"), depth + 1, np.nan, np.nan, kernel.duration, kernel.duration)
+            add((node, kernel.name, "kernel"), depth + 1, run, (0.0, 0.0, kernel.duration, kernel.duration))
     columns = ["node", "aten_op", "kind", "depth", "count", "self_us", "total_us", "device_self_us", "device_total_us"]
-    df = pd.DataFrame([[*key, *row] for key, row in sums.items()], columns=columns)
-    df["count"] = (df["count"] // repeats).astype(int)
-    df[columns[5:]] = df[columns[5:]] / repeats
+    table = np.array([row[2:] for row in rows.values()], dtype=float).reshape(len(rows), repeats, 4)
+    df = pd.DataFrame([[*key, row[0], row[1] // repeats] for key, row in rows.items()], columns=columns[:5])
+    df[columns[5:]] = np.median(table, axis=1) if len(rows) else np.empty((0, 4))
     order = {name: i for i, name in enumerate(node_order)}
     df["_order"], df["_time"] = df["node"].map(order), df["total_us"].fillna(df["device_total_us"])
     df = df.sort_values(["_order", "kind", "_time"], ascending=[True, False, False], kind="stable")
@@ -129,13 +160,14 @@ def attribute_events(
     return df.reset_index(drop=True)
 
 
-def _owner(evt: Any) -> tuple[str | None, int]:
-    """The node whose labelled region encloses ``evt``, and how deep inside it is."""
+def _owner(evt: Any) -> tuple[str | None, int, Any]:
+    """The node whose labelled region encloses ``evt``, how deep inside it is, and the
+    region's event (one per forward of the node)."""
     if evt.name.startswith(NODE_LABEL):
-        return None, 0
+        return None, 0, None
     depth, parent = 0, evt.cpu_parent
     while parent is not None:
         if parent.name.startswith(NODE_LABEL):
-            return parent.name[len(NODE_LABEL):], depth
+            return parent.name[len(NODE_LABEL):], depth, parent
         depth, parent = depth + 1, parent.cpu_parent
-    return None, 0
+    return None, 0, None

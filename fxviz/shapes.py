@@ -7,13 +7,15 @@ from typing import Any
 
 import torch
 import torch.fx
-from torch.fx.node import Node, map_aggregate, map_arg
+from torch.fx.node import Node, map_arg
 from torch.fx.passes.shape_prop import TensorMetadata
 
 from fxviz._runtime import fresh_containers, preserved_buffers
-from fxviz._torch_internals import FlopCounter, OpOverload, extract_tensor_metadata, op_schema, tree_leaves
+from fxviz._values import Unknown, has_tensor, signature as _signature, tensor_metadata, tensors as _tensors
+from fxviz._torch_internals import FlopCounter, OpOverload, op_schema
 from fxviz.errors import RunError
 from fxviz.capture import as_inputs
+from fxviz.capture._common import first_line
 
 
 class _Annotator(torch.fx.Interpreter):
@@ -35,7 +37,7 @@ class _Annotator(torch.fx.Interpreter):
     def __init__(self, gm: torch.fx.GraphModule):
         super().__init__(gm, garbage_collect_values=False)  # run() drops values itself
         self.notes: dict[str, dict[str, Any]] = {}
-        self._flops: dict[Any, int | None] = {}  # call signature -> FLOPs (None: not counted)
+        self._flops: dict[Any, int | str | None] = {}  # call signature -> FLOPs (None: not counted; str: why)
         self._calls: dict[tuple[str, Any], tuple[Any, bool]] = {}  # (op, target) -> :meth:`_call`
         self._layouts: dict[Any, tuple[Any, Any, int]] = {}  # tensor layout -> (signature, metadata, bytes)
         self._described: dict[torch.fx.Node, tuple[Any, dict[int, int]]] = {}  # live node -> (signature, tensor bytes)
@@ -70,36 +72,44 @@ class _Annotator(torch.fx.Interpreter):
                     except TypeError:  # an unhashable target or constant: count this call
                         key, flops = None, _UNCOUNTED
                     if flops is _UNCOUNTED:
-                        flops, result = self._count(key, run, target, args, kwargs)
+                        flops, result = self._count(key, run, target, args, kwargs, node, may_write)
                     else:
                         result = (run(target, args, kwargs) if run is not _call_function or kwargs
                                   else target(*args))
                 env[node] = result
                 signature, tensors, meta = self._describe(result)
                 described[node] = (signature, tensors)
+                why = ()  # (annotate's "..._why" key, reason) of what could not be computed
+                if flops.__class__ is str:
+                    why, flops = (("flops_why", flops),), None
+                if meta.__class__ is Unknown:
+                    why, meta = (*why, ("shape_why", meta.why)), None
                 if may_write:  # x.unsqueeze_(0), x.resize_(...): its inputs change shape
                     for producer in node.all_input_nodes:
                         if producer in env:
                             described[producer] = self._describe(env[producer])[:2]
                 moved = None
                 if run is not None:  # bytes read and written, each tensor once
-                    moved = dict(tensors)
-                    for producer in node.all_input_nodes:
-                        moved.update(described[producer][1])
-                    if op == "call_module":
-                        moved.update(self._parameter_bytes(target))
-                    moved = sum(moved.values())
+                    try:
+                        moved = dict(tensors)
+                        for producer in node.all_input_nodes:
+                            moved.update(described[producer][1])
+                        if op == "call_module":
+                            moved.update(self._parameter_bytes(target))
+                        moved = sum(moved.values())
+                    except TypeError:  # None: a tensor it reads or writes has no known size
+                        moved, why = None, (*why, ("bytes_why", "a tensor it reads or writes has an unknown size"))
                 # Metadata by identity (equal layouts share one record: _describe), kept alive by
                 # the note that holds it; no other value is kept past its last use.
-                described_as = meta if meta.__class__ is TensorMetadata or _has_tensor(meta) else None
+                described_as = meta if meta.__class__ is TensorMetadata or has_tensor(meta) else None
                 try:
-                    note_key = (flops, moved, id(described_as))
+                    note_key = (flops, moved, id(described_as), why)
                     note = shared.get(note_key)
                 except TypeError:  # symbolic FLOPs or bytes
                     note_key = note = None
                 if note is None:
                     # flop_counter counts a multiply-add as 2 FLOPs in matmul/conv, the ops that own MACs.
-                    note = {"flops": flops, "macs": None if flops is None else flops // 2, "bytes": moved}
+                    note = {"flops": flops, "macs": None if flops is None else flops // 2, "bytes": moved, **dict(why)}
                     if described_as is not None:
                         note["tensor_meta"] = described_as
                     if note_key is not None:
@@ -128,15 +138,34 @@ class _Annotator(torch.fx.Interpreter):
             run = _with_fresh_containers(run)  # Python code (a function, a module), which may fill in a list
         return run, _may_write_inputs(n)
 
-    def _count(self, key: Any, run: Any, target: Any, args: tuple, kwargs: dict) -> tuple[int | None, Any]:
-        """The FLOPs of a call (None where no operator it ran has a formula), noted under
-        ``key`` (None: not noted), and its result."""
-        with FlopCounter(display=False) as counter:
-            result = run(target, args, kwargs)
-        flops = counter.get_total_flops() if counter.counted else None
+    def _count(self, key: Any, run: Any, target: Any, args: tuple, kwargs: dict, node: Node,
+               may_write: bool) -> tuple[int | str | None, Any]:
+        """The FLOPs of a call (None where no operator it ran has a formula; a str saying
+        why where counting failed), noted under ``key`` (None: not noted), and its result.
+        Counting never stops the run: a call that fails under torch's counter runs again
+        without it, unless it wrote into a tensor first (then the failure is the call's)."""
+        written = self._versions(node, args, kwargs) if may_write else None
+        try:
+            with FlopCounter(display=False) as counter:
+                result = run(target, args, kwargs)
+            flops = (f"torch's FLOP formula for {counter.failed}" if counter.failed
+                     else counter.get_total_flops() if counter.counted else None)
+        except Exception as exc:
+            if written is not None and written != self._versions(node, args, kwargs):
+                raise
+            result = run(target, args, kwargs)  # where the call itself fails, it fails here
+            flops = f"counting its FLOPs failed: {first_line(exc)}"
         if key is not None:
             self._flops[key] = flops
         return flops, result
+
+    def _versions(self, node: Node, args: tuple, kwargs: dict) -> list[int]:
+        """The version counter of each tensor a call could write: its arguments', its module's."""
+        tensors = _tensors((args, kwargs))
+        if node.op == "call_module":
+            module = self.fetch_attr(node.target)
+            tensors += [*module.parameters(), *module.buffers()]
+        return [0 if t.is_inference() else t._version for t in tensors]  # inference tensors have none
 
     def _signature(self, arg: Any) -> Any:
         """:func:`_signature` of an argument's value, its nodes' from their descriptions."""
@@ -148,27 +177,31 @@ class _Annotator(torch.fx.Interpreter):
             return (dict, *((k, self._signature(v)) for k, v in arg.items()))
         return _signature(arg)
 
-    def _describe(self, value: Any) -> tuple[Any, dict[int, int], Any]:
+    def _describe(self, value: Any) -> tuple[Any, dict[int, int] | None, Any]:
         """A value's call signature part (:func:`_signature`), the bytes of each tensor in
-        it by id, and its metadata (:func:`tensor_metadata`)."""
-        if isinstance(value, torch.Tensor) and value.layout == torch.strided and not value.is_quantized:
-            try:
-                layout = (value.shape, value.dtype, value.device, value.stride(), value.requires_grad)
-                known = self._layouts.get(layout)
-            except TypeError:  # symbolic sizes: not cached
-                layout = known = None
-            if known is None:
-                known = ((value.shape, value.dtype, value.device, value.layout), tensor_metadata(value),
-                         value.numel() * value.element_size())
-                if layout is not None:
-                    self._layouts[layout] = known
-            signature, meta, size = known
-            return signature, {id(value): size}, meta
+        it by id, and its metadata (:func:`tensor_metadata`); None and :class:`Unknown`
+        where a tensor's size or layout cannot be read (a strided nested tensor)."""
         try:
-            signature = _signature(value)
-        except TypeError:  # a value with no signature gets one of its own: calls on it are counted each time
-            signature = object()
-        return signature, {id(t): t.numel() * t.element_size() for t in _tensors((value,))}, tensor_metadata(value)
+            if isinstance(value, torch.Tensor) and value.layout == torch.strided and not value.is_quantized:
+                try:
+                    layout = (value.shape, value.dtype, value.device, value.stride(), value.requires_grad)
+                    known = self._layouts.get(layout)
+                except TypeError:  # symbolic sizes: not cached
+                    layout = known = None
+                if known is None:
+                    known = ((value.shape, value.dtype, value.device, value.layout), tensor_metadata(value),
+                             value.numel() * value.element_size())
+                    if layout is not None:
+                        self._layouts[layout] = known
+                signature, meta, size = known
+                return signature, {id(value): size}, meta
+            try:
+                signature = _signature(value)
+            except TypeError:  # a value with no signature gets one of its own: calls on it are counted each time
+                signature = object()
+            return signature, {id(t): t.numel() * t.element_size() for t in _tensors((value,))}, tensor_metadata(value)
+        except Exception as exc:  # unknown, not a failed run; calls on it are counted each time
+            return object(), None, Unknown(f"its output's layout cannot be read: {first_line(exc)}")
 
     def _parameter_bytes(self, target: str) -> list[tuple[int, int]]:
         """(id, bytes) of a module's parameters and buffers, which a call of it reads."""
@@ -212,63 +245,15 @@ def _call_function(target: Any, args: tuple, kwargs: dict) -> Any:
     return target(*args, **kwargs)
 
 
-def _tensors(values: Any) -> list[torch.Tensor]:
-    """The tensors among ``values`` and inside their containers (pytree leaves)."""
-    found = []
-    for value in values:
-        if isinstance(value, torch.Tensor):
-            found.append(value)
-        elif not isinstance(value, (int, float, bool, str, type(None))):
-            found += [t for t in tree_leaves(value) if isinstance(t, torch.Tensor)]
-    return found
-
-
-def _signature(value: Any) -> Any:
-    """What a call's operators and their FLOPs depend on: tensors by shape, dtype and
-    device, everything else by value (raises TypeError when that is unhashable)."""
-    if isinstance(value, torch.Tensor):
-        return (value.shape, value.dtype, value.device, value.layout)
-    if isinstance(value, (tuple, list)):
-        return (type(value), *map(_signature, value))
-    if isinstance(value, dict):
-        return (dict, *((k, _signature(v)) for k, v in value.items()))
-    if isinstance(value, slice):  # unhashable before Python 3.12
-        return (slice, _signature(value.start), _signature(value.stop), _signature(value.step))
-    hash(value)
-    return (type(value), value)  # type too: 1 == 1.0 == True, yet they dispatch differently
-
-
-def tensor_metadata(value: Any) -> Any:
-    """torch's ``TensorMetadata`` of a tensor, or the same structure with one for each
-    tensor of a container; other values as they are. A contiguous dense tensor (most
-    of them) takes a fast path to the same record."""
-    if isinstance(value, torch.Tensor):
-        if value.layout == torch.strided and not value.is_quantized and value.is_contiguous():
-            return TensorMetadata(value.shape, value.dtype, value.requires_grad, value.stride(),
-                                  torch.contiguous_format, False, {})
-        return extract_tensor_metadata(value)
-    if isinstance(value, (tuple, list, dict)):
-        return map_aggregate(value, lambda v: extract_tensor_metadata(v) if isinstance(v, torch.Tensor) else v)
-    return value
-
-
-def _has_tensor(meta: Any) -> bool:
-    if isinstance(meta, TensorMetadata):
-        return True
-    if isinstance(meta, (tuple, list)):
-        return any(_has_tensor(m) for m in meta)
-    if isinstance(meta, dict):
-        return any(_has_tensor(m) for m in meta.values())
-    return False
-
-
 def annotate(gm: torch.fx.GraphModule, example_inputs: Any) -> torch.fx.GraphModule:
     """Run ``gm`` once on ``example_inputs`` and record, per node, ``meta["tensor_meta"]``
     (shape, dtype, stride, memory format; nested for tuple outputs), ``meta["flops"]``
     and ``meta["macs"]`` (None where ``torch.utils.flop_counter`` has no formula for
     any operator the node ran: not counted is not zero) and ``meta["bytes"]`` (bytes
-    read and written by a call node; None for others). Buffers are restored
-    afterwards, so the model is unchanged."""
+    read and written by a call node; None for others). What cannot be computed is None
+    with the reason in ``meta["flops_why"]``, ``["shape_why"]`` or ``["bytes_why"]``:
+    annotation never stops a graph that runs. Buffers are restored afterwards, so the
+    model is unchanged."""
     _, notes = annotated_run(gm, example_inputs)
     for node in gm.graph.nodes:
         node.meta.update(notes[node.name])

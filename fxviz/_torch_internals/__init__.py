@@ -8,7 +8,8 @@ torch>=2.5, and a name that a given version lacks fails when fxviz is imported,
 naming this module.
 
 Dynamo's and AOT autograd's private API (graph capture for ``torch.compile``) is in
-the ``dynamo`` module beside this one, imported on use: it costs seconds.
+the ``dynamo`` module beside this one, imported on use: it costs seconds. torch's FLOP
+counter, made to count attention and never to stop a run, is in ``flops``.
 
 Not here: private *attributes* whose names are a protocol with torch rather than an
 API, used where they matter: ``_orig_mod`` (which make_fx reads to record module
@@ -30,8 +31,8 @@ from torch.fx.node import _get_qualified_name
 from torch.fx.passes.shape_prop import _extract_tensor_metadata
 from torch.utils._pytree import register_pytree_node, tree_leaves, tree_map, tree_map_only  # torch's own pytree (no public one)
 from torch.utils._python_dispatch import TorchDispatchMode  # the only way to see every ATen call
-from torch.utils import flop_counter
-from torch.utils.flop_counter import FlopCounterMode
+
+from fxviz._torch_internals.flops import FLASH_CPU, FlopCounter
 
 try:  # what non-strict torch.export sets while it traces; missing from some torch fxviz supports
     from torch._export.utils import _compiling_state_context
@@ -79,13 +80,11 @@ def current_autograd_node() -> Any:
     return torch._C._current_autograd_node()
 
 
-#: An ATen operator torch decomposes wrongly for training: the decomposition's second output
-#: is the attention weights, where the backward kernel (never decomposed) reads the log-sum-exp.
-FLASH_CPU = "_scaled_dot_product_flash_attention_for_cpu"
-
 
 def core_aten_decompositions() -> dict:
-    """torch.export's core ATen decomposition table, less :data:`FLASH_CPU`'s forward: a
+    """torch.export's core ATen decomposition table, less :data:`FLASH_CPU`'s forward (torch
+    decomposes it wrongly for training: the decomposition's second output is the attention
+    weights, where the backward kernel, never decomposed, reads the log-sum-exp): a
     graph with its backward got wrong gradients (a Llama's k_proj off by 4x its scale)."""
     from torch._decomp import core_aten_decompositions as table
 
@@ -237,43 +236,3 @@ def forget_last_trace() -> None:
     from torch.fx.experimental import proxy_tensor
 
     getattr(proxy_tensor, "_FAKE_TENSOR_ID_TO_PROXY_MAP_FOR_EXPORT", {}).clear()
-
-
-def _unwrapped_mode() -> type | None:
-    """FlopCounterMode's dispatch mode class with its own ``__torch_dispatch__`` (which
-    torch wraps in ``_disable_dynamo``, keeping the original as ``__wrapped__``); None
-    where this torch has no such class or no wrapper."""
-    mode = getattr(flop_counter, "_FlopCounterMode", None)
-    raw = getattr(getattr(mode, "__torch_dispatch__", None), "__wrapped__", None)
-    if mode is None or raw is None:
-        return None
-    unwrapped = type("_UnwrappedFlopCounterMode", (mode,), {})  # a body without __torch_dispatch__: not wrapped
-    unwrapped.__torch_dispatch__ = raw
-    return unwrapped
-
-
-_UNWRAPPED_MODE = _unwrapped_mode()
-
-
-class FlopCounter(FlopCounterMode):
-    """A FlopCounterMode that also says whether any operator it has a formula for ran:
-    FLOPs of an operator without one (BatchNorm, ReLU, add) are unknown, not zero.
-    ``_count_flops`` is the hook torch calls once per operator (no public one)."""
-
-    counted = False
-
-    def __enter__(self):
-        """Outside torch.compile, the mode skips the wrapper torch puts around every
-        dispatch mode to keep dynamo out of it: that wrapper's first call imports
-        torch._dynamo, which cost the first Session of a kernel 0.65 s, on a model as
-        small as Linear + ReLU. Nothing can be compiling while torch._dynamo is not
-        imported, and then the wrapper has nothing to do."""
-        entered = super().__enter__()
-        if _UNWRAPPED_MODE is not None and "torch._dynamo" not in sys.modules \
-                and type(self.mode) is _UNWRAPPED_MODE.__base__:
-            self.mode.__class__ = _UNWRAPPED_MODE
-        return entered
-
-    def _count_flops(self, func_packet, out, args, kwargs):
-        self.counted = self.counted or func_packet in self.flop_registry
-        return super()._count_flops(func_packet, out, args, kwargs)

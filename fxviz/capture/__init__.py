@@ -28,7 +28,7 @@ from fxviz._gc import gc_paused
 from fxviz._runtime import containers_kept
 from fxviz._torch_internals import uncompiled
 from fxviz.discovery import import_modules
-from fxviz.errors import TraceError, UsageError
+from fxviz.errors import FxvizError, TraceError, UsageError
 
 MODULES = import_modules(__name__, __path__)
 #: Seconds ``tracer="auto"`` may spend: after a failure past it, later methods are not tried.
@@ -113,7 +113,15 @@ def _auto(model: Any, inputs: tuple, options: dict[str, Any], timeout: float | N
             result = chosen(_request(chosen, model, inputs, method, options))
             if inputs:
                 _runs(result, inputs)
-        except TraceError as exc:
+            exc = None
+        except TraceError as failed:
+            exc = failed
+        except FxvizError:  # the user's to fix (an input the program does not take): no method would do
+            raise
+        except Exception as failed:  # front-ends raise TraceError for the capture itself: this came after it
+            exc = TraceError(f"{method} captured, then fxviz failed processing its graph: {first_line(failed)}")
+            exc.__cause__ = failed
+        if exc is not None:
             spent = f" [{time.perf_counter() - start:.1f} s]"
             attempts.append((method, str(exc).splitlines()[0] + _detail(exc) + spent))
             errors.append(exc)

@@ -1,0 +1,118 @@
+"""torch's FLOP counter (``torch.utils.flop_counter``), made to count what fxviz meets:
+attention on CPU and flex attention, modules fed views made under no_grad, formulas that
+fail. Its hooks (``_count_flops``, ``mod_tracker``, the ``_FlopCounterMode`` dispatch mode)
+have no public equivalent."""
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import torch
+from torch.utils import flop_counter
+from torch.utils.flop_counter import FlopCounterMode
+
+#: The CPU flash attention kernel, which every ``scaled_dot_product_attention`` on CPU runs.
+FLASH_CPU = "_scaled_dot_product_flash_attention_for_cpu"
+
+
+def _handle_higher_order_ops(self, func, types, args, kwargs):
+    """Flex attention (a higher-order operator with a formula) run as it is and counted:
+    torch's mode counts it only when compiled, and refuses it in eager code."""
+    if func in self.counter.flop_registry:
+        return self.counter._count_flops(func, func(*args, **kwargs), args, kwargs)
+    return super(_COUNTING_MODE, self)._handle_higher_order_ops(func, types, args, kwargs)
+
+
+def _counting_modes() -> tuple[type | None, type | None]:
+    """FlopCounterMode's dispatch mode class that also counts flex attention
+    (:func:`_handle_higher_order_ops`), and the same with its own ``__torch_dispatch__``
+    (which torch wraps in ``_disable_dynamo``, keeping the original as ``__wrapped__``);
+    None where this torch has no such class or no wrapper."""
+    mode = getattr(flop_counter, "_FlopCounterMode", None)
+    if mode is None:
+        return None, None
+    counting = type("_CountingMode", (mode,), {"_handle_higher_order_ops": _handle_higher_order_ops})
+    raw = getattr(getattr(mode, "__torch_dispatch__", None), "__wrapped__", None)
+    if raw is None:
+        return counting, None
+    unwrapped = type("_UnwrappedFlopCounterMode", (counting,), {})  # a body without __torch_dispatch__: not wrapped
+    unwrapped.__torch_dispatch__ = raw
+    return counting, unwrapped
+
+
+_COUNTING_MODE, _UNWRAPPED_MODE = _counting_modes()
+
+
+def _attention_formulas() -> dict:
+    """FLOP formulas for the attention kernels torch's registry lacks (raw: given the
+    tensors): CPU's flash kernel, which every ``scaled_dot_product_attention`` on CPU
+    dispatches to (its CUDA kernels have formulas), and the "overrideable" one of other
+    backends, forward and backward, as torch counts its CUDA ones (``sdpa_flop_count``:
+    the QK^T and AV matmuls, 4*B*H*L*S*E, the mask ignored)."""
+    def forward(query, key, value, *args, out_val=None, **kwargs):
+        return flop_counter.sdpa_flop_count(query.shape, key.shape, value.shape)
+
+    def backward(grad_out, query, key, value, *args, out_val=None, **kwargs):
+        return flop_counter.sdpa_backward_flop_count(grad_out.shape, query.shape, key.shape, value.shape)
+
+    forward._get_raw = backward._get_raw = True  # FlopCounterMode passes tensors, not shapes
+    names = {FLASH_CPU: forward, f"{FLASH_CPU}_backward": backward,
+             "_scaled_dot_product_fused_attention_overrideable": forward,
+             "_scaled_dot_product_fused_attention_overrideable_backward": backward}
+    return {getattr(torch.ops.aten, name): formula for name, formula in names.items()
+            if hasattr(torch.ops.aten, name) and getattr(torch.ops.aten, name) not in flop_counter.flop_registry}
+
+
+class _Global:
+    """A ModuleTracker that tracks nothing: every count goes to the total, the only one
+    read. torch's installs hooks on every module call, whose backward hook fails on a
+    module fed a view of a Parameter made under no_grad ("Expected gradient function
+    to be set": timm's attention pools), and costs time on every module call."""
+
+    parents = frozenset({"Global"})
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        return None
+
+
+class FlopCounter(FlopCounterMode):
+    """A FlopCounterMode that also says whether any operator it has a formula for ran:
+    FLOPs of an operator without one (BatchNorm, ReLU, add) are unknown, not zero;
+    ``failed`` says why a formula that raised left the total incomplete. It counts
+    attention on CPU (:func:`_attention_formulas`) and tracks no modules (:class:`_Global`).
+    ``_count_flops`` is the hook torch calls once per operator, ``mod_tracker`` its module
+    tracker (no public ones)."""
+
+    counted = False
+    failed = ""  # "operator: error" of the first formula that raised
+
+    def __init__(self, **kwargs: Any):
+        super().__init__(custom_mapping=_ATTENTION_FORMULAS, **kwargs)
+        if hasattr(self, "mod_tracker"):
+            self.mod_tracker = _Global()
+
+    def __enter__(self):
+        """The mode also counts flex attention; outside torch.compile, it skips the wrapper torch puts around every
+        dispatch mode to keep dynamo out of it: that wrapper's first call imports
+        torch._dynamo, which cost the first Session of a kernel 0.65 s, on a model as
+        small as Linear + ReLU. Nothing can be compiling while torch._dynamo is not
+        imported, and then the wrapper has nothing to do."""
+        entered = super().__enter__()
+        if _COUNTING_MODE is not None and type(self.mode) is _COUNTING_MODE.__base__:
+            dynamo_free = _UNWRAPPED_MODE is not None and "torch._dynamo" not in sys.modules
+            self.mode.__class__ = _UNWRAPPED_MODE if dynamo_free else _COUNTING_MODE
+        return entered
+
+    def _count_flops(self, func_packet, out, args, kwargs):
+        self.counted = self.counted or func_packet in self.flop_registry
+        try:
+            return super()._count_flops(func_packet, out, args, kwargs)
+        except Exception as exc:  # the op ran: its count is unknown, not its result
+            self.failed = self.failed or f"{func_packet}: {type(exc).__name__}: {exc}"
+            return out
+
+
+_ATTENTION_FORMULAS = _attention_formulas()
