@@ -60,7 +60,7 @@ def test_data_dependent_branch_opens_as_dynamo_graphs_with_the_break_and_user_li
     assert brk["user_line"].endswith(f"test_capture_auto.py:{DataBranch.forward.__code__.co_firstlineno + 2}")
     linear = next(n for n in result.gm.graph.nodes if n.op == "call_function" and "linear" in str(n.target))
     assert linear.meta["module_path"] == "lin"
-    x_input = next(n for n in result.gm.graph.find_nodes(op="placeholder") if n.name == "l_x_")
+    x_input = next(n for n in result.gm.graph.find_nodes(op="placeholder") if n.name == "x")  # forward's parameter, not dynamo's l_x_
     assert x_input.meta["module_path"] == ""
 
 

@@ -9,11 +9,24 @@ import torch.fx
 from fxviz._torch_internals import _child
 
 
-def rename_input(node: torch.fx.Node, name: str) -> None:
-    """Name placeholder ``node`` ``name`` (made unique and legal in its graph, as FX names
-    any node), in the generated code's signature too; the caller recompiles."""
-    node._rename(name)
-    node.target = node.name
+def rename_inputs(graph: torch.fx.Graph, names: dict[torch.fx.Node, str]) -> None:
+    """Name each placeholder of ``names`` as given, in the generated code's signature too
+    (legal in Python: not a builtin's name, as FX names any node); the caller recompiles.
+    A node that has the name already (dynamo names nodes after the user's variables: ``x =
+    self.lin(x)``) gives it up for another, so the input gets the very name."""
+    held = {node.name: node for node in graph.nodes}
+    for node, name in names.items():
+        holder = held.get(name)
+        if holder is node:
+            continue
+        if holder is not None:
+            holder._rename(f"{name}_1")  # made unique by the namespace
+            held[holder.name] = holder
+        graph._graph_namespace._used_names.discard(name)  # held by no node now
+        del held[node.name]
+        node._rename(name)
+        node.target = node.name
+        held[node.name] = node
 
 
 def output_structure(graph: torch.fx.Graph) -> Any:

@@ -10,7 +10,7 @@ import torch
 import torch.fx
 
 from fxviz._torch_internals import tree_leaves
-from fxviz._torch_internals.fx_io import output_structure, rename_input
+from fxviz._torch_internals.fx_io import output_structure, rename_inputs
 from fxviz.capture.keywords import input_names
 
 
@@ -43,12 +43,9 @@ def name_inputs(gm: torch.fx.GraphModule, inputs: tuple, names: Sequence[str | N
                  zip(gm.graph.find_nodes(op="placeholder"), ran) if node in placeholders]
     else:
         pairs = list(_in_order(placeholders, leaves))
-    renamed = False
-    for node, name in pairs:
-        if name and node.name != name:
-            rename_input(node, name)
-            renamed = True
+    renamed = {node: name for node, name in pairs if name and node.name != name}
     if renamed:
+        rename_inputs(gm.graph, renamed)
         gm.recompile()
 
 
