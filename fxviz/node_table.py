@@ -15,6 +15,7 @@ COLUMNS = [
     {"key": "target", "label": "target"},
     {"key": "module_path", "label": "module"},
     {"key": "shape", "label": "shape"},
+    {"key": "weights", "label": "weights"},
     {"key": "flops", "label": "FLOPs", "numeric": True},
     {"key": "bytes", "label": "bytes moved", "numeric": True},
     {"key": "time_us", "label": "time (µs)", "numeric": True, "digits": 1},
@@ -34,6 +35,21 @@ def values(graph: Any, limit: int | None = None) -> dict[str, list]:
         "op": [a["op"] for a in attrs], "target": [a["target"] for a in attrs],
         "module_path": [a["module_path"] or "" for a in attrs],
         "shape": [shape_text(a["shape"]) for a in attrs],
+        "weights": [weights_text(a.get("weights", ())) for a in attrs],
         "flops": [None if a["flops"] is None else int(a["flops"]) for a in attrs],
         "bytes": [a.get("bytes") for a in attrs],
     }
+
+
+def weights_text(weights: tuple) -> str:
+    """A node's weights in one line, ``conv1.weight 64×3×7×7, conv1.bias 64`` (see
+    :func:`fxviz.to_networkx`'s ``weights``); ``""`` when it reads none."""
+    return ", ".join(f"{name} {shape}".rstrip() for name, shape, _dtype, _size in weights)
+
+
+def human_bytes(size: float) -> str:
+    """``37.6 kB``, ``1.2 MB``: decimal units, three digits."""
+    for scale, unit in ((1e9, "GB"), (1e6, "MB"), (1e3, "kB")):
+        if size >= scale:
+            return f"{size / scale:.3g} {unit}"
+    return f"{size:.0f} B"

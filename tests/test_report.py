@@ -378,7 +378,7 @@ def test_the_explorers_static_copy_has_the_live_tables_columns_and_first_rows(n_
     n, large = len(session.current.graph), n_ops > explorer_module.LARGE_GRAPH
     assert sent == (0 if large else n)
     header, rows = _node_table(page)
-    assert len(labels) == 10 and header == labels and rows == live and len(rows) == min(n, MAX_ROWS)
+    assert len(labels) == 11 and header == labels and rows == live and len(rows) == min(n, MAX_ROWS)
     assert (f"(first {MAX_ROWS} of {n})" in page) == large
     assert EVIL in [rows[1][keys.index("module_path")], rows[1][keys.index("target")]]  # text, intact
     assert "<img" not in page and "&lt;img src=x onerror=alert(1)&gt;" in page

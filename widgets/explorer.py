@@ -117,6 +117,7 @@ class Explorer(w.VBox):
         self.graph.observe(self._on_selected, "selected")
         self.graph.observe(self._on_collapsed, "collapsed")
         self.graph.observe(lambda _: self._request_profiles(), "color_mode")
+        self.graph.observe(lambda _: self._draw(), "show_weights")
         # Opening the Passes tab lists passes registered since (e.g. in another cell).
         self.tabs.observe(lambda _: self.passes.show(session, self.graph.selected), "selected_index")
         self.tabs.observe(lambda _: self._show_code(), "selected_index")

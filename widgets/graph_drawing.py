@@ -38,7 +38,7 @@ class GraphDrawing:
         status = " · ".join(filter(None, [f"{len(step.graph)} nodes", f"step {step.index}", note]))
         try:
             rendering = render(step.graph, collapse=view.collapsed, expand=[reveal, *self.open] if reveal else self.open,
-                               **coloring)
+                               show_weights=view.show_weights, **coloring)
             same = rendering.dot.source == self.source  # e.g. timings arrived in "op" colouring
             if not same:
                 asked, rendering = rendering, rendering.drawn()  # a coarser drawing if dot runs out of time

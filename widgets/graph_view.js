@@ -141,10 +141,12 @@ function render({ model, el }) {
   onModel("legend", bar.renderLegend);
   onModel("legend_mode", bar.renderLegend);
   onModel("status", bar.renderStatus);
+  onModel("show_weights", bar.renderWeights);
 
   bar.renderModes();
   bar.renderLegend();
   bar.renderStatus();
+  bar.renderWeights();
   onSvg();
 
   return () => {

@@ -133,6 +133,8 @@ class GraphView(anywidget.AnyWidget):
     #: the modes the menu offers, [{"name", "label", "unit"}] (default: every mode of
     #: ``fxviz.colour_modes.MODES``); the front-end shows their words as they are
     color_modes = traitlets.List(traitlets.Dict()).tag(sync=True)
+    #: parameters, buffers and constants drawn as nodes (else listed on the ops that read them)
+    show_weights = traitlets.Bool(False).tag(sync=True)
     #: one line for the toolbar, e.g. "71 nodes · step 2"
     status = traitlets.Unicode("").tag(sync=True)
 

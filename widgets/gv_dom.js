@@ -29,6 +29,8 @@ const BUTTONS = [
   ["collapse-all", "Collapse all", "Draw every top-level module as one box"],
   ["expand-level", "Expand a level", "Open each collapsed module one level"],
   ["expand-all", "Expand all", "Open every module that lays out quickly (the status line says what stays closed)"],
+  ["weights", "Weights", "Draw parameters, buffers and constants as boxes of their own (else each op lists "
+    + "the weights it reads: tooltip, Details, table)"],
 ];
 
 /**

@@ -6,7 +6,7 @@
 
 /** @typedef {{kind: "node" | "cluster" | "collapsed" | "stub", name: string}} ElementRecord */
 /** @typedef {Record<string, ElementRecord>} Elements */
-/** @typedef {{op?: string, target?: string, module_path?: string, shape?: string, time?: string,
+/** @typedef {{op?: string, target?: string, module_path?: string, shape?: string, weights?: string, time?: string,
  *   inputs?: string[], users?: string[]}} NodeRecord */
 /** @typedef {Record<string, NodeRecord>} Nodes */
 /** @typedef {{nodeIds: Map<string, string>, modules: Array<[string, string]>}} ElementIndex */

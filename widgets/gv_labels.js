@@ -15,7 +15,7 @@ function nodeRows(rec) {
   if (!rec) return [];
   /** @type {Array<[string, string | undefined]>} */
   const rows = [["op", rec.op], ["target", rec.target], ["shape", rec.shape],
-    ["time", rec.time], ["module", rec.module_path]];
+    ["weights", rec.weights], ["time", rec.time], ["module", rec.module_path]];
   return /** @type {Array<[string, string]>} */ (rows.filter(([, v]) => v));
 }
 

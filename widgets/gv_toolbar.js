@@ -18,10 +18,11 @@ const ZOOM_STEP = 1.25;
  * What a toolbar button does: a view change (`fit`, `zoom` by a factor, `selection`)
  * or the `collapsed` list to send; null for no button.
  * @param {string | undefined} action
- * @param {{elements: Elements, collapsed: string[], nodes: Nodes}} state
- * @returns {{fit: true} | {zoom: number} | {selection: true} | {collapsed: string[]} | null}
+ * @param {{elements: Elements, collapsed: string[], nodes: Nodes, showWeights?: boolean}} state
+ * @returns {{fit: true} | {zoom: number} | {selection: true} | {collapsed: string[]}
+ *   | {show_weights: boolean} | null}
  */
-export function toolbarAction(action, { elements, collapsed, nodes }) {
+export function toolbarAction(action, { elements, collapsed, nodes, showWeights = false }) {
   switch (action) {
     case "fit": return { fit: true };
     case "in": return { zoom: ZOOM_STEP };
@@ -30,6 +31,7 @@ export function toolbarAction(action, { elements, collapsed, nodes }) {
     case "collapse-all": return { collapsed: collapseAll(elements) };
     case "expand-level": return { collapsed: expandOneLevel(collapsed, nodes) };
     case "expand-all": return { collapsed: [] };
+    case "weights": return { show_weights: !showWeights };
     default: return null;
   }
 }
@@ -89,8 +91,8 @@ export function createToolbar({ model, h, toolbar, modeBox, modeSelect, legend, 
 
   on(toolbar, "click", (/** @type {MouseEvent} */ e) => {
     const b = e.target instanceof Element ? e.target.closest("button") : null;
-    const action = toolbarAction(b?.dataset.action,
-      { elements: elements(), collapsed: model.get("collapsed") || [], nodes: nodes() });
+    const action = toolbarAction(b?.dataset.action, { elements: elements(), collapsed: model.get("collapsed") || [],
+      nodes: nodes(), showWeights: Boolean(model.get("show_weights")) });
     if (!action) return;
     if ("fit" in action) stage.fit();
     else if ("zoom" in action) stage.zoomBy(action.zoom, stage.width() / 2, stage.height() / 2);
@@ -99,5 +101,15 @@ export function createToolbar({ model, h, toolbar, modeBox, modeSelect, legend, 
   });
   on(modeSelect, "change", () => send({ color_mode: modeSelect.value }));
 
-  return { renderModes, renderLegend, renderStatus, renderMode };
+  /** The weights button: pressed while weights are drawn as nodes; hidden where the
+   * host cannot redraw (the offline report's drawings are made in advance). */
+  function renderWeights() {
+    const weights = /** @type {HTMLButtonElement | null} */ (toolbar.querySelector('[data-action="weights"]'));
+    if (!weights) return;
+    const shown = model.get("show_weights");
+    weights.hidden = shown === undefined || shown === null;
+    weights.setAttribute("aria-pressed", String(Boolean(shown)));
+  }
+
+  return { renderModes, renderLegend, renderStatus, renderMode, renderWeights };
 }

@@ -24,7 +24,7 @@ from .table_view import TableView
 TIME_COLUMNS = ("median_us", "share")  # theirs in a profile's table
 TABLE_KEYS = tuple(c["key"] for c in COLUMNS if c["key"] not in TIME_KEYS)
 #: the graph view's: display strings, and ``inputs`` as how many places back each input is
-VIEW_KEYS = ("name", "op", "target", "module_path", "shape", "inputs")
+VIEW_KEYS = ("name", "op", "target", "module_path", "shape", "weights", "inputs")
 
 NO_TIMES = Columns()
 _BUILT: weakref.WeakKeyDictionary[Any, tuple[Columns, NodeRecords]] = weakref.WeakKeyDictionary()

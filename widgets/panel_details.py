@@ -21,6 +21,7 @@ import pandas as pd
 
 from fxviz.markup import escape
 from fxviz.graph import shape_text
+from fxviz.node_table import human_bytes
 from fxviz.overview import graph_overview
 
 from ._tree import replace_children
@@ -79,7 +80,7 @@ class DetailsPanel(w.VBox):
             *_time_rows(name, timings),
         ]
         cells = "".join(f"<tr><th>{escape(k)}</th><td>{escape('—' if v is None else v)}</td></tr>" for k, v in rows)
-        self.body.value = f'<table class="fxviz-kv">{cells}</table>'
+        self.body.value = f'<table class="fxviz-kv">{cells}</table>{weights_html(attrs.get("weights", ()))}'
         if attrs.get("source") and self._links_source:
             self.source.description = f"model code at {user_place(attrs['source'])}"
             self.source.layout.display = None
@@ -112,6 +113,19 @@ def overview_html(graph: nx.DiGraph, capture: Any = None) -> str:
     return ('<div class="fxviz-overview"><p><b>The whole graph</b></p>'
             f'<table class="fxviz-kv">{cells}</table>{tried}'
             '<p class="fxviz-hint">Select a node in the graph or the table.</p></div>')
+
+
+def weights_html(weights: tuple) -> str:
+    """The parameters, buffers and constants a node reads, as Netron lists an op's: name,
+    shape, dtype and size (the drawing shows no box for them)."""
+    if not weights:
+        return ""
+    sizes = [size for *_, size in weights if size is not None]
+    head = f"Weights it reads: {len(weights)}" + (f" · {human_bytes(sum(sizes))}" if sizes else "")
+    rows = "".join(f"<tr><td>{escape(name)}</td><td>{escape(shape or '—')}</td><td>{escape(dtype or '—')}</td>"
+                   f"<td>{'—' if size is None else human_bytes(size)}</td></tr>" for name, shape, dtype, size in weights)
+    return (f'<div class="fxviz-details-weights"><b>{escape(head)}</b><table class="fxviz-table">'
+            f"<tr><th>name</th><th>shape</th><th>dtype</th><th>size</th></tr>{rows}</table></div>")
 
 
 def _module_path(path: str | None) -> str | None:

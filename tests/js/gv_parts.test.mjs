@@ -60,6 +60,8 @@ test("toolbar buttons: view changes, or the collapsed list to send", () => {
   assert.deepEqual(toolbarAction("collapse-all", state), { collapsed: ["enc"] });
   assert.deepEqual(toolbarAction("expand-level", state), { collapsed: ["enc.conv"] });
   assert.deepEqual(toolbarAction("expand-all", state), { collapsed: [] });
+  assert.deepEqual(toolbarAction("weights", state), { show_weights: true }); // a toggle
+  assert.deepEqual(toolbarAction("weights", { ...state, showWeights: true }), { show_weights: false });
   assert.equal(toolbarAction(undefined, state), null);
 });
 
