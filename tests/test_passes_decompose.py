@@ -75,3 +75,30 @@ def test_a_graph_that_takes_a_list_decomposes_and_is_called_as_before():
     step = session.apply("run_decompositions")
     assert step.check.status == "match", step.check.message
     assert "aten.silu.default" not in {str(n.target) for n in step.gm.graph.nodes}
+
+
+class Masked(nn.Module):
+    """A forward with an optional mask and a number, called with mask None (SpeechT5 with
+    attention_mask=None: 'NoneType' object has no attribute 'shape' at args_1)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv, self.bn, self.act = nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.ReLU()
+
+    def forward(self, x, mask=None, times=2):
+        y = self.act(self.bn(self.conv(x))) + x.mean() * times
+        return y if mask is None else y * mask
+
+
+@pytest.mark.parametrize("tracer", ["export", "make_fx"])
+def test_every_offered_pass_runs_on_a_graph_with_none_and_number_inputs(tracer):
+    session = fxviz.Session(Masked().eval(), (torch.randn(1, 3, 8, 8), None, 3), tracer=tracer)
+    assert ir_level(session.current.gm) == "aten"  # make_fx records nothing for the None input
+    applied = []
+    for name in fxviz.passes.available():
+        if get(name).why_not(session.current.gm) is None:
+            step = session.apply(name)
+            assert step.check.status in ("match", "expected to differ"), (name, step.check.message)
+            applied.append(name)
+            session.undo()
+    assert {"run_decompositions", "fuse_conv_bn", "channels_last", "replace_op"} <= set(applied)

@@ -201,3 +201,28 @@ def test_passes_with_star_args_cannot_be_described():
 
     with pytest.raises(PassError, match=r"Pass 'bad' takes \*extra; passes take keyword parameters only"):
         describe(bad)
+
+
+def test_every_pass_description_is_a_whole_sentence_as_the_panel_shows_it():
+    """The description was the docstring's first line: fuse_conv_bn's read '... Linear
+    before it (modules,' in the Passes tab."""
+    from fxviz.widgets.panel_passes import PassPanel
+
+    panel = PassPanel(goto=lambda index: None)
+    panel.select.options = passes.available()
+    for name in passes.available():
+        doc = passes.get(name).doc
+        assert doc.endswith(".") and doc.count("(") == doc.count(")") and "``" not in doc and "\n" not in doc, doc
+        panel.select.value = name
+        assert panel.doc.value.startswith(doc)
+    assert passes.get("fuse_conv_bn").doc.endswith("(modules, F.batch_norm calls and ATen batch_norm ops alike).")
+
+
+def test_a_description_is_the_first_paragraph_of_the_docstring():
+    def wrapped(gm):
+        """Do one thing, explained
+        over two lines.
+
+        Details that the form does not show."""
+
+    assert describe(wrapped).doc == "Do one thing, explained over two lines."

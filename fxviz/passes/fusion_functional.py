@@ -121,12 +121,12 @@ def _why_not(gm: torch.fx.GraphModule, conv: object, bn: torch.fx.Node, args: di
         shared = shared_layer(gm, conv)
         if shared:
             return shared
-    elif len(conv.args) < 2 or not _is_stored(_conv_bias(conv)):
-        return "the convolution's weight or bias is passed by keyword or computed in the graph"
+    elif len(conv.args) < 2:
+        return "the convolution's weight is passed by keyword"
     weight = gm.get_submodule(conv.target).weight if is_module else conv.args[1]
-    if not all(map(_is_stored, [args.get(k) for k in ("weight", "bias", "running_mean", "running_var")])) or \
-            not (is_module or _is_stored(weight)):
-        return "weights or statistics computed in the graph, not stored"
+    read = [args.get(k) for k in ("weight", "bias", "running_mean", "running_var")]
+    if not all(map(_is_stored, read if is_module else [*read, weight, _conv_bias(conv)])):
+        return "weights or statistics not stored in the model (computed in the graph or passed as inputs)"
     if args.get("running_mean") is None or args.get("running_var") is None:
         return "no running statistics"
     channels = (weight if is_module else _tensor(gm, weight)).shape[0]

@@ -19,7 +19,7 @@ from torch import nn
 from torch.fx.passes.infra.pass_base import PassResult
 
 from fxviz.errors import PassError
-from fxviz.passes.registry import register
+from fxviz.passes.registry import NothingToDo, register
 
 
 class _OneLevelTracer(torch.fx.Tracer):
@@ -40,6 +40,9 @@ def _no_module_calls(gm: torch.fx.GraphModule) -> str | None:
 def inline_module(gm: torch.fx.GraphModule, *, nodes=None) -> PassResult:
     """Replace selected call_module nodes by the body of their forward."""
     if not nodes:
+        reason = _no_module_calls(gm)
+        if reason:
+            raise NothingToDo(reason)
         raise PassError("inline_module needs a selection: pass nodes=['<call_module node name>'].")
     for node in nodes:
         if node.op != "call_module":
