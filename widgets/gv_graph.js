@@ -73,19 +73,65 @@ export function addTimes(nodes, sent) {
 }
 
 /**
- * FX node names (in graph order) whose name, target or module path contains
- * `query`, case-insensitively. An empty query matches nothing.
+ * What else a search word finds, by the names the graph's targets use: the one table of
+ * search aliases (the report runs this module too). Words and terms are compared without
+ * case or underscores, so "layernorm" finds layer_norm and LayerNorm without an entry.
+ * Attention is one node (scaled_dot_product_attention, a flash or flex kernel) that
+ * computes a softmax and two matmuls: those words find it.
+ * @type {Record<string, string[]>}
+ */
+export const SEARCH_ALIASES = (() => {
+  const attention = ["scaled_dot_product", "flash_attention", "efficient_attention", "cudnn_attention",
+    "flex_attention", "multiheadattention"];
+  const matmul = ["matmul", "mm", "linear", "einsum", ...attention];
+  return {
+    attention: ["attn", "sdpa"], // the kernels' names all hold "attention"
+    attn: ["attention", "sdpa"],
+    sdpa: attention,
+    softmax: attention,
+    matmul, mm: matmul, gemm: matmul,
+    normalization: ["norm"], convolution: ["conv"],
+    linear: ["addmm"], dense: ["linear", "addmm"], fc: ["linear", "addmm"],
+    concat: ["cat"],
+  };
+})();
+
+/** @param {string} text */
+const plain = (text) => text.toLowerCase().replaceAll("_", "");
+
+/** @type {WeakMap<Nodes, string[]>} */
+const searchTexts = new WeakMap();
+
+/**
+ * Each node's name, target and module path as searched ({@link plain}, one string per node,
+ * in graph order), made once per set of nodes: each key typed searches them all again.
+ * @param {Nodes} nodes
+ */
+function searchTextsOf(nodes) {
+  let texts = searchTexts.get(nodes);
+  if (!texts) {
+    texts = Object.keys(nodes).map((name) => {
+      const r = nodes[name] || {};
+      return [name, r.target, r.module_path].filter((s) => typeof s === "string").map(plain).join("\n");
+    });
+    searchTexts.set(nodes, texts);
+  }
+  return texts;
+}
+
+/**
+ * FX node names (in graph order) whose name, target or module path contains `query`,
+ * or one of its {@link SEARCH_ALIASES}, ignoring case and underscores. An empty query
+ * matches nothing.
  * @param {Nodes} nodes @param {string} query
  * @returns {string[]}
  */
 export function searchNodes(nodes, query) {
-  const q = query.trim().toLowerCase();
+  const q = plain(query.trim());
   if (!q) return [];
-  return Object.keys(nodes).filter((name) => {
-    const r = nodes[name] || {};
-    return [name, r.target, r.module_path].some(
-      (s) => typeof s === "string" && s.toLowerCase().includes(q));
-  });
+  const terms = [q, ...(Object.hasOwn(SEARCH_ALIASES, q) ? SEARCH_ALIASES[q] : []).map(plain)];
+  const texts = searchTextsOf(nodes);
+  return Object.keys(nodes).filter((_, i) => terms.some((t) => texts[i].includes(t)));
 }
 
 /**

@@ -11,6 +11,7 @@ import widget, {
   moduleElementId, nextIndex, readableScale, revealView, safeColor, searchNodes, tooltipFor,
   walkStep, wheelAction, wheelFactor, zoomAt,
 } from "../../widgets/graph_view.js";
+import { SEARCH_ALIASES } from "../../widgets/gv_graph.js";
 
 /** screen = world * k + (x, y) */
 const toScreen = (view, p) => ({ x: p.x * view.k + view.x, y: p.y * view.k + view.y });
@@ -108,6 +109,48 @@ test("searchNodes matches name, target and module path, case-insensitively, in g
   assert.deepEqual(searchNodes(NODES, "head"), ["relu"]); // module path only
   assert.deepEqual(searchNodes(NODES, "  "), []);
   assert.deepEqual(searchNodes(NODES, "nothing-like-this"), []);
+});
+
+// Targets as fxviz writes them on each front-end (graph.readable_target).
+const ATTENTION_NODES = {
+  x: { op: "placeholder", target: "x", module_path: "" },
+  qkv: { op: "call_module", target: "blocks.0.attn.qkv (Linear)", module_path: "blocks.0.attn.qkv" },
+  sdpa: { op: "call_function", target: "torch._C._nn.scaled_dot_product_attention", module_path: "blocks.0.attn" },
+  flash: { op: "call_function", target: "aten._scaled_dot_product_flash_attention_for_cpu.default", module_path: "blocks.1" },
+  flex: { op: "call_function", target: "flex_attention", module_path: "blocks.2" },
+  softmax: { op: "call_function", target: "aten._softmax.default", module_path: "head" },
+  addmm: { op: "call_function", target: "aten.addmm.default", module_path: "head" },
+  bmm: { op: "call_function", target: "torch.bmm", module_path: "head" },
+  ln: { op: "call_module", target: "blocks.0.norm1 (LayerNorm)", module_path: "blocks.0.norm1" },
+  rms: { op: "call_function", target: "aten.rms_norm.default", module_path: "blocks.1" },
+  conv: { op: "call_module", target: "stem.conv (Conv2d)", module_path: "stem.conv" },
+  aten_conv: { op: "call_function", target: "aten.convolution.default", module_path: "stem" },
+  output: { op: "output", target: "output", module_path: "" },
+};
+
+test("searchNodes finds attention by 'attention', 'attn', 'sdpa' and 'softmax' on every front-end", () => {
+  const kernels = ["sdpa", "flash", "flex"];
+  assert.deepEqual(searchNodes(ATTENTION_NODES, "sdpa"), kernels);
+  assert.deepEqual(searchNodes(ATTENTION_NODES, "Attention"), ["qkv", ...kernels]); // the module path "attn" too
+  assert.deepEqual(searchNodes(ATTENTION_NODES, "attn"), ["qkv", ...kernels]);
+  assert.deepEqual(searchNodes(ATTENTION_NODES, "softmax"), [...kernels, "softmax"]);
+});
+
+test("searchNodes finds matmuls, norms and convolutions by their common names", () => {
+  assert.deepEqual(searchNodes(ATTENTION_NODES, "matmul"), ["qkv", "sdpa", "flash", "flex", "addmm", "bmm"]);
+  assert.deepEqual(searchNodes(ATTENTION_NODES, "mm"), searchNodes(ATTENTION_NODES, "matmul"));
+  assert.deepEqual(searchNodes(ATTENTION_NODES, "norm"), ["ln", "rms"]);
+  assert.deepEqual(searchNodes(ATTENTION_NODES, "layernorm"), ["ln"]); // underscores and case aside
+  assert.deepEqual(searchNodes(ATTENTION_NODES, "RMS_Norm"), ["rms"]);
+  assert.deepEqual(searchNodes(ATTENTION_NODES, "conv"), ["conv", "aten_conv"]);
+  assert.deepEqual(searchNodes(ATTENTION_NODES, "convolution"), ["conv", "aten_conv"]);
+  assert.deepEqual(searchNodes(ATTENTION_NODES, "linear"), ["qkv", "addmm"]);
+});
+
+test("searchNodes takes only the alias table's own words: 'constructor' is a word like any other", () => {
+  assert.ok(Object.values(SEARCH_ALIASES).every((terms) => terms.length > 0));
+  assert.deepEqual(searchNodes(ATTENTION_NODES, "constructor"), []);
+  assert.deepEqual(searchNodes(ATTENTION_NODES, "toString"), []);
 });
 
 test("nextIndex cycles both ways and starts at the right end", () => {
