@@ -151,6 +151,7 @@ def to_networkx(gm: torch.fx.GraphModule, notes: Mapping[str, Mapping[str, Any]]
     ``weight``: the node is a parameter, buffer or constant (:func:`is_weight`);
     ``weights``: what the node reads of them, ``(qualified name, shape text, dtype,
     bytes)`` each (a module call: its module's own tensors); drawings show weights so.
+    The output node's ``about``: what it holds ("loss, gradients ×142"), "" when unsaid.
     Edge attribute ``uses``: the argument positions, e.g. ``("args[0]", "args[1]")``
     for ``x + x``.
     """
@@ -210,6 +211,8 @@ def _to_networkx(gm: torch.fx.GraphModule, notes: Mapping[str, Mapping[str, Any]
             else:  # x + x: one edge, both positions
                 edge["uses"] = shared(edge["uses"] + position)
     _note_weights(gm, records, succ)
+    for node in gm.graph.find_nodes(op="output"):  # what it holds, said by capture: "loss, gradients ×142"
+        records[node.name]["about"] = node.meta.get("outputs_about") or ""
     # networkx's own dict-of-dicts, filled in bulk: add_nodes_from and add_edges_from
     # cost a third of the conversion at 100k nodes (a caught TypeError per node).
     graph._node.update(records)

@@ -226,7 +226,7 @@ def _node_label(attrs: dict[str, Any]) -> str:
         target = kind.rstrip(")") if path.replace(".", "_") == attrs["name"] else target
     if attrs["op"] not in ("placeholder", "output", "get_attr") and target != attrs["name"]:
         rows.append(f'<FONT POINT-SIZE="9">{escape(_shorten(target))}</FONT>')
-    shape = shape_text(attrs.get("shape"))
+    shape = attrs.get("about") or shape_text(attrs.get("shape"))  # an output says what it holds
     if shape:
         rows.append(f'<FONT POINT-SIZE="8">{escape(_shorten(shape))}</FONT>')
     return "<" + "<BR/>".join(rows) + ">"

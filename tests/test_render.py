@@ -199,3 +199,17 @@ def test_renderings_lay_out_at_the_same_time_each_once(my_module, monkeypatch):
     one = render(gm)
     barrier = threading.Barrier(1)  # the second thread waits for the first's layout, then reuses it
     assert in_threads([one, one]) == ["<svg/>"] * 2 and len(calls) == 3
+
+
+def test_a_training_steps_output_says_what_it_holds():
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU(), torch.nn.Linear(4, 1))
+
+    def step(x, y):
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        return loss
+
+    graph = fxviz.Session(step, (torch.randn(2, 4), torch.randn(2, 1))).current.graph
+    assert graph.nodes["output"]["about"] == "loss, gradients ×4"
+    label = re.search(r'id="fx-output" label=<(.*?)> fill', render(graph).dot.source)[1]
+    assert "loss, gradients ×4" in label and "scalar" not in label

@@ -74,6 +74,7 @@ class DetailsPanel(w.VBox):
             ("args", attrs["args"]), ("kwargs", attrs["kwargs"]),
             ("module path", _module_path(attrs["module_path"])),
             *([("source", attrs["source"])] if attrs.get("source") else []),  # file:line of the model's code
+            *([("holds", attrs["about"])] if attrs.get("about") else []),  # the output: "loss, gradients ×142"
             ("shape", shape_text(attrs["shape"]) or "unknown"), ("dtype", attrs["dtype"]),
             ("stride", attrs["stride"]), ("memory format", attrs["memory_format"]),
             ("FLOPs", _count(attrs["flops"])), ("MACs", _count(attrs["macs"])),
