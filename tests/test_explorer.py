@@ -244,8 +244,10 @@ def test_a_pass_that_breaks_the_outputs_gets_a_mismatch_badge_with_the_error(con
 def test_a_pass_with_nothing_to_do_says_so_without_a_step(convbn):
     convbn.passes.select.value = "fuse_conv_bn"
     convbn.passes.apply.click()
+    assert convbn.status.value == "fuse_conv_bn: folded 1 BatchNorm"  # the pass's note
+    assert convbn.passes.apply.disabled  # nothing left to fold: not offered, and a click anyway says why
     convbn.passes.apply.click()
-    assert "no conv→BN pattern found" in convbn.status.value
+    assert "Nothing to do: no BatchNorm in this graph" in convbn.status.value
     assert convbn.error.value == "" and len(convbn.session.steps) == 2
 
 
