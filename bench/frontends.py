@@ -2,7 +2,9 @@
 
 For each model nobody here wrote (random weights, small inputs): does ``fxviz.Session``
 open it (and with which capture), is it drawn with module clusters, what the check says,
-and the time from the call to the first drawing (Session + SVG). Beside it, on the same
+the time from the call to the first drawing (Session + SVG), and what the first view and
+"Collapse all" draw (boxes; of them parameters, "nodes N–M" segments and setup ops drawn
+one by one: what a user should not meet first). Beside it, on the same
 model: does ``torch.fx.symbolic_trace``, ``torch.export.export`` (non-strict) and
 torchview's ``draw_graph`` succeed, and export's time. Each family also has a training
 step (a function closing over the model: loss, then ``torch.autograd.grad``), which
@@ -463,6 +465,7 @@ def measure(build: Callable[[], tuple]) -> dict[str, Any]:
             row["session"] = session = fxviz.Session(model, inputs, tracer=tracer[0] if tracer else "auto")
             drawing = render(session.current.graph).drawn()  # as the first view is laid out
             row["boxes"] = drawing.box_count if drawing.svg else 0
+            row["view"] = view_counts(session.current.graph, drawing)
         except Exception as exc:
             row["raw"] = not isinstance(exc, fxviz.errors.FxvizError)  # not a clear fxviz error
             raise
@@ -486,6 +489,34 @@ def measure(build: Callable[[], tuple]) -> dict[str, Any]:
         if not row["torchview"]:
             row["torchview_error"] = why
     return row
+
+
+def view_counts(graph: Any, first: Any) -> dict[str, int]:
+    """What a first view and "Collapse all" (every top-level box closed) draw: boxes, and
+    how many of them are parameters, "nodes N–M" segments, or setup plumbing (drawn op by
+    op, not folded into a setup box)."""
+    from fxviz.layout_index import box_index
+    from fxviz.render import render
+
+    try:
+        from fxviz.layout_paths import node_paths, setup_paths  # this work's; absent before it
+        paths = node_paths(graph, {n for n, a in graph.nodes(data=True) if a.get("weight")})
+        plumbing = set(setup_paths(graph, paths))
+    except ImportError:
+        plumbing = set()
+    tree = box_index(graph).tree
+    top = [key for kind, key in tree.boxes[""].items if kind == "box"]
+    counts = {}
+    for name, rendering in (("first", first), ("all", render(graph, collapse=top))):
+        drawn = [e for e in rendering.elements.values() if e["kind"] in ("node", "collapsed")]
+        nodes = [graph.nodes[e["name"]] | {"name": e["name"]} for e in drawn if e["kind"] == "node"]
+        counts[f"{name}_boxes"] = len(drawn)
+        counts[f"{name}_params"] = sum(bool(a.get("weight")) or a["op"] == "get_attr" or (
+            a["op"] == "placeholder" and a["target"] != a["name"] and not a["target"].startswith("*")) for a in nodes)
+        counts[f"{name}_segments"] = sum(e["kind"] == "collapsed" and tree.boxes[e["name"]].label.startswith("nodes ")
+                                         for e in drawn if e["name"] in tree.boxes)
+        counts[f"{name}_plumbing"] = sum(a["name"] in plumbing for a in nodes)
+    return counts
 
 
 def _torchview(model: torch.nn.Module, inputs: tuple) -> None:
@@ -529,7 +560,8 @@ def main() -> None:
         return _one(*args.one)
     print(f"load average before: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores; limit {LIMIT_S} s per model")
     print(f"{'family':<12} {'model':<34} {'fxviz':<16} {'clusters':<8} {'check':<12} {'nodes':>6} {'boxes':>5} {'t_draw':>7} "
-          f"{'symbolic':>8} {'export':>6} {'t_export':>8} {'torchview':>9}")
+          f"{'symbolic':>8} {'export':>6} {'t_export':>8} {'torchview':>9} {'first / collapse-all':>21}")
+    print("first / collapse-all: boxes drawn / of them parameters / 'nodes N-M' segments / setup ops drawn one by one")
     for family, models in FAMILIES.items():
         if args.family and family not in args.family:
             continue
@@ -545,9 +577,12 @@ def main() -> None:
                 opened += f" x{row['graphs']}, cut"
             clusters = _yes(row.get("clusters")) + (f" +{row['backward']}bw" if row.get("backward") else "")
             notes = "; ".join(filter(None, [row.get("error"), row.get("torchview_error")]))
+            view = row.get("view") or {}
+            seen = " ".join(f"{view.get(f'{w}_boxes', '-')}/{view.get(f'{w}_params', '-')}/{view.get(f'{w}_segments', '-')}"
+                            f"/{view.get(f'{w}_plumbing', '-')}" for w in ("first", "all"))
             print(f"{family:<12} {name:<34} {opened:<16} {clusters:<8} {row.get('check', '-'):<12} "
                   f"{row.get('nodes', '-'):>6} {row.get('boxes', '-'):>5} {row['fxviz_s']:7.2f} {_yes(row.get('symbolic')):>8} {_yes(row.get('export')):>6} "
-                  f"{row.get('export_s', float('nan')):8.2f} {_yes(row.get('torchview')):>9}"
+                  f"{row.get('export_s', float('nan')):8.2f} {_yes(row.get('torchview')):>9} {seen:>21}"
                   + (f"  {notes}" if notes else ""), flush=True)
         n = len(rows)
         opened = [r for r in rows if r["opens"]]
