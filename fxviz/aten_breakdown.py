@@ -91,10 +91,8 @@ def _free(events: list) -> None:
 
 def _labelled(gm: torch.fx.GraphModule) -> Any:
     """``gm``'s own forward with each node inside ``record_function(NODE_LABEL + name)``
-    (:func:`fxviz._clock.instrument`), as :func:`fxviz.profile` times it; a cancelled
-    scheduler job stops between nodes. Not an Interpreter: its 24 µs between ops let
-    torch's thread pool fall asleep, and an op that splits over it (attention on CPU)
-    then waited to wake it: on a busy machine 20 ms for an op timed at 20 µs."""
+    (:func:`fxviz._clock.instrument`): the code :func:`fxviz.profile` times, not an
+    Interpreter's 24 µs of Python between ops. A cancelled scheduler job stops between nodes."""
     regions = [torch.profiler.record_function(NODE_LABEL + n.name) for n in gm.graph.nodes]
     last = len(regions)
 
@@ -118,9 +116,10 @@ def attribute_events(
     ...), ``count`` (per forward), ``self_us``, ``total_us`` (host µs; NaN for kernels);
     with ``device_time`` also ``device_self_us``, ``device_total_us``. Times are medians
     over the ``repeats`` forwards (each region of a node is one forward; a forward where
-    the operator did not run counts 0): one forward stalled on a busy machine (a thread
-    of torch's pool descheduled kept CPU attention 20 ms where it takes 20 µs) moves a
-    mean of 5 forwards 1000x, not their median. Rows are in graph order, operators before
+    the operator did not run counts 0), as node times are: on a busy machine an op that
+    splits over torch's thread pool (attention on CPU) waits, in some forwards, for a
+    descheduled thread of the pool: 20 ms for an op of 20 µs, which one forward's numbers
+    (the breakdown's before) showed as the op's time. Rows are in graph order, operators before
     kernels, then by time (``total_us``, for kernels ``device_total_us``) descending;
     events outside any node are left out.
     """

@@ -150,10 +150,10 @@ def test_auto_goes_on_when_fxviz_fails_after_a_capture():
 
 
 def test_node_time_and_aten_breakdown_of_attention_agree():
-    """Both are medians of forwards of the graph's own code: the breakdown ran an Interpreter
-    (24 µs between ops), and CPU attention, which splits over torch's thread pool, waited for
-    the pool to wake: 6.6 ms against 127 µs on a 48-layer model. One thread here: a busy
-    machine delays a pool's thread by a whole time slice, whatever measures it."""
+    """Both are medians over forwards of the graph's own code. The breakdown was one forward
+    through an Interpreter: CPU attention, which splits over torch's thread pool, waits in
+    some forwards for a descheduled thread of the pool on a busy machine (6.6 ms against a
+    node time of 127 µs). One thread here: the test does not depend on how busy the machine is."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
