@@ -138,8 +138,12 @@ _MODULE_OWN = frozenset(vars(nn.Module()))
 
 # torch.profiler's kineto writes notes straight to file descriptor 2 at each start and
 # stop, and, on a machine with no GPU, an ERROR that it found none: Jupyter shows them
-# in the cell, where they read as a failure.
-_KINETO_NOTE = re.compile(r"(USDT|STAGE):\d{4}-\d\d-\d\d [\d:]+ \d+:\d+ \w+\.cpp:\d+\] ")
+# in the cell, where they read as a failure. So does its first start on a thread other
+# than the one that imported torch (a measuring worker): it then skips its client's init,
+# which does nothing on CPU or CUDA (MTIA only). Starting it on the kernel's thread instead
+# would freeze the kernel for 1.5-2.5 s (the first start's cost).
+_KINETO_NOTE = re.compile(r"(USDT|STAGE):\d{4}-\d\d-\d\d [\d:]+ \d+:\d+ \w+\.cpp:\d+\] "
+                          r"|ERROR: External init callback must run in same thread as registerClient ")
 _NO_GPU = re.compile(r"ERROR:\d{4}-\d\d-\d\d [\d:]+ \d+:\d+ DeviceProperties\.cpp:\d+\] gpuGetDeviceCount failed")
 
 
