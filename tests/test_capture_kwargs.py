@@ -164,3 +164,14 @@ def test_explore_with_dynamo_passes_keywords_to_the_model():
     widget = explore(Tagger(), IDS, attention_mask=MASK, tracer="dynamo", profile="off")
     gm = widget.compiled.graphs[0].gm
     assert "attention_mask" in [n.name for n in gm.graph.find_nodes(op="placeholder")]
+
+
+def test_an_encoder_decoder_called_with_decoder_input_ids():
+    transformers = pytest.importorskip("transformers")
+    config = transformers.T5Config(vocab_size=64, d_model=16, d_kv=8, d_ff=32, num_layers=1, num_decoder_layers=1,
+                                   num_heads=2)
+    ids, dec = torch.randint(0, 64, (1, 5)), torch.randint(0, 64, (1, 3))
+    session = fxviz.Session(transformers.T5Model(config).eval(), (ids,), kwargs={"decoder_input_ids": dec})
+    gm = session.current.gm
+    assert [n.name for n in gm.graph.find_nodes(op="placeholder")] == ["input_ids", "decoder_input_ids"]
+    assert session.current.check.status == "match"
