@@ -214,12 +214,10 @@ class Explorer(w.VBox):
             self._say(f"{type(exc).__name__}: {exc}")
 
     def _apply(self) -> None:
-        """Apply the chosen pass; what it left alone and why (its ``pass_note``) is the status."""
         name, params, nodes = self.passes.request()
         with self.passes.busy(), self.profiler.paused():  # the pass and the new step's shapes run the model
             step = self.session.apply(name, nodes=nodes, **params)
-        note = step.gm.meta.get("pass_note")
-        self._say(f"{name}: {note}" if note else "", error=False)
+        self._say(f"{name}: {step.gm.meta['pass_note']}" if "pass_note" in step.gm.meta else "", error=False)  # skipped
 
     def _say(self, message: str, *, error: bool = True, node: str | None = None) -> None:
         where = f"<div class='fxviz-error-node'>at node <b>{escape(node)}</b> (selected)</div>" if node else ""
