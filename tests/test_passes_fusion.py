@@ -120,7 +120,7 @@ class TwoUsers(nn.Module):
 
 
 def test_a_conv_whose_output_has_two_users_is_skipped_with_the_reason():
-    with pytest.raises(NothingToDo, match=r"no BatchNorm can be folded: the layer's output is used elsewhere too \(bn\)"):
+    with pytest.raises(NothingToDo, match=r"no BatchNorm can be folded: the layer's output is used elsewhere too"):
         fused(randomize_bn(TwoUsers()))
 
 
@@ -142,7 +142,7 @@ def test_batchnorm_without_a_conv_before_it_is_nothing_to_do():
 def test_an_aten_graph_in_training_mode_says_why_it_cannot_fold():
     # (eval-mode ATen graphs fold: tests/test_passes_fusion_functional.py)
     model = randomize_bn(nn.Sequential(nn.Conv2d(3, 3, 1), nn.BatchNorm2d(3))).train()
-    with pytest.raises(NothingToDo, match=r"training mode \(batch statistics\): call model.eval\(\) first \(native_batch_norm\)"):
+    with pytest.raises(NothingToDo, match=r"training mode \(batch statistics\): call model.eval\(\) first"):
         FUSE(trace(model, (torch.randn(1, 3, 4, 4),), tracer="make_fx"))
 
 

@@ -120,7 +120,8 @@ def test_every_foldable_pair_is_folded_and_the_rest_are_noted_with_why(tracer):
 
 
 def _batch_norms(gm):
-    modules = {n for n in gm.graph.find_nodes(op="call_module") if isinstance(gm.get_submodule(n.target), nn.BatchNorm2d)}
+    calls = gm.graph.find_nodes(op="call_module")
+    modules = {n for n in calls if isinstance(gm.get_submodule(n.target), nn.BatchNorm2d)}
     return [n for n in gm.graph.nodes if "batch_norm" in str(n.target) or n in modules]
 
 

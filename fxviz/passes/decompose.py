@@ -1,6 +1,7 @@
 """torch.export's ``run_decompositions`` as a step: watch torch IR turn into core ATen."""
 from __future__ import annotations
 
+import functools
 from typing import Any, Literal
 
 import torch
@@ -15,11 +16,17 @@ def _in_core_aten(gm: torch.fx.GraphModule) -> str | None:
     """Why lowering would change nothing: every operator is core ATen, none in the table. An
     operator outside core ATen may or may not be rewritten (export turns native_batch_norm
     into another), which only exporting tells: the pass is offered."""
-    table = _table(gm)
     ops = {n.target for n in gm.graph.nodes if n.op == "call_function" and isinstance(n.target, OpOverload)}
-    if any(torch.Tag.core not in op.tags or op in table for op in ops):
+    if any(torch.Tag.core not in op.tags for op in ops) or not ops.isdisjoint(_decomposed()):
         return None
     return "the graph is in core aten already"
+
+
+@functools.cache
+def _decomposed() -> frozenset:
+    """The operators the core ATen table rewrites (the table takes 0.1 s to make: the Passes
+    tab asks on every step)."""
+    return frozenset(torch.export.default_decompositions().keys())
 
 
 @register(order=80, name="run_decompositions", preserves_semantics=True, level="aten", nothing_to_do=_in_core_aten)
@@ -28,7 +35,8 @@ def run_decompositions(gm: torch.fx.GraphModule, *, table: Literal["core_aten"] 
     from fxviz.capture.export import from_program
 
     # Called as the graph before it (make_fx of a detector takes a list of images), not flat.
-    args, kwargs = as_called(gm.graph, tuple(_stand_in(n.meta.get("val")) for n in gm.graph.find_nodes(op="placeholder")))
+    flat = tuple(_stand_in(n.meta.get("val")) for n in gm.graph.find_nodes(op="placeholder"))
+    args, kwargs = as_called(gm.graph, flat)
     before = {str(n.target) for n in gm.graph.nodes if n.op == "call_function"}
     program = torch.export.export(gm, args, kwargs, strict=False).run_decompositions(_table(gm))
     lowered = from_program(program, gm.meta.get("fxviz", {}).get("tracer", "export"))
