@@ -175,3 +175,18 @@ def test_an_encoder_decoder_called_with_decoder_input_ids():
     gm = session.current.gm
     assert [n.name for n in gm.graph.find_nodes(op="placeholder")] == ["input_ids", "decoder_input_ids"]
     assert session.current.check.status == "match"
+
+
+def test_export_joint_takes_a_keyword_input():
+    class WithLoss(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(3, 2)
+
+        def forward(self, features, labels=None):
+            return nn.functional.cross_entropy(self.lin(features), labels)
+
+    x, y = torch.randn(4, 3), torch.tensor([0, 1, 1, 0])
+    session = fxviz.Session(WithLoss(), (x,), kwargs={"labels": y}, tracer="export (joint)")
+    assert [n.name for n in session.current.gm.graph.find_nodes(op="placeholder")] == ["features", "labels"]
+    assert session.current.check.status == "match"

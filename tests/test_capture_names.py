@@ -112,3 +112,32 @@ def test_an_exported_programs_inputs_and_outputs():
     program = torch.export.export(Structured("tuple"), (torch.randn(2, 3),))
     gm = fxviz.trace(program)
     assert _inputs(gm) == ["x"] and gm.graph.output_node().meta["outputs_about"] == "3 outputs"
+
+
+def test_a_training_step_under_dynamo_is_named_after_the_step_function():
+    model = nn.Linear(3, 2)
+
+    def step(features, labels):
+        loss = nn.functional.cross_entropy(model(features), labels)
+        return loss, torch.autograd.grad(loss, list(model.parameters()))
+
+    session = fxviz.Session(step, (torch.randn(4, 3), torch.tensor([0, 1, 1, 0])), tracer="dynamo")
+    assert _inputs(session.current.gm) == ["features", "labels"]
+    assert session.current.check.status == "match"
+
+
+class WithLoss(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(3, 2)
+
+    def forward(self, features, labels):
+        return nn.functional.cross_entropy(self.lin(features), labels)
+
+
+def test_export_joint_graph_is_named_after_forward_and_says_loss_and_gradients():
+    session = fxviz.Session(WithLoss(), (torch.randn(4, 3), torch.tensor([0, 1, 1, 0])), tracer="export (joint)")
+    gm = session.current.gm
+    assert _inputs(gm) == ["features", "labels"]
+    assert gm.graph.output_node().meta["outputs_about"] == "loss, gradients ×2"
+    assert session.current.check.status == "match"
