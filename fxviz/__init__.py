@@ -40,7 +40,8 @@ to_svg, to_dot = _accepting_exported(to_svg), _accepting_exported(to_dot)
 
 
 def explore(model_or_session, *example_inputs, **options):
-    """The Explorer widget on a model (traced here) or on an existing :class:`Session`."""
+    """The Explorer widget on a model (traced here) or on an existing :class:`Session`;
+    keywords that are no fxviz option go to the model (``explore(t5, ids, decoder_input_ids=dec)``)."""
     from fxviz.widgets import explore as _explore
 
     return _explore(model_or_session, *example_inputs, **options)
