@@ -19,6 +19,7 @@ from fxviz._linediff import unified_diff
 from fxviz.check import CheckResult, compare_outputs, run_outputs
 from fxviz.errors import InputError
 from fxviz.graph import readable_target
+from fxviz.side_by_side import SideBySide
 from fxviz.structure import changes, structure
 from fxviz.timing_ab import PairedTimes, measure_pair, node_marks, paired_timing, total_timing
 from fxviz.timing_diff import Exclude, plot_top, summarise, top_changes
@@ -56,7 +57,7 @@ class Comparison:
     ``structure`` (provenance-aware marks, no timing needed), ``timing_total`` (the
     whole forward), ``timing`` (per target), ``timing_by_node``, ``timing_by_kind``
     (per module class or function), ``output_diff``, ``top()``, ``summary()``,
-    ``node_marks()``, ``plot_top()``.
+    ``node_marks()``, ``plot_top()``, ``side_by_side()`` (both graphs drawn, marks coloured).
     """
 
     def __init__(self, step_a: Any, step_b: Any, *, top_n: int = 10, min_effect: float = 0.10,
@@ -164,6 +165,12 @@ class Comparison:
         if side not in ("a", "b"):
             raise InputError(f"side is 'a' (control) or 'b' (test), not {side!r}.")
         return node_marks(self.timing_by_node if self.timed else None, self.structure, side)
+
+    def side_by_side(self, **options: Any) -> SideBySide:
+        """Both steps' graphs beside each other, step a's removed and changed nodes and
+        step b's added and changed ones coloured (:meth:`node_marks`); shows in a notebook
+        without a widget. ``options``: :func:`fxviz.render.render`'s drawing options."""
+        return SideBySide(self, **options)
 
     def __repr__(self) -> str:
         counts = self.structure["mark"].value_counts()

@@ -26,8 +26,8 @@ Stable CSS classes (browser tests and styling rely on them):
   fxviz-history         step list: fxviz-history-step buttons (fxviz-history-current)
                         each beside a fxviz-badge
   fxviz-timing-summary, fxviz-timing-table, fxviz-timing-chart, fxviz-profile (button),
-  fxviz-compare-a, fxviz-compare-b, fxviz-compare (button), fxviz-compare-result,
-  fxviz-compare-chart
+  fxviz-compare-a, fxviz-compare-b, fxviz-compare (button), fxviz-compare-result, fxviz-compare-chart,
+  fxviz-side-by-side-open (button): the two steps' graphs in fxviz-side-by-side (panel_side_by_side.py)
 """
 from __future__ import annotations
 
@@ -53,6 +53,7 @@ from .node_records import COLUMNS, show_nodes, time_columns
 from .panel_code import CodePanel
 from .panel_details import DetailsPanel
 from .panel_passes import PassPanel, step_badge
+from .panel_side_by_side import SideBySide
 from .panel_timing import TimingPanel
 from .profiling import Profiler
 from .report_button import ReportButton
@@ -81,36 +82,36 @@ class Explorer(w.VBox):
         self.session = session
         self.profiler = Profiler(profile, DEFAULT_PROFILE_KWARGS if profile_kwargs is None else profile_kwargs)
         self._ui = threading.RLock()  # panels change from the kernel's thread and the profiler's
-        self.graph = _named(GraphView(layout=w.Layout(width="60%")), "fxviz-graph")
+        self.graph = GraphView(layout=w.Layout(width="60%")).add_class("fxviz-graph")
         self._drawing = GraphDrawing(self.graph, self._say)
-        self.table = _named(TableView(columns=COLUMNS, sort_by="index"), "fxviz-node-table")
+        self.table = TableView(columns=COLUMNS, sort_by="index").add_class("fxviz-node-table")
         self.details = DetailsPanel(select=self.select, show_source=self._show_source, capture=session.capture)
         self.code = CodePanel()
         self.passes = PassPanel(goto=lambda index: self._act(session.goto, index))
-        self.timing = TimingPanel(self.profiler, profile_step=lambda: self._request_profiles(force=True))
+        self.side_by_side = SideBySide(self.graph)  # shown full width under the main row by the Timing tab
+        self.timing = TimingPanel(self.profiler, lambda: self._request_profiles(force=True), self.side_by_side.show)
         for panel in (self.details, self.code, self.passes, self.timing):  # scroll beside the graph
             panel.layout.max_height, panel.layout.overflow = "620px", "auto"  # its own Layout: a new one orphans it
             panel.add_class("fxviz-tab-panel")  # explorer.css: its rows keep their height
-        self.tabs = _named(w.Tab([self.details, self.code, self.passes, self.timing],
-                                 titles=("Details", "Code", "Passes", "Timing"), layout=w.Layout(width="40%")),
-                           "fxviz-tabs")
+        self.tabs = w.Tab([self.details, self.code, self.passes, self.timing], titles=("Details", "Code", "Passes",
+                          "Timing"), layout=w.Layout(width="40%")).add_class("fxviz-tabs")
         name = title or type(session.steps[0].gm).__name__
-        self.title = _named(w.HTML(f"<b>{escape(name)}</b>"), "fxviz-title")
+        self.title = w.HTML(f"<b>{escape(name)}</b>").add_class("fxviz-title")
         self._name = name
-        self.step_label = _named(w.Label(), "fxviz-step")
+        self.step_label = w.Label().add_class("fxviz-step")
         self.undo_redo = UndoRedo(session, self._act)
         self.undo_button, self.redo_button = self.undo_redo.undo, self.undo_redo.redo
         self._requests = OneAtATime()  # a click made while an action ran is dropped, not run after it
-        self.badge = _named(w.HTML(), "fxviz-badge")
-        self.status = _named(w.Label(), "fxviz-status")
-        self.error = _named(w.HTML(), "fxviz-error")
+        self.badge = w.HTML().add_class("fxviz-badge")
+        self.status = w.Label().add_class("fxviz-status")
+        self.error = w.HTML().add_class("fxviz-error")
         self._report = ReportButton(session, name, self.profiler.paused, self._say)
         self.export_button, self.export_link = self._report.button, self._report.link
-        header = _named(w.HBox([self.title, self.step_label, self.undo_button, self.redo_button, self.badge,
-                                self.profiler.progress, self.status, self.export_button, self.export_link]),
-                        "fxviz-header")
+        header = w.HBox([self.title, self.step_label, self.undo_button, self.redo_button, self.badge,
+                         self.profiler.progress, self.status, self.export_button, self.export_link])
+        header.add_class("fxviz-header")
         style = w.HTML(f"<style>{CSS}</style>", layout=w.Layout(display="none"))
-        super().__init__([style, header, self.error, w.HBox([self.graph, self.tabs]), self.table])
+        super().__init__([style, header, self.error, w.HBox([self.graph, self.tabs]), self.side_by_side, self.table])
         self.add_class("fxviz-explorer")
 
         w.link((self.graph, "selected"), (self.table, "selected"))
@@ -313,9 +314,3 @@ class Explorer(w.VBox):
         with self._ui:
             self._drawing.follow_click(change["new"], lambda reveal: self._draw(reveal, keep_on_error=True),
                                        self.graph.selected)
-
-
-def _named(widget: Any, css_class: str) -> Any:
-    widget.add_class(css_class)
-    return widget
-

@@ -10,6 +10,7 @@ from typing import Any
 
 import ipywidgets as w
 
+from fxviz.comparison import compare
 from fxviz.markup import escape
 from fxviz.profiling import plot_profile
 from fxviz.timing_ab import CATEGORIES
@@ -62,9 +63,11 @@ def table_html(df: Any, na_rep: str = "") -> str:
 
 class TimingPanel(w.VBox):
     """Timings of the step given to :meth:`show`; "compare" profiles the two picked
-    steps through ``profiler`` (in the background unless it is synchronous)."""
+    steps through ``profiler`` (in the background unless it is synchronous); "side by
+    side" (shown when ``side_by_side`` is given) passes their Comparison to it."""
 
-    def __init__(self, profiler: Profiler, profile_step: Callable[[], Any]):
+    def __init__(self, profiler: Profiler, profile_step: Callable[[], Any],
+                 side_by_side: Callable[[Any], Any] | None = None):
         self._profiler = profiler
         self._session: Any = None
         self._step: Any = None
@@ -86,6 +89,12 @@ class TimingPanel(w.VBox):
         self.compare_button = w.Button(description="compare steps", icon="exchange")
         self.compare_button.add_class("fxviz-compare")
         self.compare_button.on_click(lambda _: self.compare())
+        self.side_by_side_button = w.Button(description="side by side", icon="columns",
+                                            tooltip="draw the two steps' graphs side by side, changes marked",
+                                            layout=w.Layout(display="none" if side_by_side is None else ""))
+        self.side_by_side_button.add_class("fxviz-side-by-side-open")
+        if side_by_side is not None:
+            self.side_by_side_button.on_click(lambda _: side_by_side(self.picked()))
         self.comparison = w.HTML()
         self.comparison.add_class("fxviz-compare-result")
         self.comparison_chart = w.HTML(layout=w.Layout(display="none", max_width="100%"))
@@ -93,7 +102,7 @@ class TimingPanel(w.VBox):
         super().__init__([
             self.summary, self.profile_button, self.chart, self.table,
             w.HTML("<b>Compare steps</b>"), w.HBox([self.step_a, self.step_b]),
-            w.HBox([self.level, self.compare_button]), self.comparison, self.comparison_chart,
+            w.HBox([self.level, self.compare_button, self.side_by_side_button]), self.comparison, self.comparison_chart,
         ])
         self.add_class("fxviz-timing-panel")
 
@@ -130,6 +139,12 @@ class TimingPanel(w.VBox):
         self.comparison_chart.layout.display = "none"
         if not self._profiler.request(pairs=[(a, b)], then=lambda: self._show_comparison(a, b, level), force=True):
             self._show_comparison(a, b, level)
+
+    def picked(self) -> Any:
+        """The Comparison of the two picked steps: the profiler's A/B run where it has one."""
+        a, b = (self._session.steps[picker.value] for picker in (self.step_a, self.step_b))
+        compared = self._profiler.compared(a, b)
+        return compared.comparison if compared is not None and not compared.error else compare(a, b)
 
     def _show_comparison(self, a: Any, b: Any, level: str) -> None:
         compared = self._profiler.compared(a, b)
