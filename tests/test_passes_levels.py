@@ -128,3 +128,29 @@ def test_a_dynamo_graph_is_not_offered_passes_that_act_on_module_calls():
     assert "no call_module node of a type it lowers" in registry.get("lower_modules").why_not(session.current.gm)
     with pytest.raises(registry.NothingToDo, match="this graph calls no modules"):
         session.apply("inline_module")
+
+
+def test_the_panel_asks_a_pass_whether_it_applies_once_per_graph(monkeypatch):
+    """Asked after every action (tens of ms on a 30k-node graph), answered once per step's graph."""
+    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
+    asked = []
+
+    def double(gm):
+        """Double the output."""
+        output = gm.graph.find_nodes(op="output")[0]
+        with gm.graph.inserting_before(output):
+            output.args = (gm.graph.call_function(torch.mul, (output.args[0], 2)),)
+
+    registry.register(double, nothing_to_do=lambda gm: asked.append(gm) or None)
+    session = fxviz.Session(NET, (torch.randn(2, 3, 8, 8),), tracer="symbolic", n_random_inputs=0)
+    panel = PassPanel(goto=lambda index: None)
+    panel.show(session, "")
+    for name in ("double", "fuse_conv_bn", "double"):
+        panel.select.value = name
+    with panel.held():
+        pass
+    panel.show(session, "")
+    assert asked == [session.current.gm]
+    session.apply("double")
+    panel.show(session, "")
+    assert asked == [session.steps[0].gm, session.steps[1].gm] and not panel.apply.disabled

@@ -70,6 +70,8 @@ class PassPanel(w.VBox):
         self._fields: list[tuple[PassParam, w.Widget]] = []
         self._selected = ""
         self._holds = 0  # Explorer actions running (:meth:`held`)
+        self._gm: Any = None
+        self._why_not: dict[tuple, str | None] = {}  # per pass, for ``_gm``: a step's graph does not change
         super().__init__([self.select, self.doc, self.form, self.scope, self.nodes, self.apply,
                           w.HTML("<b>Steps</b>"), self.history])
         self.add_class("fxviz-pass-panel")
@@ -97,7 +99,8 @@ class PassPanel(w.VBox):
         self.nodes.allowed_tags = names if len(names) <= AUTOCOMPLETE_NODES else []
         self.select_node(selected)
         self.show_history(session)
-        self._gm = session.current.gm
+        if session.current.gm is not self._gm:
+            self._gm, self._why_not = session.current.gm, {}
         self._describe()
 
     def show_history(self, session: Any) -> None:
@@ -158,13 +161,15 @@ class PassPanel(w.VBox):
             self.scope.value = WHOLE
 
     def _describe(self) -> None:
-        """The pass's description and flags; why it does not apply to this graph's IR
-        level (and Apply disabled) when it does not."""
+        """The pass's description and flags; why it is not offered for this graph (its IR
+        level, nothing in it to act on) and Apply disabled, when it is not."""
         if self.select.value is None:
             return
         spec = self.spec
-        gm = getattr(self, "_gm", None)
-        why_not = spec.why_not(gm) if gm is not None else None
+        key = (spec.name, spec.fn)  # a pass registered again under its name is asked again
+        if self._gm is not None and key not in self._why_not:
+            self._why_not[key] = spec.why_not(self._gm)  # tens of ms at 30k nodes: asked after every action
+        why_not = self._why_not.get(key)
         flags = [("changes the outputs" if not spec.preserves_semantics else ""),
                  ("needs eval mode" if spec.needs_eval else ""), (f"does not apply: {why_not}" if why_not else "")]
         self.doc.value = " · ".join(filter(None, [spec.doc, *flags]))

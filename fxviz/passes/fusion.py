@@ -19,6 +19,7 @@ from torch.nn.utils.fusion import fuse_conv_bn_weights, fuse_linear_bn_weights
 from fxviz._cow import module_copy, set_submodule
 from fxviz.passes import fusion_functional
 from fxviz.passes.fusion_functional import Candidate, called, shared_layer
+from fxviz.passes.levels import module_calls
 from fxviz.passes.registry import NothingToDo, register
 
 # BatchNorm type -> the layer types it can fold into (exact types: a subclass may
@@ -68,9 +69,7 @@ def fuse_conv_bn(gm: torch.fx.GraphModule, *, nodes=None) -> PassResult:
 
 def _candidates(gm: torch.fx.GraphModule, selected: set | None) -> Iterator[Candidate]:
     """Every BatchNorm module call, then every functional one, with why it stays or how to fold it."""
-    for bn_node in list(gm.graph.find_nodes(op="call_module")):
-        if not isinstance(gm.get_submodule(bn_node.target), tuple(_FOLDS_INTO)):
-            continue
+    for bn_node in list(module_calls(gm, lambda m: isinstance(m, tuple(_FOLDS_INTO)))):
         layer_node = bn_node.args[0] if bn_node.args else None
         if selected is not None and not selected & {bn_node, layer_node}:
             continue

@@ -24,8 +24,8 @@ from fxviz._cow import module_copy, set_submodule
 from fxviz._torch_internals import get_attr
 
 aten = torch.ops.aten
-_BATCH_NORMS = {aten.batch_norm.default, aten.native_batch_norm.default,
-                aten._native_batch_norm_legit_no_training.default, F.batch_norm}
+_BATCH_NORMS = (aten.batch_norm.default, aten.native_batch_norm.default,
+                aten._native_batch_norm_legit_no_training.default, F.batch_norm)
 _TUPLE_OUTPUT = {aten.native_batch_norm.default, aten._native_batch_norm_legit_no_training.default}
 _CONVS = {aten.conv1d.default, aten.conv2d.default, aten.conv3d.default, aten.convolution.default,
           torch.conv1d, torch.conv2d, torch.conv3d}  # the last: F.conv2d in a symbolic trace
@@ -37,9 +37,7 @@ Candidate = tuple[torch.fx.Node, "str | None", Callable[[], None]]
 def candidates(gm: torch.fx.GraphModule, selected: set | None) -> Iterator[Candidate]:
     """Every functional BatchNorm (in ``selected``, or with its input there), judged when
     reached: folding one pair changes what the next sees."""
-    for bn in list(gm.graph.nodes):
-        if bn.op != "call_function" or bn.target not in _BATCH_NORMS:
-            continue
+    for bn in [n for target in _BATCH_NORMS for n in gm.graph.find_nodes(op="call_function", target=target)]:
         args = _bn_args(bn)
         source = args.get("input", bn.args[0] if bn.args else None)
         if selected is not None and not selected & {bn, source}:

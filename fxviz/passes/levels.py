@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 import operator
+from collections.abc import Callable, Iterator
 
 import torch.fx
+from torch import nn
 
 from fxviz._torch_internals import HigherOrderOperator, OpOverload
 
@@ -24,3 +26,11 @@ def computes_gradients(gm: torch.fx.GraphModule) -> bool:
     """A training graph: forward and backward in one (make_fx of a training step, export's
     joint graph), whose backward nodes capture attributed to forward modules."""
     return any("backward_of" in n.meta for n in gm.graph.nodes)
+
+
+def module_calls(gm: torch.fx.GraphModule, wanted: Callable[[nn.Module], bool]) -> Iterator[torch.fx.Node]:
+    """The call_module nodes whose module ``wanted`` accepts, in graph order: one walk of the
+    module tree, not a ``get_submodule`` per node (90 ms for 10k calls, on every step the
+    Passes tab shows)."""
+    paths = {path for path, module in gm.named_modules(remove_duplicate=False) if wanted(module)}
+    return (n for n in gm.graph.find_nodes(op="call_module") if n.target in paths)

@@ -18,6 +18,7 @@ from torch import nn
 from torch.fx.passes.infra.pass_base import PassResult
 
 from fxviz.errors import PassError
+from fxviz.passes.levels import module_calls
 from fxviz.passes.registry import NothingToDo, register
 
 Call = tuple[Callable[..., Any] | None, dict[str, Any]]  # (function, kwargs); None: remove
@@ -62,7 +63,7 @@ LOWERINGS: dict[str, Callable[[nn.Module], Call]] = {
 
 
 def _nothing_to_lower(gm: torch.fx.GraphModule) -> str | None:
-    if any(_lowerable(gm.get_submodule(n.target)) for n in gm.graph.find_nodes(op="call_module")):
+    if any(module_calls(gm, _lowerable)):
         return None
     return "no call_module node of a type it lowers (ReLU, GELU, Dropout, MaxPool2d, ...)"
 

@@ -14,6 +14,7 @@ from torch import nn
 from torch.fx.passes.infra.pass_base import PassResult
 
 from fxviz.errors import PassError
+from fxviz.passes.levels import module_calls
 from fxviz.passes.registry import NothingToDo, register
 
 NO_LAYERS = "no conv or linear output found to quantize"
@@ -33,9 +34,8 @@ def fake_quant(x: torch.Tensor, bits: int) -> torch.Tensor:
 
 
 def _no_layers(gm: torch.fx.GraphModule) -> str | None:
-    modules = (type(gm.get_submodule(n.target)) for n in gm.graph.find_nodes(op="call_module"))
     if any(gm.graph.find_nodes(op="call_function", target=f) for f in _FUNCTIONS) or \
-            any(t in _LAYERS for t in modules):
+            any(module_calls(gm, lambda m: type(m) in _LAYERS)):
         return None
     return NO_LAYERS
 
