@@ -177,3 +177,24 @@ def test_headless_side_by_side_takes_render_options_but_not_another_colouring():
     assert cmp.side_by_side(rankdir="LR").drawings[0].dot.graph_attr["rankdir"] == "LR"
     with pytest.raises(InputError, match=r"not color_by.*colours both graphs by their diff marks"):
         cmp.side_by_side(color_by="op")
+
+
+def test_a_closed_explorer_frees_the_side_by_side_view_and_its_steps():
+    import gc
+    import weakref
+
+    from ipywidgets.widgets.widget import _instances  # every open widget, by comm id
+
+    before = set(_instances)
+    torch.manual_seed(0)
+    explorer = explore(ConvBN().eval(), image(), profile="off")
+    explorer.session.apply("fuse_conv_bn")
+    explorer.timing.side_by_side_button.click()
+    explorer.side_by_side.views["a"].selected = "bn1"
+    gone = [weakref.ref(o) for o in (explorer, explorer.session, explorer.session.steps[0].gm,
+                                     *explorer.side_by_side.views.values())]
+    explorer.close()
+    del explorer
+    gc.collect()
+    assert [ref() for ref in gone] == [None] * len(gone)
+    assert set(_instances) <= before  # layouts included: none is left open
