@@ -130,7 +130,8 @@ def attribute_events(
     def add(key, depth, run, times) -> None:
         row = rows.get(key)
         if row is None:  # host times of kernels: NaN, in every forward
-            row = rows[key] = [depth, 0] + (([np.nan, np.nan] if key[2] == "kernel" else [0.0, 0.0]) + [0.0, 0.0]) * repeats
+            host = [np.nan, np.nan] if key[2] == "kernel" else [0.0, 0.0]
+            row = rows[key] = [depth, 0] + (host + [0.0, 0.0]) * repeats
         row[0], row[1] = min(row[0], depth), row[1] + 1
         at = 2 + 4 * run
         for i, value in enumerate(times):

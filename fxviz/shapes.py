@@ -47,7 +47,7 @@ class _Annotator(torch.fx.Interpreter):
         self.args_iter = iter(self.graph.process_inputs(*args))
         env, described = self.env, self._described = {}, {}
         notes, counted, calls = self.notes, self._flops, self._calls
-        shared = {}  # (FLOPs, bytes, id of the metadata noted) -> the note of every node with them
+        shared = {}  # (FLOPs, bytes, id of the metadata noted, whys) -> the note of every node with them
         value_of, signature_of = env.__getitem__, self._signature
         last_uses = _last_uses(self.graph)
         for node in self.graph.nodes:

@@ -67,7 +67,7 @@ class _Global:
     """A ModuleTracker that tracks nothing: every count goes to the total, the only one
     read. torch's installs hooks on every module call, whose backward hook fails on a
     module fed a view of a Parameter made under no_grad ("Expected gradient function
-    to be set": timm's attention pools), and costs time on every module call."""
+    to be set": timm's attention pools)."""
 
     parents = frozenset({"Global"})
 
@@ -95,8 +95,8 @@ class FlopCounter(FlopCounterMode):
             self.mod_tracker = _Global()
 
     def __enter__(self):
-        """The mode also counts flex attention; outside torch.compile, it skips the wrapper torch puts around every
-        dispatch mode to keep dynamo out of it: that wrapper's first call imports
+        """The mode also counts flex attention; outside torch.compile, it skips the wrapper
+        torch puts around every dispatch mode to keep dynamo out of it: that wrapper's first call imports
         torch._dynamo, which cost the first Session of a kernel 0.65 s, on a model as
         small as Linear + ReLU. Nothing can be compiling while torch._dynamo is not
         imported, and then the wrapper has nothing to do."""
