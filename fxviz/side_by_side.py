@@ -20,9 +20,12 @@ from fxviz.errors import InputError
 from fxviz.markup import escape
 from fxviz.render import Rendering, render
 
-__all__ = ["SideBySide", "summary", "legend", "counterparts", "SIDES"]
+__all__ = ["SideBySide", "summary", "legend", "counterparts", "SIDES", "MEANINGS"]
 
 SIDES = ("a", "b")
+#: each mark as a side's legend says it: step a is drawn on the left, step b on the right
+MEANINGS = {**MARK_MEANINGS, "removed": "removed (not in the step on the right)",
+            "added": "added (not in the step on the left)"}
 #: render's options a caller may give: the colouring is the diff's own
 OPTIONS = set(inspect.signature(render).parameters) - {"source", "color_by", "values", "marks"}
 STYLE = """<style>
@@ -51,7 +54,7 @@ def summary(comparison: Any) -> str:
 def legend(marks: dict[str, str]) -> list[dict[str, str]]:
     """The legend of one side's drawing: only the marks it shows, with their meanings."""
     shown = set(marks.values())
-    return [{"label": MARK_MEANINGS[mark], "color": color} for mark, color in MARK_COLORS.items() if mark in shown]
+    return [{"label": MEANINGS[mark], "color": color} for mark, color in MARK_COLORS.items() if mark in shown]
 
 
 def counterparts(structure: pd.DataFrame) -> dict[str, dict[str, str]]:

@@ -10,10 +10,11 @@ import pytest
 import torch
 from torch import nn
 
-from fxviz.colour_modes import MARK_COLORS, MARK_MEANINGS
+from fxviz.colour_modes import MARK_COLORS
 from fxviz.errors import InputError
 from fxviz.passes import registry
 from fxviz.session import Session
+from fxviz.side_by_side import MEANINGS
 from fxviz.widgets import explore
 
 SCRIPT = "<script>alert(1)</script>"
@@ -79,10 +80,12 @@ def test_the_earlier_step_shows_what_was_removed_and_the_later_what_changed(fuse
                             "relu": MARK_COLORS["unchanged"], "output": MARK_COLORS["unchanged"]}
     assert {e["name"] for e in a.elements.values()} == {"x", "conv1", "bn1", "relu", "output"}
     assert "bn1" not in {e["name"] for e in b.elements.values()}
-    # each legend names the marks its side shows, as the diff colour mode words them
-    assert [item["label"] for item in a.legend] == [MARK_MEANINGS[m] for m in ("removed", "changed", "unchanged")]
-    assert [item["label"] for item in b.legend] == [MARK_MEANINGS[m] for m in ("changed", "unchanged")]
-    assert a.color_mode == b.color_mode == "diff" and [m["name"] for m in a.color_modes] == ["diff"]
+    # each legend names the marks its side shows, and which side a removed node is missing from
+    assert [item["label"] for item in a.legend] == [MEANINGS[m] for m in ("removed", "changed", "unchanged")]
+    assert [item["label"] for item in b.legend] == [MEANINGS[m] for m in ("changed", "unchanged")]
+    assert a.legend[0]["label"] == "removed (not in the step on the right)"
+    assert a.color_mode == b.color_mode == "diff" and a.color_modes == [
+        {"name": "diff", "label": "diff of the two steps", "unit": ""}]  # the one mode these views draw
     assert "step 0" in panel.labels["a"].value and "step 1 (fuse_conv_bn)" in panel.labels["b"].value
     assert a.status == "5 nodes · step 0 · against step 1" and set(b.nodes) == {"x", "conv1", "relu", "output"}
 
@@ -139,6 +142,24 @@ def test_collapsing_a_box_on_one_side_redraws_only_that_side():
     explorer.close()
 
 
+def test_steps_timed_in_the_timing_tab_are_shown_with_their_timed_marks():
+    torch.manual_seed(0)
+    explorer = explore(ConvBN().eval(), image(), profile="sync", profile_kwargs={"budget_s": 0.05, "warmup": 1,
+                                                                                   "repeats": 3})
+    explorer.session.apply("fuse_conv_bn")
+    explorer.timing.compare_button.click()  # the A/B run of steps 0 and 1
+    timed = explorer.profiler.compared(*explorer.session.steps).comparison
+    assert timed.timed and explorer.timing.picked() is timed
+    explorer.timing.side_by_side_button.click()
+    a, b = explorer.side_by_side.views["a"], explorer.side_by_side.views["b"]
+    # structure where only one step has the node, faster / slower / unchanged (the noise) where both have it
+    for view, marks in ((a, timed.node_marks("a")), (b, timed.node_marks("b"))):
+        assert [item["label"] for item in view.legend] == [MEANINGS[m] for m in MARK_COLORS if m in marks.values()]
+        assert fills(view.svg) == {node: MARK_COLORS[mark] for node, mark in marks.items()}
+    assert timed.node_marks("a")["bn1"] == "removed"
+    explorer.close()
+
+
 @pytest.fixture
 def own_registry(monkeypatch):
     """Passes registered by a test disappear after it."""
@@ -165,7 +186,7 @@ def test_headless_side_by_side_is_two_svgs_with_every_user_string_escaped(own_re
     assert "twice: 1 changed, 0 removed, 1 added" in page and repr(shown) == "SideBySide(twice: 1 changed, 0 removed, 1 added)"
     assert re.findall(r"<td><b>(.*?)</b>", page) == ["step 0 (trace)", "step 1 (twice)"]
     assert page.count('id="sbs-a-fx&#45;relu"') == page.count('id="sbs-b-fx&#45;relu"') == 1  # unique on the page
-    assert html.escape(MARK_MEANINGS["added"]) in page and 'id="fx' not in page
+    assert html.escape(MEANINGS["added"]) in page and 'id="fx' not in page
     assert fills(page.split('id="sbs-b-fxgraph"')[1]) == {"x": MARK_COLORS["unchanged"], SCRIPT_NODE: MARK_COLORS[
         "unchanged"], "relu": MARK_COLORS["unchanged"], "relu_1": MARK_COLORS["added"], "output": MARK_COLORS["changed"]}
 

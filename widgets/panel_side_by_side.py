@@ -44,7 +44,8 @@ class SideBySide(w.VBox):
                                      layout=w.Layout(width="auto")).add_class("fxviz-sbs-close")
         self.close_button.on_click(lambda _: self.hide())
         self.error = w.HTML().add_class("fxviz-sbs-error")
-        diff = [colour_modes.MODES["diff"].view()]  # the menu offers the one mode these views draw
+        # the one mode these views draw, named for what it compares here (the legend's heading)
+        diff = [{**colour_modes.MODES["diff"].view(), "label": "diff of the two steps"}]
         self.views = {side: GraphView(color_modes=diff, color_mode="diff") for side in SIDES}
         self.labels = {side: w.HTML().add_class("fxviz-sbs-label") for side in SIDES}
         self._drawings: dict[str, GraphDrawing] = {}
