@@ -227,7 +227,7 @@ def test_a_step_makes_its_code_once_and_a_graph_without_code_is_refused(monkeypa
 
 def test_nothing_to_do_creates_no_step():
     session = Session(nn.Sequential(nn.Linear(2, 2)).eval(), torch.randn(1, 2))
-    with pytest.raises(NothingToDo, match="no conv→BN pattern found"):
+    with pytest.raises(NothingToDo, match="no BatchNorm in this graph"):
         session.apply("fuse_conv_bn")
     assert len(session.steps) == 1
 

@@ -107,7 +107,7 @@ def _why_not(gm: torch.fx.GraphModule, layer_node: object, bn_node: torch.fx.Nod
             and type(gm.get_submodule(layer_node.target)) in layer_types):
         return f"after {called(gm, layer_node)}, not a layer it folds into"
     if len(layer_node.users) > 1:
-        return "the layer's output is used elsewhere too"
+        return f"the layer's output has {len(layer_node.users)} users"
     shared = shared_layer(gm, layer_node)
     if shared:
         return shared

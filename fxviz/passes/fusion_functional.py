@@ -112,7 +112,7 @@ def _why_not(gm: torch.fx.GraphModule, conv: object, bn: torch.fx.Node, args: di
         return f"after {called(gm, conv)}, not a convolution"
     users = [u for u in conv.users if u.target is not getattr]  # x.shape reads stay true after folding
     if len(users) > 1:
-        return "the convolution's output is used elsewhere too"
+        return f"the convolution's output has {len(users)} users"
     if conv.target is aten.convolution.default and conv.args[6]:
         return "after a transposed convolution"
     if is_module:

@@ -24,7 +24,7 @@ REQUIRED = inspect.Parameter.empty
 
 
 class NothingToDo(PassError):
-    """The pass found nothing to change (e.g. "no conv→BN pattern found"); a Session
+    """The pass found nothing to change (e.g. "no BatchNorm in this graph"); a Session
     creates no step for it."""
 
 
