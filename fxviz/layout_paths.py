@@ -13,8 +13,8 @@ A plain op (``call_function``/``call_method``) of a box is setup when its value
 - feeds nothing but other setup ops of its box (the mask's making).
 
 The box's own trunk (an embedding feeding the first layer) is none of these. A box keeps
-its setup ops in the open when they are fewer than ``MIN_OPS``, or are all it computes
-(a module of its own, such as a rotary embedding, is named already).
+its setup ops in the open when they are fewer than ``MIN_OPS``; a module that is all
+setup (a rotary embedding) keeps its own name and is drawn collapsed like a setup box.
 """
 from __future__ import annotations
 
@@ -97,8 +97,9 @@ def node_paths(graph: nx.DiGraph, hidden: set[str]) -> dict[str, str]:
 
 
 def setup_paths(graph: nx.DiGraph, paths: dict[str, str]) -> dict[str, str]:
-    """FX node -> the setup box it belongs in (``<its box>.⟨setup⟩``), for the setup ops
-    of every box that has at least ``MIN_OPS`` of them; ``paths``: each drawn node's box."""
+    """FX node -> the setup box it belongs in (``<its box>.⟨setup⟩``, or its own module's
+    path when the module is all setup), for the setup ops of every box that has at least
+    ``MIN_OPS`` of them; ``paths``: each drawn node's box."""
     fed: set[str] = set()  # nodes whose value depends on an input or a weight
     pred = graph.pred
     for name, attrs in graph.nodes(data=True):
@@ -123,9 +124,12 @@ def setup_paths(graph: nx.DiGraph, paths: dict[str, str]) -> dict[str, str]:
             del per_box[box]
     own = Counter(paths.values())
     parents = {path.rpartition(".")[0] for path in own if path}
-    return {name: f"{box}.{SETUP}" if box else SETUP for box, names in per_box.items()
-            if len(names) >= MIN_OPS and (len(names) < own[box] or box in parents)  # not a whole module (rotary_emb)
-            for name in names}
+    found = {}
+    for box, names in per_box.items():
+        if len(names) >= MIN_OPS:  # a whole module of setup (rotary_emb) is itself the box, named already
+            whole = box and len(names) == own[box] and box not in parents
+            found.update((name, box if whole else f"{box}.{SETUP}" if box else SETUP) for name in names)
+    return found
 
 
 def _feeds_layers(users: dict, paths: dict[str, str]) -> bool:

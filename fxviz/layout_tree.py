@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import networkx as nx
 
-from fxviz.layout_paths import node_paths, setup_label, setup_paths
+from fxviz.layout_paths import SETUP, node_paths, setup_label, setup_paths
 
 MAX_ITEMS = 48  # a box with more children than this has them grouped
 CHUNK = 32  # children per synthetic group
@@ -111,8 +111,9 @@ def build_tree(graph: nx.DiGraph, weights_as_nodes: bool = False) -> BoxTree:
         owner.size += 1
     for path in set(setup.values()):
         found = boxes[path]
-        found.synthetic = found.setup = True
-        found.label = setup_label(graph, [name for _, name in found.items])
+        found.setup = True
+        if path.endswith(SETUP):  # a module that is all setup keeps its module's name
+            found.synthetic, found.label = True, setup_label(graph, [name for _, name in found.items])
     for path in sorted(boxes, key=lambda p: -boxes[p].depth):  # children before parents
         if path:
             boxes[boxes[path].parent].size += boxes[path].size

@@ -69,3 +69,47 @@ def test_a_model_without_setup_gets_no_setup_box_and_few_checks_stay_open(resnet
     for model, x in ((resnet18, torch.randn(1, 3, 32, 32)), (Checked(), torch.randn(2, 4))):
         tree = build_tree(fxviz.to_networkx(fxviz.trace(model, x)))
         assert not any(b.setup for b in tree.boxes.values())
+
+
+class Rotary(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("inv_freq", torch.rand(4))
+
+    def forward(self, n: int):
+        angles = torch.arange(n).float()[:, None] * self.inv_freq[None, :]
+        return torch.cat([angles, angles], -1).cos(), torch.cat([angles, angles], -1).sin()
+
+
+class RotaryLayer(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(8, 8)
+
+    def forward(self, x, cos, sin):
+        return x + self.proj(x * cos + x * sin)
+
+
+class RotaryDecoder(nn.Module):
+    """Llama's top level: the rotary tables made once by a module, read by every layer."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed, self.rotary = nn.Embedding(16, 8), Rotary()
+        self.layers = nn.ModuleList(RotaryLayer() for _ in range(4))
+
+    def forward(self, ids):
+        x = self.embed(ids)
+        cos, sin = self.rotary(ids.shape[1])
+        for layer in self.layers:
+            x = layer(x, cos, sin)
+        return x
+
+
+def test_a_module_that_only_builds_tables_for_the_layers_is_drawn_collapsed_under_its_own_name():
+    graph = fxviz.Session(RotaryDecoder(), torch.randint(0, 16, (1, 6)), tracer="export").current.graph
+    tree = build_tree(graph)
+    assert tree.boxes["rotary"].setup and not tree.boxes["rotary"].synthetic
+    assert tree.boxes["rotary"].label == "rotary · Rotary"
+    assert "rotary" in render(graph).collapsed
+    assert not any(b.setup for p, b in tree.boxes.items() if p.startswith("layers"))  # the layers are the model
