@@ -501,7 +501,8 @@ def view_counts(graph: Any, first: Any) -> dict[str, int]:
     try:
         from fxviz.layout_paths import node_paths, setup_paths  # this work's; absent before it
         paths = node_paths(graph, {n for n, a in graph.nodes(data=True) if a.get("weight")})
-        plumbing = set(setup_paths(graph, paths))
+        found, checks = setup_paths(graph, paths)
+        plumbing = set(found) | checks
     except ImportError:
         plumbing = set()
     tree = box_index(graph).tree

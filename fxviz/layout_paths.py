@@ -24,7 +24,7 @@ from collections import Counter
 import networkx as nx
 
 MIN_OPS = 3  # fewer setup ops than this stay where they are: one box would hide as much as it shows
-MIN_CHECKS = 8  # ops that feed nothing outside (checks on an input's shape) fold away only from this many
+MIN_CHECKS = 8  # from this many, ops that feed nothing outside (checks) make a setup box; fewer are not drawn
 FAN_OUT = 3  # a value read by this many repeated layers is built for them
 SETUP = "⟨setup⟩"  # the last part of a setup box's path
 _LAYER = re.compile(r"(.*?)\.(\d+)(?:\.|$)")  # a stack's path and a layer's index in it
@@ -96,10 +96,12 @@ def node_paths(graph: nx.DiGraph, hidden: set[str]) -> dict[str, str]:
     return {name: kept[path] for name, path in paths.items()}
 
 
-def setup_paths(graph: nx.DiGraph, paths: dict[str, str]) -> dict[str, str]:
+def setup_paths(graph: nx.DiGraph, paths: dict[str, str]) -> tuple[dict[str, str], set[str]]:
     """FX node -> the setup box it belongs in (``<its box>.⟨setup⟩``, or its own module's
     path when the module is all setup), for the setup ops of every box that has at least
-    ``MIN_OPS`` of them; ``paths``: each drawn node's box."""
+    ``MIN_OPS`` of them; and the checks of boxes with fewer than ``MIN_CHECKS`` setup ops
+    that feed nothing outside them (``getattr``, ``eq``, ``_assert`` on an input's shape),
+    which a drawing leaves out as it does weights. ``paths``: each drawn node's box."""
     fed: set[str] = set()  # nodes whose value depends on an input or a weight
     pred = graph.pred
     for name, attrs in graph.nodes(data=True):
@@ -119,9 +121,10 @@ def setup_paths(graph: nx.DiGraph, paths: dict[str, str]) -> dict[str, str]:
     per_box: dict[str, list[str]] = {}
     for name in setup:
         per_box.setdefault(paths[name], []).append(name)
-    for box, names in list(per_box.items()):  # a module's few input checks are part of what it shows
+    checks = set()
+    for box, names in list(per_box.items()):  # a module's few input checks: not drawn, as weights are not
         if len(names) < MIN_CHECKS and all(u in setup for n in names for u in succ[n]):  # nothing read outside
-            del per_box[box]
+            checks.update(per_box.pop(box))
     own = Counter(paths.values())
     parents = {path.rpartition(".")[0] for path in own if path}
     found = {}
@@ -129,7 +132,7 @@ def setup_paths(graph: nx.DiGraph, paths: dict[str, str]) -> dict[str, str]:
         if len(names) >= MIN_OPS:  # a whole module of setup (rotary_emb) is itself the box, named already
             whole = box and len(names) == own[box] and box not in parents
             found.update((name, box if whole else f"{box}.{SETUP}" if box else SETUP) for name in names)
-    return found
+    return found, checks
 
 
 def _feeds_layers(users: dict, paths: dict[str, str]) -> bool:

@@ -73,7 +73,8 @@ def build_tree(graph: nx.DiGraph, weights_as_nodes: bool = False) -> BoxTree:
     """The box tree of ``graph`` (a :func:`fxviz.to_networkx` graph), children in graph
     order. Weights (parameters, buffers, constants) are attributes of the ops that read
     them, not boxes, unless ``weights_as_nodes``: boxes of them crowd a model's first view
-    and, read far from their module's ops, break its boxes into "nodes N–M" segments."""
+    and, read far from their module's ops, break its boxes into "nodes N–M" segments. So
+    are a module's few input checks (layout_paths); setup plumbing is one box."""
     module_types = graph.graph.get("module_types", {})
     hidden, stand_in = set(), {}
     if not weights_as_nodes:
@@ -84,8 +85,15 @@ def build_tree(graph: nx.DiGraph, weights_as_nodes: bool = False) -> BoxTree:
                 if user is not None:
                     stand_in[name] = user
     paths = node_paths(graph, hidden)
-    setup = setup_paths(graph, paths)
+    setup, checks = setup_paths(graph, paths)
     paths.update(setup)
+    if checks and not weights_as_nodes:  # a check is shown where its box's first op is
+        boxes_of = {name: paths.pop(name) for name in checks}
+        first: dict[str, str] = {}
+        for name, path in paths.items():
+            first.setdefault(path, name)
+        hidden.update(checks)
+        stand_in.update((name, first.get(box, name)) for name, box in boxes_of.items())
     boxes = {"": Box("", None, "")}
     signature: dict[str, list] = defaultdict(list)
 
@@ -121,7 +129,8 @@ def build_tree(graph: nx.DiGraph, weights_as_nodes: bool = False) -> BoxTree:
         _mark_repeats(boxes, signature, module_types)  # without shapes, "identical" is a guess
     for path in [p for p in boxes if not boxes[p].synthetic or boxes[p].setup]:
         _group(boxes, boxes[path], graph)
-    edges = [(tail, head) for tail, heads in graph.adjacency() if tail not in hidden for head in heads]  # 3x graph.edges
+    edges = [(tail, head) for tail, heads in graph.adjacency() if tail not in hidden  # 3x graph.edges
+             for head in heads if head not in hidden]
     box_of = _box_of(boxes, paths)
     _count_edges(boxes, edges, box_of)
     crowded = {b.path: b.edges for b in boxes.values() if b.edges > SPLIT_EDGES and len(b.items) > SPLIT_CHUNK}

@@ -150,7 +150,7 @@ def test_parameters_are_drawn_searched_and_listed_under_their_qualified_names():
     graph = fxviz.to_networkx(gm)
     weight = next(n for n, d in graph.nodes(data=True) if d["op"] == "get_attr" and d["target"] == "0.weight")
     assert graph.nodes[weight]["module_path"] == "0"  # the node table's and search's target column
-    svg = fxviz.to_svg(gm, auto_collapse=False)
+    svg = fxviz.to_svg(gm, auto_collapse=False, show_weights=True)  # drawn as nodes (else listed on their ops)
     assert ">0.weight<" in svg and ">_0_weight<" not in svg and "_param_constant" not in svg
 
 
@@ -336,7 +336,7 @@ def test_the_loss_a_step_computes_gets_a_loss_cluster_and_its_backward_one():
     assert path["tanh_backward"] == "backward" and path["mm"] == "lin · backward"  # tanh's: the model's top level
     updates = [n for n in gm.graph.nodes if str(n.target).startswith("aten.add_")]
     assert updates and all(path[n.name] != "loss" for n in updates)  # the optimizer's step is not the loss
-    svg = fxviz.to_svg(gm, auto_collapse=False)
+    svg = fxviz.to_svg(gm, auto_collapse=False, show_weights=True)  # drawn as nodes (else listed on their ops)
     assert ">loss<" in svg and ">loss · backward<" in svg  # the clusters' titles
 
 

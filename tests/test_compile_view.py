@@ -195,6 +195,7 @@ def test_lifted_parameters_and_buffers_are_named_as_the_model_names_them():
             assert ex.graph.nodes[node]["target"] == "0.weight"  # what search matches and the table lists
             row = next(r for r in ex.table.rows if r["name"] == node)
             assert row["target"] == "0.weight" and row["module_path"] == "0"
+            ex.graph.show_weights = True  # the Weights button: parameters drawn as nodes
             svg = ex.graph.svg
             assert ">0.weight<" in svg and ">1.running_mean<" in svg and f">{node}<" not in svg
             ex.select(node)

@@ -56,7 +56,7 @@ def test_a_decoders_masks_and_positions_are_one_collapsed_box_and_its_trunk_stay
         assert box.label in rendering.dot.source
 
 
-def test_a_model_without_setup_gets_no_setup_box_and_few_checks_stay_open(resnet18):
+def test_a_model_without_setup_and_one_with_a_single_input_check_get_no_setup_box(resnet18):
     class Checked(nn.Module):
         def __init__(self):
             super().__init__()
@@ -113,3 +113,23 @@ def test_a_module_that_only_builds_tables_for_the_layers_is_drawn_collapsed_unde
     assert tree.boxes["rotary"].label == "rotary · Rotary"
     assert "rotary" in render(graph).collapsed
     assert not any(b.setup for p, b in tree.boxes.items() if p.startswith("layers"))  # the layers are the model
+
+
+def test_a_modules_few_input_checks_are_not_drawn_unless_weights_are():
+    class Checked(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(4, 4)
+
+        def forward(self, x):
+            torch._assert(x.shape[1] == 4, "four features")  # timm's norm layers check their input so
+            return self.lin(x).relu()
+
+    graph = fxviz.to_networkx(fxviz.trace(Checked(), torch.randn(2, 4)))
+    checks = {n for n, a in graph.nodes(data=True) if a["target"] in ("getattr", "operator.getitem", "operator.eq",
+                                                                         "torch._assert")}
+    assert len(checks) >= 3
+    drawn = {e["name"] for e in render(graph).elements.values() if e["kind"] == "node"}
+    assert not checks & drawn and {"x", "lin", "relu", "output"} <= drawn
+    assert checks <= {e["name"] for e in render(graph, show_weights=True).elements.values() if e["kind"] == "node"}
+    assert render(graph, expand=["_assert"]).elements == render(graph).elements  # revealing one: its box's first op

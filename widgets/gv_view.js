@@ -79,8 +79,8 @@ export function readableScale(fontSize) {
  * The view "Fit" and a new graph get: the whole graph when it fits at a legible
  * zoom, else legible, starting at the top and across at `starts` (the drawn boxes of
  * the inputs: a wide graph's inputs may be anywhere along its top row), so the first
- * thing seen is where the graph begins, never an empty stretch of it. Without
- * `starts`, centred across or from the left edge. Never smaller than legible.
+ * thing seen is where the graph begins, never an empty stretch of it: from the left
+ * edge when the starts are then in view, else centred on them. Never smaller than legible.
  * @param {Box} box @param {number} width @param {number} height
  * @param {number} [readable] the legible zoom (see readableScale)
  * @param {Box[]} [starts] in graph order
@@ -98,7 +98,11 @@ export function initialView(box, width, height, readable = readableScale(11), st
     if (size * k <= room - 32) return (room - size * k) / 2 - lo * k;
     return clamp(place - at * k, room - 16 - (lo + size) * k, 16 - lo * k);
   };
-  const x = target ? axis(box.x, box.width, width, center(target).x, width / 2) : axis(box.x, box.width, width, box.x, 16);
+  // Across: from the graph's left edge, as a page is read, when the start is then on screen;
+  // else centred on the start (a wide graph's inputs may be far along its top row).
+  const fromLeft = axis(box.x, box.width, width, box.x, 16);
+  const startShown = !target || (target.x + target.width) * k + fromLeft <= width - 16;
+  const x = startShown ? fromLeft : axis(box.x, box.width, width, center(target).x, width / 2);
   // The top of the graph, unless that leaves the start below the pane: then the start at the top.
   const below = target && (target.y + target.height - box.y) * k > height - 32;
   const y = axis(box.y, box.height, height, below && target ? target.y : box.y, 16);

@@ -134,3 +134,11 @@ test("overview frame and click: the part on screen, and going to a point keeps t
   assert.deepEqual([out.x, out.y], [0, 0]);
   assert.ok(out.width <= layout.width && out.height <= layout.height);
 });
+
+test("a start that is on screen with the graph's left edge is shown from that edge, as a page is read", () => {
+  const graph = { x: 0, y: 0, width: 3000, height: 9000 };
+  const near = { x: 180, y: 4, width: 90, height: 30 }; // clusters reach left of it (T5's encoder)
+  const v = initialView(graph, 900, 600, readable, [near]);
+  close(v.x, 16); // the left edge in view, not cut off to centre the input
+  assert.ok(inPane(onScreen(v, near), 900, 600));
+});
