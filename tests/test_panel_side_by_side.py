@@ -219,3 +219,13 @@ def test_a_closed_explorer_frees_the_side_by_side_view_and_its_steps():
     gc.collect()
     assert [ref() for ref in gone] == [None] * len(gone)
     assert set(_instances) <= before  # layouts included: none is left open
+
+
+def test_an_explorer_whose_side_by_side_view_was_never_opened_closes_every_widget():
+    from ipywidgets.widgets.widget import _instances  # every open widget, by comm id
+
+    before = set(_instances)
+    explorer = explore(ConvBN().eval(), image(), profile="off")
+    assert explorer.side_by_side.children == ()  # hidden: its views are not on the page
+    explorer.close()
+    assert set(_instances) <= before

@@ -112,9 +112,9 @@ def test_30k_nodes_open_scroll_and_reveal_a_search_hit(explorer, chromium, serve
     page.click("#graph button[data-action=expand-all]")
     kernel.deliver()
     page.wait_for_function("document.querySelector('#graph .fxviz-gv-status').textContent"
-                           ".includes('left collapsed to keep the layout quick')")
+                           ".includes('Expand all left')")
     assert 5 < page.locator("#graph g.node").count() <= 4 * 260
-    assert explorer.graph.collapsed and "left collapsed" in explorer.graph.status
+    assert explorer.graph.collapsed and "boxes collapsed" in explorer.graph.status
     # ...and the selected node, inside a box the budget could have left shut, stays drawn.
     assert page.locator(f"#fx-{hidden}.fxviz-selected").count() == 1
     assert not page.locator("#graph button[data-action=selection]").is_disabled()

@@ -45,7 +45,7 @@ def test_details_show_a_link_to_the_nodes_model_line(explorer):
     explorer.select("relu")
     assert explorer.details.source.layout.display is None
     assert explorer.details.source.description == f"model code at test_source_link.py:{RELU_LINE}"
-    explorer.select("args_0")  # an input has no source line: no link
+    explorer.select("x")  # an input has no source line: no link
     assert explorer.details.source.layout.display == "none"
 
 
@@ -68,7 +68,7 @@ def test_diff_and_source_are_one_view_at_a_time(explorer):
     assert not explorer.code.source.value
     explorer.code.source.value = True
     assert not explorer.code.diff.value
-    explorer.select("args_0")
+    explorer.select("x")
     assert "has no source line" in explorer.code.view.html
 
 

@@ -218,7 +218,8 @@ class Explorer(w.VBox):
         name, params, nodes = self.passes.request()
         with self.passes.busy(), self.profiler.paused():  # the pass and the new step's shapes run the model
             step = self.session.apply(name, nodes=nodes, **params)
-        self._say(f"{name}: {step.gm.meta['pass_note']}" if "pass_note" in step.gm.meta else "", error=False)  # skipped
+        note = step.gm.meta.get("pass_note")  # what it skipped; an error the redraw showed stays
+        self.status.value = f"{name}: {note}" if note else ""
 
     def _say(self, message: str, *, error: bool = True, node: str | None = None) -> None:
         where = f"<div class='fxviz-error-node'>at node <b>{escape(node)}</b> (selected)</div>" if node else ""

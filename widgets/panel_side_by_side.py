@@ -23,6 +23,7 @@ from fxviz import colour_modes
 from fxviz.markup import escape
 from fxviz.side_by_side import SIDES, counterparts, legend, summary
 
+from ._tree import close_tree
 from .graph_drawing import GraphDrawing
 from .graph_view import GraphView
 from .node_records import node_columns
@@ -57,8 +58,10 @@ class SideBySide(w.VBox):
             view.observe(partial(self._on_weights, side), "show_weights")
         sides = [w.VBox([self.labels[side], view], layout=w.Layout(width="50%")).add_class(f"fxviz-sbs-{side}")
                  for side, view in self.views.items()]
-        super().__init__([w.HBox([self.summary, self.close_button]).add_class("fxviz-sbs-header"), self.error,
-                          w.HBox(sides)], layout=w.Layout(display="none"))
+        # Its views join the page only while shown: hidden, they would double every control of the Explorer's.
+        self._content = (w.HBox([self.summary, self.close_button]).add_class("fxviz-sbs-header"), self.error,
+                         w.HBox(sides))
+        super().__init__([], layout=w.Layout(display="none"))
         self.add_class("fxviz-side-by-side")
 
     def show(self, comparison: Any) -> None:
@@ -68,6 +71,7 @@ class SideBySide(w.VBox):
             self._show(comparison)
         except Exception as exc:  # shown to the user, who cannot see a callback's traceback
             self._say(f"The side-by-side view could not be drawn: {type(exc).__name__}: {exc}")
+        self.children = self._content
         self.layout.display = ""
 
     def _show(self, comparison: Any) -> None:
@@ -89,10 +93,18 @@ class SideBySide(w.VBox):
     def hide(self) -> None:
         """Hide the panel and let go of the steps it showed."""
         self.layout.display = "none"
+        self.children = ()
         self._comparison, self._marks, self._to, self._drawings = None, {}, {}, {}
         for view in self.views.values():
             with view.hold_sync():
                 view.svg, view.elements, view.legend, view.nodes, view.selected = "", {}, [], {}, ""
+
+    def close(self) -> None:
+        """Close its views too, shown or not (hidden, they are not its children)."""
+        if self.children != self._content:
+            for part in self._content:
+                close_tree(part)
+        super().close()
 
     def _shown(self) -> bool:
         return self._comparison is not None

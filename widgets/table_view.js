@@ -8,6 +8,9 @@
 /** @typedef {Record<string, string | number | null>} Row  rows carry a unique `name` */
 
 import { addColumns, rowsOf } from "./columns.js";
+import { defaultWidth, fitWidths, resized } from "./tv_columns.js";
+
+export * from "./tv_columns.js";
 
 export { rowsOf } from "./columns.js";
 
@@ -75,7 +78,6 @@ export function ariaSort(key, state) {
 
 export const ROW_HEIGHT = 22; // px, fixed: what makes the window arithmetic exact
 const OVERSCAN = 10;
-const MIN_WIDTH = 36;
 
 /**
  * The rows to put in the DOM: those under the viewport plus `overscan` on each side.
@@ -101,19 +103,6 @@ export function scrollToRow(index, scrollTop, viewport, rowHeight, header) {
   if (top < scrollTop) return top;
   if (bottom > scrollTop + viewport - header) return bottom - viewport + header;
   return scrollTop;
-}
-
-/** A column's starting width in px: its own, else by kind. @param {Column} column */
-export function defaultWidth(column) {
-  if (column.width) return column.width;
-  if (column.key === "index") return 76;
-  return column.numeric ? 96 : 150;
-}
-
-/** A width after dragging its edge by `dx` px, never below a legible minimum.
- * @param {number} width @param {number} dx */
-export function resized(width, dx) {
-  return Math.max(MIN_WIDTH, Math.round(width + dx));
 }
 
 /** @param {{model: any, el: HTMLElement}} ctx */
@@ -146,11 +135,13 @@ function render({ model, el }) {
 
   const state = () => ({ sort_by: model.get("sort_by") || "", descending: Boolean(model.get("descending")) });
   const columns = () => /** @type {Column[]} */ (model.get("columns") || []);
-  const widthOf = (/** @type {Column} */ c) => widths.get(c.key) ?? defaultWidth(c);
+  let fitted = new Map(); // column key -> px: the user's widths, the rest fitted to the pane
+  const widthOf = (/** @type {Column} */ c) => widths.get(c.key) ?? fitted.get(c.key) ?? defaultWidth(c);
   const headerHeight = () => thead.getBoundingClientRect().height || ROW_HEIGHT;
 
   function applyWidths() {
     const cols = columns();
+    fitted = fitWidths(cols, root.clientWidth, widths);
     colgroup.replaceChildren(...cols.map((c) => {
       const col = h("col", "");
       col.style.width = `${widthOf(c)}px`;
@@ -273,7 +264,14 @@ function render({ model, el }) {
   });
   root.addEventListener("scroll", () => renderWindow(false), { passive: true });
   // Rendered before it is attached, the table has no height yet: draw once it has one.
-  const resize = new ResizeObserver(() => renderWindow(false));
+  let room = -1; // the width the columns were fitted to
+  const resize = new ResizeObserver(() => {
+    if (root.clientWidth !== room) {
+      room = root.clientWidth;
+      applyWidths();
+    }
+    renderWindow(false);
+  });
   resize.observe(root);
 
   // Rows and their extra columns often change together (a new step): sort once.

@@ -340,4 +340,8 @@ def test_9_explorer_renders_in_notebook_7(lab, page):
     _assert_legible(ex, at_least=3)
     ex.locator(".fxviz-graph g.node#fx-_0").click()
     ex.locator(".fxviz-details", has_text="Linear").wait_for()
+    # Notebook 7's page is narrower than JupyterLab's: the table's columns fit it, share % in view.
+    share = ex.locator(".fxviz-node-table th", has_text="share").bounding_box()
+    pane = ex.locator(".fxviz-node-table .fxviz-tv").bounding_box()
+    assert share["x"] + share["width"] <= pane["x"] + pane["width"] + 1, (share, pane)
     shoot(ex, "e2e-journey-9-notebook7")

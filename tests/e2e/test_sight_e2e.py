@@ -144,3 +144,25 @@ def test_the_weights_button_draws_the_parameters(desk, notebook):
     assert set(facts["weights"]) & drawn
     ex.locator(".fxviz-graph .fxviz-gv-btn[data-action='weights']").click()  # back as it was
     ex.locator(".fxviz-graph .fxviz-gv-btn[data-action='weights'][aria-pressed='false']").wait_for()
+
+
+def test_after_fusion_the_two_steps_side_by_side_mark_what_changed(desk, notebook):
+    ex = _explorer(notebook, "timm")
+    ex.locator(".fxviz-tabs .lm-TabBar-tab", has_text="Passes").click()
+    ex.locator(".fxviz-pass-select select").select_option(label="fuse_conv_bn")
+    ex.locator("button.fxviz-apply").click()
+    ex.locator(".fxviz-step", has_text="step 1 of 1 · fuse_conv_bn").wait_for(timeout=120_000)
+    ex.locator(".fxviz-tabs .lm-TabBar-tab", has_text="Timing").click()
+    ex.locator("button.fxviz-side-by-side-open").click()
+    view = ex.locator(".fxviz-side-by-side")
+    summary = view.locator(".fxviz-sbs-summary")
+    summary.wait_for()
+    text = summary.inner_text()
+    assert text.startswith("fuse_conv_bn:") and " changed" in text and " removed" in text, text
+    for side in ("a", "b"):
+        view.locator(f".fxviz-sbs-{side} g.node").first.wait_for(timeout=60_000)
+    legend = view.locator(".fxviz-sbs-a").inner_text()
+    assert "removed" in legend and "changed" in legend
+    shoot_themes(notebook, view, "e2e-sight-side-by-side")
+    view.locator(".fxviz-sbs-close").click()
+    view.wait_for(state="hidden")

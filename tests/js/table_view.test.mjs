@@ -4,7 +4,7 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 
 import widget, {
-  ariaSort, compareValues, defaultWidth, formatCell, nextSort, resized, rowsOf, scrollToRow, sortRows, visibleRange,
+  ariaSort, compareValues, defaultWidth, fitWidths, formatCell, nextSort, resized, rowsOf, scrollToRow, sortRows, visibleRange,
 } from "../../widgets/table_view.js";
 
 const ROWS = [
@@ -103,4 +103,19 @@ test("rowsOf reads the kernel's columns, a plain list of rows, or nothing", () =
   assert.deepEqual(rowsOf(undefined), []);
   const same = { n: 3, keys: ["name", "time"], columns: [["a", "b", "c"], { values: [""] }] };
   assert.deepEqual(rowsOf(same), [{ name: "a", time: "" }, { name: "b", time: "" }, { name: "c", time: "" }]);
+});
+
+test("columns fit the pane: text columns share the room, numbers and the user's widths stay", () => {
+  const cols = [{ key: "index", label: "#", numeric: true }, { key: "name", label: "name" },
+    { key: "target", label: "target" }, { key: "time_us", label: "time", numeric: true },
+    { key: "share", label: "share", numeric: true }];
+  const narrow = fitWidths(cols, 700, new Map());
+  const total = [...narrow.values()].reduce((a, b) => a + b, 0);
+  assert.ok(total <= 700, `${total} px in a 700 px pane: share cut off`);
+  assert.equal(narrow.get("time_us"), 96);
+  assert.equal(narrow.get("name"), narrow.get("target"));
+  assert.ok(fitWidths(cols, 2000, new Map()).get("name") > 150); // a wide pane: no empty stretch
+  assert.equal(fitWidths(cols, 300, new Map()).get("name"), 72); // never below a legible minimum
+  assert.equal(fitWidths(cols, 700, new Map([["name", 300]])).get("name"), 300); // resized by the user
+  assert.equal(fitWidths(cols, 0, new Map()).get("name"), 150); // not laid out yet: the default
 });
