@@ -73,7 +73,7 @@ def test_30k_nodes_open_scroll_and_reveal_a_search_hit(explorer, chromium, serve
 
     # The view opens with a bounded drawing; the table holds a window of rows, not 30k.
     page.wait_for_selector("#graph .fxviz-gv-canvas svg")
-    assert 5 < page.locator("#graph g.node").count() <= 260
+    assert 5 < page.locator("#graph .fxviz-gv-canvas g.node").count() <= 260
     assert page.locator("#table tr.fxviz-tv-row").count() < 80
 
     # The table scrolls to its end: the last rows are drawn and still only a window.
@@ -113,7 +113,7 @@ def test_30k_nodes_open_scroll_and_reveal_a_search_hit(explorer, chromium, serve
     kernel.deliver()
     page.wait_for_function("document.querySelector('#graph .fxviz-gv-status').textContent"
                            ".includes('Expand all left')")
-    assert 5 < page.locator("#graph g.node").count() <= 4 * 260
+    assert 5 < page.locator("#graph .fxviz-gv-canvas g.node").count() <= 4 * 260
     assert explorer.graph.collapsed and "boxes collapsed" in explorer.graph.status
     # ...and the selected node, inside a box the budget could have left shut, stays drawn.
     assert page.locator(f"#fx-{hidden}.fxviz-selected").count() == 1
