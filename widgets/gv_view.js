@@ -98,10 +98,11 @@ export function initialView(box, width, height, readable = readableScale(11), st
     if (size * k <= room - 32) return (room - size * k) / 2 - lo * k;
     return clamp(place - at * k, room - 16 - (lo + size) * k, 16 - lo * k);
   };
-  // Across: from the graph's left edge, as a page is read, when the start is then on screen;
-  // else centred on the start (a wide graph's inputs may be far along its top row).
+  // Across: from the graph's left edge, as a page is read, when the first input is then on
+  // screen; else centred on the starts (a wide graph's inputs may be far along its top row).
   const fromLeft = axis(box.x, box.width, width, box.x, 16);
-  const startShown = !target || (target.x + target.width) * k + fromLeft <= width - 16;
+  const first = starts[0]; // in graph order: the first input (T5's input_ids, before decoder_input_ids)
+  const startShown = !first || (first.x + first.width) * k + fromLeft <= width - 16;
   const x = startShown ? fromLeft : axis(box.x, box.width, width, center(target).x, width / 2);
   // The top of the graph, unless that leaves the start below the pane: then the start at the top.
   const below = target && (target.y + target.height - box.y) * k > height - 32;

@@ -142,3 +142,11 @@ test("a start that is on screen with the graph's left edge is shown from that ed
   close(v.x, 16); // the left edge in view, not cut off to centre the input
   assert.ok(inPane(onScreen(v, near), 900, 600));
 });
+
+test("two inputs far apart (an encoder's and a decoder's): from the left edge when the first is then on screen", () => {
+  const graph = { x: 0, y: 0, width: 3000, height: 9000 };
+  const encoder = { x: 180, y: 4, width: 90, height: 30 }, decoder = { x: 2600, y: 3000, width: 90, height: 30 };
+  const v = initialView(graph, 900, 600, readable, [encoder, decoder]);
+  close(v.x, 16);
+  assert.ok(inPane(onScreen(v, encoder), 900, 600));
+});
