@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
+import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -48,6 +50,37 @@ def compile_reason(gm: torch.fx.GraphModule) -> tuple[bool, str, list]:
     if reason is None:
         return False, "", []
     return bool(reason.graph_break), str(reason.reason), list(reason.user_stack or ())
+
+
+def frame_scope() -> tuple[dict[str, Any], Any]:
+    """Inside a backend: the locals of the frame dynamo is compiling (where its graph's
+    ``L['name']`` sources start) and the object that frame is a method of (its ``self``).
+    A resume function (the frame's rest after a graph break) keeps only the values still
+    live: its ``self`` is read from the frame it continues, which is calling it on the
+    Python stack. ``({}, None)`` on a torch without these."""
+    try:
+        from torch._dynamo.symbolic_convert import InstructionTranslator
+
+        tx = InstructionTranslator.current_tx()
+        scope, code = dict(tx.output.local_scope), tx.f_code
+    except (ImportError, AttributeError):
+        return {}, None
+    if "self" in scope or not code.co_name.startswith(_RESUMED):
+        return scope, scope.get("self")
+    frame = sys._getframe(1)
+    name = _original(code.co_name)
+    while frame is not None and not (frame.f_code.co_filename == code.co_filename
+                                     and _original(frame.f_code.co_name) == name and "self" in frame.f_locals):
+        frame = frame.f_back
+    return scope, None if frame is None else frame.f_locals["self"]
+
+
+_RESUMED = "torch_dynamo_resume_in_"
+
+
+def _original(name: str) -> str:
+    """``forward`` of ``torch_dynamo_resume_in_forward_at_12`` (and of a resume's resume)."""
+    return re.sub(r"(_at_\d+)+$", "", re.sub(f"^({_RESUMED})+", "", name))
 
 
 def error_frame(exc: BaseException) -> Any:

@@ -3,6 +3,7 @@ data-dependent Python, which open as several graphs split at their graph breaks,
 (``aot=True``) what AOT autograd makes of each: its ATen forward and backward graphs."""
 from __future__ import annotations
 
+import ast
 import re
 from collections.abc import Callable
 from types import SimpleNamespace
@@ -36,9 +37,12 @@ def capture(fn: Callable[..., Any], inputs: tuple, *, aot: bool = True, backward
     in ``meta["fxviz"]["aot_error"]``."""
     ran: list[torch.fx.GraphModule] = []  # in the order they first ran (a graph compiled, never run: not shown)
     guards: dict[str | None, list[str]] = {}
+    root = _model_of(fn)
+    modules = {id(m): path for path, m in root.named_modules()} if root is not None else {}
 
     def record(gm: torch.fx.GraphModule, example_inputs: list) -> Callable[..., Any]:
         gm.meta["fxviz_compile_id"] = api.compile_id()
+        _absolute_stacks(gm, *api.frame_scope(), modules)  # before AOT: its graphs copy the stacks
         run = gm.forward
         if aot:
             try:
@@ -79,7 +83,6 @@ def capture(fn: Callable[..., Any], inputs: tuple, *, aot: bool = True, backward
     for gm in graphs:
         gm.meta["fxviz_break"] = _graph_break(gm, messages)
     breaks = [g.meta["fxviz_break"] for g in graphs if g.meta["fxviz_break"]]
-    root = _model_of(fn)
     names = {id(t): name for name, t in (*root.named_parameters(), *root.named_buffers())} if root is not None else {}
     for index, gm in enumerate(graphs):
         cid = gm.meta["fxviz_compile_id"]
@@ -162,6 +165,52 @@ def _name_inputs(gm: torch.fx.GraphModule, names: dict[int, str]) -> None:
         node.meta["module_path"] = name.rpartition(".")[0] if name else ""
         if name:
             node.meta["qualified_name"] = name
+
+
+def _absolute_stacks(gm: torch.fx.GraphModule, scope: dict[str, Any], frame_self: Any,
+                     modules: dict[int, str]) -> None:
+    """Dynamo names a module by its source in the frame it compiled (``L['self'].layer[0]``):
+    relative to that frame's module when the graph starts inside a submodule (after a graph
+    break there, or an inner frame), while lifted parameters are named from the root. So
+    each stack entry becomes the module's path in the root model, found by identity, and an
+    op outside any submodule call gets the frame's own module: a module's parameters and
+    ops share one cluster. A source that names no module of the root stays as it was."""
+    found: dict[str, str | None] = {}
+    frame = modules.get(id(frame_self)) if frame_self is not None else None
+    for node in gm.graph.nodes:
+        stack = node.meta.get("nn_module_stack")
+        if stack:
+            node.meta["nn_module_stack"] = {
+                key: (_module_path(str(source), scope, modules, found) or source, kind)
+                for key, (source, kind) in stack.items()}
+        elif frame and node.op not in ("placeholder", "output"):
+            node.meta["nn_module_stack"] = {"frame": (frame, type(frame_self))}
+
+
+def _module_path(source: str, scope: dict[str, Any], modules: dict[int, str],
+                 found: dict[str, str | None]) -> str | None:
+    if source not in found:
+        try:
+            held = _follow(ast.parse(source, mode="eval").body, scope)
+        except SyntaxError:
+            held = None
+        found[source] = modules.get(id(held)) if held is not None else None
+    return found[source]
+
+
+def _follow(expr: ast.expr, scope: dict[str, Any]) -> Any:
+    """The object a source reads from the frame's locals (``L['x']``, attributes, constant
+    subscripts); None for any other kind of source (a global, a call)."""
+    if isinstance(expr, ast.Attribute):
+        return getattr(_follow(expr.value, scope), expr.attr, None)
+    if not (isinstance(expr, ast.Subscript) and isinstance(expr.slice, ast.Constant)):
+        return None
+    if isinstance(expr.value, ast.Name):
+        return scope.get(expr.slice.value) if expr.value.id == "L" else None
+    try:
+        return _follow(expr.value, scope)[expr.slice.value]
+    except (TypeError, KeyError, IndexError):
+        return None
 
 
 def _backward_modules(gm: torch.fx.GraphModule) -> None:
