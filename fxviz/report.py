@@ -1,7 +1,8 @@
 """A Session as one self-contained HTML page: readable, clickable, shareable, no kernel.
 
-The page hosts the Explorer's own graph view (``GraphView._esm``, the same code path
-that builds the widget) on a small in-page model (``widgets/report_host.js``), with the
+The page hosts the Explorer's own graph view and node table (their ES modules and CSS
+from :mod:`fxviz.assets`, as the widgets load them; no ipywidgets or anywidget is
+imported) on a small in-page model (``widgets/report_host.js``), with the
 drawings of :mod:`fxviz.report_views`, each step's node details, code, check result and
 (when measured) timings, and the code diff between any two steps. Nothing is fetched:
 scripts, styles and data are inline; heavy data (drawings, code, diffs) is gzip+base64
@@ -11,9 +12,15 @@ Every user string reaches the page as JSON (``<``, ``>``, ``&`` escaped, so it c
 close the script element) and enters the DOM with ``textContent``; SVG goes through the
 graph view's own sanitiser.
 
-Policy: checks are computed if they have not run (a few forwards per step, and a report
-without them would mislead); timings appear only for steps already profiled (by the
-Explorer or ``step.profile()``) unless ``profile=True`` measures the others.
+Node details, check badges and timing tables arrive as the strings of
+:mod:`fxviz.presentation`, the Explorer's own; the page renders them as given.
+
+Policy: the report writes what is known. A step's check appears when it has run (the
+Explorer runs checks in the background) and reads "not checked yet" otherwise, unless
+``check=True`` runs it: a check is the reference model and the step on several inputs,
+which on a large model is most of the report's time (18 of 22 s on a 48-layer decoder).
+Likewise timings appear only for steps already profiled (by the Explorer or
+``step.profile()``) unless ``profile=True`` measures the others.
 """
 from __future__ import annotations
 
@@ -24,17 +31,19 @@ import html
 import json
 import pathlib
 import re
-import sys
 from collections.abc import Iterator
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any
 
-from fxviz import colour_modes
+from fxviz import assets, colour_modes, presentation
 from fxviz._gc import gc_paused
-from fxviz.errors import FxvizError, MissingDependency
+from fxviz.chart import chart_svg
+from fxviz.columns import Columns
+from fxviz.errors import FxvizError
 from fxviz.graph import shape_text
+from fxviz.node_table import COLUMNS
 from fxviz.overview import graph_overview
+from fxviz.presentation import NodeTime, check_text, node_times
 from fxviz.report_views import WORKERS, draw_all, variant_record
 
 TOP_NODES = 15  # rows of each step's timing table and chart
@@ -42,20 +51,21 @@ DEFAULT_MAX_VIEWS = 40
 
 
 def write_html(session: Any, path: str | pathlib.Path, *, title: str | None = None, profile: bool = False,
-               max_views: int = DEFAULT_MAX_VIEWS) -> pathlib.Path:
+               check: bool = False, max_views: int = DEFAULT_MAX_VIEWS) -> pathlib.Path:
     """Write the report of ``session`` to ``path`` (see the module doc); returns the path.
+    ``check``: run the checks not run yet (default: show those run, say the others were not).
     ``max_views``: pre-drawn focused views per step (see :mod:`fxviz.report_views`)."""
     out = pathlib.Path(path)
     with gc_paused():  # the records of every node of every step: collections would rescan them (7x at 30k nodes)
-        page = report_html(session, title=title, profile=profile, max_views=max_views)
+        page = report_html(session, title=title, profile=profile, check=check, max_views=max_views)
     out.write_text(page, encoding="utf-8")
     return out
 
 
-def report_html(session: Any, *, title: str | None = None, profile: bool = False,
+def report_html(session: Any, *, title: str | None = None, profile: bool = False, check: bool = False,
                 max_views: int = DEFAULT_MAX_VIEWS) -> str:
     """The report page as a string."""
-    views_esm, views_css, table_esm, table_css, columns, node_rows, by_column, widgets_dir = _front_end()
+    folder = assets.folder()
     steps = session.steps
     name = title or type(steps[0].gm).__name__
     # dot lays out the drawings and zlib compresses blobs while the page is made
@@ -66,20 +76,18 @@ def report_html(session: Any, *, title: str | None = None, profile: bool = False
         data = {
             "title": name,
             "current": session.index,
-            "columns": columns,
+            "columns": COLUMNS,
             "color_modes": [colour_modes.mode(None).view()],  # its drawings are coloured by op
-            "steps": [_step(s, session.index, views.per_step[s.index], variants, blobs, profile, node_rows,
-                            by_column, session.capture) for s in steps],
+            "steps": [_step(s, session.index, views.per_step[s.index], variants, blobs, profile, check,
+                            session.capture) for s in steps],
             "diffs": {f"{a.index},{b.index}": blobs.add(session.compare(a.index, b.index).code_diff)
                       for a in steps for b in steps if a is not b},
         }
         for i, rendering, svg in zip(variants, views.variants, views.svgs()):
             blobs.put(i, variant_record(rendering, svg))
         data["blobs"] = blobs.items()
-    from fxviz.widgets.esm import REPORT_HOST, join
-
-    host = join(REPORT_HOST, widgets_dir)
-    page_css = (widgets_dir / "report.css").read_text(encoding="utf-8")
+    host = assets.join(assets.REPORT_HOST, folder)
+    css = [assets.text(name, folder) for name in ("graph_view.css", "table_view.css", "report.css")]
     if "</script" in host.lower():
         raise FxvizError("report_host.js must not contain '</script': it is inlined in the page.")
     return "\n".join([
@@ -87,11 +95,11 @@ def report_html(session: Any, *, title: str | None = None, profile: bool = False
         '<html lang="en"><head><meta charset="utf-8">',
         f"<title>{html.escape(name)} · fxviz report</title>",
         '<link rel="icon" href="data:,">',
-        f"<style>{views_css}\n{table_css}\n{page_css}</style></head>",
+        f"<style>{chr(10).join(css)}</style></head>",
         '<body><div id="fxviz-report" class="fxviz-report">Loading the report…</div>',
         f'<script type="application/json" id="fxviz-report-data">{_json(data)}</script>',
-        f'<script type="application/json" id="fxviz-graph-view-esm">{_json(views_esm)}</script>',
-        f'<script type="application/json" id="fxviz-table-view-esm">{_json(table_esm)}</script>',
+        f'<script type="application/json" id="fxviz-graph-view-esm">{_json(assets.join(assets.GRAPH_VIEW, folder))}</script>',
+        f'<script type="application/json" id="fxviz-table-view-esm">{_json(assets.join(assets.TABLE_VIEW, folder))}</script>',
         f'<script type="module">{host}</script>',
         "</body></html>",
     ])
@@ -108,37 +116,10 @@ def _threads(workers: int) -> Iterator[ThreadPoolExecutor]:
         pool.shutdown(cancel_futures=True)
 
 
-def _front_end() -> tuple[str, str, str, str, list, Any, Any, pathlib.Path]:
-    """The graph view's and node table's ES modules and CSS exactly as the widgets get
-    them, the Explorer's node-table columns, its row builder, the class that encodes the
-    graph view's node records (``Columns``, as ``nodes_to_json`` uses it) and the widgets' folder
-    (``fxviz.widgets`` maps onto the top-level ``widgets/``, not ``fxviz/widgets``)."""
-    try:
-        from fxviz.widgets.columns import Columns
-        from fxviz.widgets.graph_view import GraphView
-        from fxviz.widgets.node_records import COLUMNS, rows
-        from fxviz.widgets.table_view import TableView
-    except ImportError as exc:
-        raise MissingDependency(
-            f"The HTML report reuses the Explorer's front-end, which needs the widgets extra: "
-            f"pip install 'fxviz[widgets]' ({exc})."
-        ) from exc
-    widgets_dir = pathlib.Path(sys.modules[GraphView.__module__].__file__).parent
-    return (str(GraphView._esm), str(GraphView._css), str(TableView._esm), str(TableView._css),
-            COLUMNS, rows, Columns, widgets_dir)
-
-
 def _json(value: Any) -> str:
     """JSON that cannot end the <script> element holding it."""
     text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False, default=str)
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
-
-
-@dataclass(frozen=True)
-class _Measured:
-    """What the Explorer's row builder reads from its profiler's timings."""
-
-    table: Any
 
 
 class _Blobs:
@@ -186,29 +167,26 @@ def _no_nan(value: Any) -> Any:
 
 
 def _step(step: Any, current: int, views: dict[str, int], variants: list[int], blobs: _Blobs,
-          profile: bool, node_rows: Any, by_column: Any, capture: Any) -> dict[str, Any]:
+          profile: bool, check: bool, capture: Any) -> dict[str, Any]:
     graph = step.graph
     code = step.code.lstrip("\n")  # torch.fx starts its code with blank lines
     table = step.measured_profile
     if table is None and profile:
         table = step.profile(budget_s=1.0)  # the Explorer's setting
-    check = step.check
-    times = {} if table is None else {
-        n: (float(m), float(sh)) for n, m, sh in zip(table["node"], table["median_us"], table["share"])}
+    times = node_times(table)
     return {
         "index": step.index,
         "pass_name": step.pass_name,
         "params": ", ".join(f"{k}={v!r}" for k, v in step.params.items()),
         "selection": list(step.nodes),
         "undone": step.index > current,
-        "check": {"status": check.status, "message": check.message,
-                  "max_abs": _finite(check.max_abs), "max_rel": _finite(check.max_rel)},
+        "check": _check(step.check if check or step.check_done else None),
         "n_nodes": len(graph),
         "views": {focus: variants[i] for focus, i in views.items()},
-        "nodes": _nodes(graph, times, by_column),
-        "details": blobs.add({n: _details(graph, n, times.get(n)) for n in graph}),
+        "nodes": _nodes(graph, times),
+        "details": blobs.add({n: _details(graph, n, times) for n in graph}),
         "overview": graph_overview(graph, capture),  # Details while no node is selected
-        "rows": blobs.add(node_rows(graph, _Measured(table))),
+        "rows": blobs.add(presentation.table_rows(graph, table)),
         "code": blobs.add(code),
         "lines": _node_lines(code, graph),
         "timing": None if table is None else _timing(table, blobs),
@@ -236,56 +214,50 @@ def _finite(x: float) -> float | None:
     return x if x == x and abs(x) != float("inf") else None
 
 
-def _nodes(graph: Any, times: dict[str, tuple[float, float]], by_column: Any) -> dict[str, Any]:
+def _check(check: Any) -> dict[str, Any]:
+    """A step's check for its badge (``text``, as :func:`fxviz.presentation.check_text`
+    words it); None: not run when the report was written."""
+    if check is None:
+        return {"status": presentation.NOT_CHECKED, "text": presentation.NOT_CHECKED, "max_abs": None, "max_rel": None,
+                "message": "The check had not run when this report was written: to_html(path, check=True) runs it."}
+    return {"status": check.status, "text": check_text(check), "message": check.message,
+            "max_abs": _finite(check.max_abs), "max_rel": _finite(check.max_rel)}
+
+
+def _nodes(graph: Any, times: dict[str, NodeTime]) -> dict[str, Any]:
     """The graph view's node records (tooltip and search) as it reads them (``nodes_to_json``),
     made column by column: a dict per node would cost twice as long."""
     attrs = [a for _, a in graph.nodes(data=True)]
-    return by_column({
+    return Columns({
         "name": list(graph), "op": [a["op"] for a in attrs], "target": [str(a["target"]) for a in attrs],
         "module_path": [a["module_path"] or "" for a in attrs], "shape": [shape_text(a["shape"]) for a in attrs],
-        "time": ["" if (t := times.get(n)) is None else f"{t[0]:.1f} µs ({t[1]:.1f} %)" for n in graph],
+        "time": [presentation.time_text(times.get(n)) for n in graph],
     }, len(attrs)).encoded()
 
 
-def _details(graph: Any, name: str, t: tuple[float, float] | None) -> dict[str, Any]:
-    """What the Explorer's Details tab says about one node, as plain strings."""
-    a = graph.nodes[name]
-    rows = [
-        ("op", a["op"]), ("name", name), ("target", a["target"]), ("args", a["args"]), ("kwargs", a["kwargs"]),
-        ("module path", "(top level)" if a["module_path"] == "" else a["module_path"]),
-        ("shape", shape_text(a["shape"]) or "unknown"), ("dtype", a["dtype"]), ("stride", a["stride"]),
-        ("memory format", a["memory_format"]),
-        ("FLOPs", None if a["flops"] is None else f"{int(a['flops']):,}"),
-        ("MACs", None if a["macs"] is None else f"{int(a['macs']):,}"),
-        ("time", "not profiled" if t is None else f"{t[0]:.1f} µs ({t[1]:.1f} % of the step's node time)"),
-    ]
+def _details(graph: Any, name: str, times: dict[str, NodeTime]) -> dict[str, Any]:
+    """What the Explorer's Details tab says about one node (:func:`fxviz.presentation.node_rows`)."""
     return {
-        "rows": [[k, "—" if v is None else str(v)] for k, v in rows],
+        "rows": presentation.node_rows(graph, name, times, untimed="not profiled"),
         "inputs": [[f"{use}: {p}", p] for p in graph.predecessors(name) for use in graph.edges[p, name]["uses"]],
         "users": list(graph.successors(name)),
     }
 
 
 def _timing(table: Any, blobs: _Blobs) -> dict[str, Any]:
-    """The step's slowest nodes as a table and a chart (matplotlib SVG), and its totals."""
+    """The step's slowest nodes as a table of display strings and a chart (matplotlib
+    SVG, the Timing tab's), and its totals."""
+    from fxviz.profiling import plot_profile
+
     top = table.nlargest(TOP_NODES, "median_us")
     columns = ["node", "op", "target", "median_us", "p25_us", "p75_us", "share"]
-    rows = [[r[c] if isinstance(r[c], str) else _finite(round(float(r[c]), 2)) for c in columns]
-            for _, r in top.iterrows()]
+    rows = [[presentation.timing_cells(r[c]) for c in columns] for _, r in top.iterrows()]
     attrs = table.attrs
+    chart = chart_svg(lambda ax: plot_profile(table, top=TOP_NODES, ax=ax), min(TOP_NODES, len(table)))
     return {
         "columns": columns, "rows": rows,
         "summary": (f"forward {attrs.get('plain_forward_us', float('nan')):.1f} µs unprofiled, "
                     f"{float(table['median_us'].sum()):.1f} µs over its nodes "
                     f"({attrs.get('device', '?')}, {attrs.get('repeats', '?')} repeats, median; p25–p75 below)"),
-        "chart": blobs.add(_chart_svg(table)),
+        "chart": blobs.add(chart),
     }
-
-
-def _chart_svg(table: Any) -> str:
-    """The Timing tab's own chart of ``table`` (outside JupyterLab its text takes the
-    theme variable's fallback, a dark grey, as on this page)."""
-    from fxviz.profiling import plot_profile
-    from fxviz.widgets.panel_timing import chart_svg
-
-    return chart_svg(lambda ax: plot_profile(table, top=TOP_NODES, ax=ax), min(TOP_NODES, len(table)))

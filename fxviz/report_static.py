@@ -16,6 +16,7 @@ import pandas as pd
 from fxviz.markup import escape
 from fxviz.errors import FxvizError
 from fxviz.node_table import COLUMNS, values
+from fxviz.presentation import check_text as presentation_check
 
 MAX_ROWS = 200  # node table rows in a fallback: enough to read, small enough to save
 STYLE = """<style>
@@ -75,10 +76,7 @@ def _shown(value: Any, column: Mapping[str, Any]) -> Any:
 
 def check_text(step: Any) -> str:
     """The step's check, without running it (a repr must not run the model)."""
-    if not step.check_done:
-        return "check pending"
-    check = step.check
-    return f"check: {check.status} (max abs {check.max_abs:.3g})"
+    return f"check: {presentation_check(step.check if step.check_done else None)}"
 
 
 def graph_svg(graph: Any) -> tuple[str, str]:

@@ -473,7 +473,7 @@ def test_times_sent_apart_reach_the_tooltip(page):
     """Node records as the widget sends them (one JSON text, no times) and the times
     arriving later in their own small message: the tooltip shows each node's time;
     times of another step's nodes (another length) show none."""
-    from fxviz.widgets.columns import Columns
+    from fxviz.columns import Columns
     from fxviz.widgets.graph_view import GraphView
 
     view = GraphView(nodes={n: {k: v for k, v in r.items() if k != "time"} for n, r in NODES.items()})

@@ -20,7 +20,7 @@ from fxviz.colour_modes import OP_COLORS
 from fxviz.node_table import COLUMNS
 from fxviz.report import report_html
 from fxviz.report_views import ALL, chain, focused, module_paths
-from fxviz.widgets.columns import rows_from_json
+from fxviz.columns import rows_from_json
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -58,7 +58,7 @@ def resnet_session(resnet18):
 
 
 def test_the_page_is_self_contained_and_carries_every_step(resnet_session, tmp_path):
-    path = resnet_session.to_html(tmp_path / "r.html")
+    path = resnet_session.to_html(tmp_path / "r.html", check=True)
     page = path.read_text()
     assert not re.search(r'(src|href)\s*=\s*"(?!data:|#)', page)  # nothing to fetch
     assert "http://" not in page.replace("http://www.w3.org/", "") and "https://" not in page
@@ -238,7 +238,19 @@ def test_session_and_step_show_their_graph_as_html(resnet_session):
 
 def test_a_fresh_step_shows_without_running_its_check(my_module):
     session = fxviz.Session(my_module, (torch.randn(5, 4),))
-    assert "check pending" in session._repr_html_() and not session.current.check_done
+    assert "check: not checked yet" in session._repr_html_() and not session.current.check_done
+
+
+def test_the_report_runs_no_check_unless_asked():
+    torch.manual_seed(0)
+    session = fxviz.Session(nn.Sequential(nn.Linear(4, 3), nn.ReLU()), (torch.randn(2, 4),))
+    session.apply("lower_modules")
+    session.steps[0].check  # run by then (as the Explorer does in the background)
+    checks = [s["check"] for s in _data(report_html(session))["steps"]]
+    assert [(c["status"], c["text"]) for c in checks] == [("match", "match"), ("not checked yet", "not checked yet")]
+    assert "check=True" in checks[1]["message"] and not session.steps[1].check_done
+    checks = [s["check"] for s in _data(report_html(session, check=True))["steps"]]
+    assert [c["status"] for c in checks] == ["match", "match"] and session.steps[1].check_done
 
 
 def test_the_explorer_carries_a_static_copy_beside_the_widget():

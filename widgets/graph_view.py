@@ -17,21 +17,19 @@ from typing import Any
 import anywidget
 import traitlets
 
-from fxviz import colour_modes
+from fxviz import assets, colour_modes
 from fxviz.errors import InputError
+from fxviz.columns import Columns, as_columns
 from fxviz.report_static import static_html
 
-from . import esm
-from .columns import Columns, as_columns
-
 _HERE = pathlib.Path(__file__).parent
-MODULES = esm.GRAPH_VIEW
+MODULES = assets.GRAPH_VIEW
 
 
 def esm_source() -> str:
     """The graph view's front-end as one ES module (anywidget loads one string): the
-    modules joined, their imports of each other dropped (see :mod:`.esm`)."""
-    return esm.join(MODULES)
+    modules joined, their imports of each other dropped (see :mod:`fxviz.assets`)."""
+    return assets.join(MODULES)
 
 
 class NodeRecords(Mapping):
@@ -118,7 +116,7 @@ class GraphView(anywidget.AnyWidget):
     #: optionally "inputs"/"users" (lists of node names) for walking with the arrow keys:
     #: a :class:`NodeRecords` (a dict given is made one), sent as its JSON text
     nodes = traitlets.Any(NodeRecords(Columns())).tag(sync=True, to_json=lambda nodes, _: nodes.columns.json())
-    #: each node's "time_us" and "share" (the tooltip's time), as :class:`.columns.Columns`
+    #: each node's "time_us" and "share" (the tooltip's time), as :class:`fxviz.columns.Columns`
     #: in the order of ``nodes`` (rows given are made one); sent apart: timings arriving
     #: resend only them
     times = traitlets.Any(Columns()).tag(sync=True, to_json=lambda times, _: times.json())

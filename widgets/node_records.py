@@ -1,34 +1,31 @@
 """What the Explorer shows of each node: node-table rows and the graph view's records,
-column by column (:class:`.columns.Columns`).
+column by column (:class:`fxviz.columns.Columns`).
 
 A step's graph never changes, so its columns are built once per graph, straight from
 the networkx node attributes (no dict per node), and encoded once: the table and the
 graph view send the columns they share from one encoding, and showing the same step
 again (new timings, a colour mode) resends nothing of them. Times are columns of their
 own, sent apart. The columns are :mod:`fxviz.node_table`'s; the HTML report builds
-its node table with :func:`rows`.
+its node table with :func:`fxviz.presentation.table_rows`.
 """
 from __future__ import annotations
 
 import weakref
-from itertools import repeat
 from typing import Any
 
-from fxviz.node_table import COLUMNS, TIME_KEYS, values
+from fxviz import presentation
+from fxviz.columns import Columns
+from fxviz.node_table import COLUMNS, values
+from fxviz.presentation import TABLE_KEYS
 
-from .columns import Columns
 from .graph_view import GraphView, NodeRecords
 from .profiling import Timings
 from .table_view import TableView
 
-TIME_COLUMNS = ("median_us", "share")  # theirs in a profile's table
-TABLE_KEYS = tuple(c["key"] for c in COLUMNS if c["key"] not in TIME_KEYS)
 #: the graph view's: display strings, and ``inputs`` as how many places back each input is
 VIEW_KEYS = ("name", "op", "target", "module_path", "shape", "weights", "inputs")
 
-NO_TIMES = Columns()
 _BUILT: weakref.WeakKeyDictionary[Any, tuple[Columns, NodeRecords]] = weakref.WeakKeyDictionary()
-_TIMED: weakref.WeakKeyDictionary[Any, tuple[Any, Columns]] = weakref.WeakKeyDictionary()
 
 
 def node_columns(graph: Any) -> tuple[Columns, NodeRecords]:
@@ -47,19 +44,8 @@ def node_columns(graph: Any) -> tuple[Columns, NodeRecords]:
 
 
 def time_columns(graph: Any, timings: Timings | None) -> Columns:
-    """Each node's time and share (None where not profiled), in graph order; no columns
-    at all without timings. Made once per graph and timings table."""
-    table = None if timings is None else timings.table
-    if table is None:
-        return NO_TIMES
-    if graph in _TIMED and _TIMED[graph][0] is table:
-        return _TIMED[graph][1]
-    # Vectorised (a loop over 100k nodes costs ~0.1 s); to the ns: no false digits to send.
-    measured = table.set_index("node")[list(TIME_COLUMNS)].reindex(list(graph)).round({"median_us": 3, "share": 5})
-    columns = Columns({key: measured[column].astype(object).where(measured[column].notna(), None).tolist()
-                       for key, column in zip(TIME_KEYS, TIME_COLUMNS)}, len(measured))
-    _TIMED[graph] = table, columns
-    return columns
+    """:func:`fxviz.presentation.time_columns` of the step's timings (none: no columns)."""
+    return presentation.time_columns(graph, None if timings is None else timings.table)
 
 
 def show_nodes(graph: Any, timings: Timings | None, view: GraphView, table: TableView) -> None:
@@ -68,10 +54,3 @@ def show_nodes(graph: Any, timings: Timings | None, view: GraphView, table: Tabl
     with view.hold_sync(), table.hold_sync():
         (rows, records), times = node_columns(graph), time_columns(graph, timings)
         view.nodes, view.times, table.data, table.extra = records, times, rows, times
-
-
-def rows(graph: Any, timings: Timings | None) -> list[dict[str, Any]]:
-    """One node-table row per node, in graph order, with its time when profiled."""
-    table, _ = node_columns(graph)
-    times = time_columns(graph, timings)
-    return [row | extra for row, extra in zip(table, times if times.columns else repeat(dict.fromkeys(TIME_KEYS)))]

@@ -20,9 +20,9 @@ import networkx as nx
 import pandas as pd
 
 from fxviz.markup import escape
-from fxviz.graph import shape_text
 from fxviz.node_table import human_bytes
 from fxviz.overview import graph_overview
+from fxviz.presentation import NOT_PROFILED, NodeTime, node_rows, node_times
 
 from ._tree import replace_children
 from .panel_code import user_place
@@ -40,6 +40,7 @@ class DetailsPanel(w.VBox):
         self._select = select
         self._capture = capture  # the session's Capture: how its graphs were made
         self._overview: tuple[nx.DiGraph | None, str] = (None, "")  # (graph, its overview): 100k nodes take 0.1 s
+        self._timed: tuple[Any, dict[str, NodeTime]] = (None, {})  # (profile table, its times)
         self.body = w.HTML()
         self.body.add_class("fxviz-details")
         self.source = w.Button(icon="file-code-o", layout=w.Layout(width="auto", display="none"),
@@ -69,18 +70,8 @@ class DetailsPanel(w.VBox):
             self.aten.value = ""
             return
         attrs = graph.nodes[name]
-        rows = [
-            ("op", attrs["op"]), ("name", name), ("target", attrs["target"]),
-            ("args", attrs["args"]), ("kwargs", attrs["kwargs"]),
-            ("module path", _module_path(attrs["module_path"])),
-            *([("source", attrs["source"])] if attrs.get("source") else []),  # file:line of the model's code
-            *([("holds", attrs["about"])] if attrs.get("about") else []),  # the output: "loss, gradients ×142"
-            ("shape", shape_text(attrs["shape"]) or "unknown"), ("dtype", attrs["dtype"]),
-            ("stride", attrs["stride"]), ("memory format", attrs["memory_format"]),
-            ("FLOPs", _count(attrs["flops"])), ("MACs", _count(attrs["macs"])),
-            *_time_rows(name, timings),
-        ]
-        cells = "".join(f"<tr><th>{escape(k)}</th><td>{escape('—' if v is None else v)}</td></tr>" for k, v in rows)
+        rows = node_rows(graph, name, *self._times(timings))
+        cells = "".join(f"<tr><th>{escape(k)}</th><td>{escape(v)}</td></tr>" for k, v in rows)
         self.body.value = f'<table class="fxviz-kv">{cells}</table>{weights_html(attrs.get("weights", ()))}'
         if attrs.get("source") and self._links_source:
             self.source.description = f"model code at {user_place(attrs['source'])}"
@@ -89,6 +80,15 @@ class DetailsPanel(w.VBox):
         replace_children(self.inputs, self._links("inputs", inputs))
         replace_children(self.users, self._links("users", [(u, u) for u in graph.successors(name)]))
         self.aten.value = _aten_html(name, timings)
+
+    def _times(self, timings: Timings | None) -> tuple[dict[str, NodeTime], str]:
+        """Each node's time (made once per profile: a selection must not rescan 100k rows)
+        and what a node without one says."""
+        if timings is None or timings.error or timings.table is None:
+            return {}, getattr(timings, "error", "") or NOT_PROFILED
+        if self._timed[0] is not timings.table:
+            self._timed = (timings.table, node_times(timings.table))
+        return self._timed[1], NOT_PROFILED
 
     def _links(self, title: str, targets: list[tuple[str, str]]) -> tuple[w.Widget, ...]:
         label = w.Label(f"{title}:" if targets else f"{title}: none")
@@ -127,24 +127,6 @@ def weights_html(weights: tuple) -> str:
                    f"<td>{'—' if size is None else human_bytes(size)}</td></tr>" for name, shape, dtype, size in weights)
     return (f'<div class="fxviz-details-weights"><b>{escape(head)}</b><table class="fxviz-table">'
             f"<tr><th>name</th><th>shape</th><th>dtype</th><th>size</th></tr>{rows}</table></div>")
-
-
-def _module_path(path: str | None) -> str | None:
-    return "(top level)" if path == "" else path
-
-
-def _count(value: Any) -> str | None:
-    return None if value is None else f"{int(value):,}"
-
-
-def _time_rows(name: str, timings: Timings | None) -> list[tuple[str, str]]:
-    if timings is None:
-        return [("time", "not profiled yet")]
-    if timings.error:
-        return [("time", timings.error)]
-    row = timings.table.set_index("node").loc[name]
-    return [("time", f"{row.median_us:.1f} µs (p25–p75 {row.p25_us:.1f}–{row.p75_us:.1f})"),
-            ("share", f"{row.share:.1f} % of the step's node time")]
 
 
 def _aten_html(name: str, timings: Timings | None) -> str:

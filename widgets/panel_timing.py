@@ -3,13 +3,12 @@ comparison of any two steps in TraceDiff's terms (added / deleted / increased /
 decreased), with the top changes as a table and a chart."""
 from __future__ import annotations
 
-import io
-import re
 from collections.abc import Callable
 from typing import Any
 
 import ipywidgets as w
 
+from fxviz.chart import chart_svg
 from fxviz.comparison import compare
 from fxviz.markup import escape
 from fxviz.profiling import plot_profile
@@ -22,34 +21,6 @@ DETAIL_ROWS = 200  # folded rows listed under the summary; the rest by "per kind
 TIMING_COLUMNS = ["node", "kind", "median_us", "p25_us", "p75_us", "share"]
 DIFF_COLUMNS = ["control_us", "test_us", "diff_duration", "ratio", "ratio_lo", "ratio_hi", "control_counts",
                 "test_counts", "category"]
-
-
-INK = "#010203"  # drawn in this colour, then swapped for the theme's text colour
-
-
-def chart_svg(draw: Callable[[Any], Any], rows: int) -> str:
-    """An inline SVG of ``draw(ax)`` on a transparent background whose text and axes
-    take JupyterLab's font colour (``--jp-ui-font-color1``): readable in light and dark
-    themes. Uses a bare Figure, not pyplot: no global state, safe off the main thread.
-    Imported here: matplotlib costs half a second, which the first graph should not wait for."""
-    import matplotlib
-    from matplotlib.figure import Figure
-
-    ink = {key: INK for key in ("text.color", "axes.labelcolor", "axes.edgecolor", "xtick.color", "ytick.color")}
-    with matplotlib.rc_context({**ink, "svg.fonttype": "none", "font.size": 9}):
-        fig = Figure(figsize=(6, 0.28 * rows + 1.2), facecolor="none")
-        ax = fig.subplots()
-        ax.set_facecolor("none")
-        draw(ax)
-        fig.tight_layout()
-        buf = io.StringIO()
-        fig.savefig(buf, format="svg", transparent=True)
-    svg = buf.getvalue()
-    svg = svg[svg.index("<svg"):]  # inline: no XML prolog or doctype
-    # Scale down with the panel (the viewBox keeps the proportions), never up past its size.
-    svg = re.sub(r'<svg([^>]*?) width="([\d.]+pt)" height="[\d.]+pt"', r'<svg\1 width="100%" style="max-width: \2"',
-                 svg, count=1)
-    return svg.replace(INK, "var(--jp-ui-font-color1, #333)")
 
 
 RATIOS = {column: "{:.2f}".format for column in ("ratio", "ratio_lo", "ratio_hi")}

@@ -7,7 +7,7 @@
  * and this file plays the kernel, answering the view's `save_changes` from drawings
  * made in advance. The page's elements come from report_panels.js; everything from
  * the user's model enters the DOM with textContent. report.py inlines the three
- * modules joined (fxviz.widgets.esm); `node --test` imports them as files.
+ * modules joined (fxviz.assets); `node --test` imports them as files.
  */
 import { HostModel, focusAfter, focusText, revealFocus } from "./report_model.js";
 import {

@@ -9,13 +9,16 @@
 export const TABLE_OPEN_MAX = 1000;
 
 /** @typedef {(tag: string, cls?: string, text?: string) => HTMLElement} Make */
-/** @typedef {{status: string, message: string, max_abs: number | null}} Check */
+/** @typedef {{status: string, text: string, message: string}} Check */
 
-/** The badge of a check: its class suffix and its text. @param {Check} check */
+/**
+ * The badge of a check: its class suffix and its text (worded in Python,
+ * fxviz.presentation.check_text). @param {Check} check
+ */
 export function badgeParts(check) {
-  const slug = { match: "match", "expected to differ": "expected" }[check.status] || "mismatch";
-  const extra = check.status === "mismatch" && check.max_abs !== null ? ` (max abs ${check.max_abs.toPrecision(3)})` : "";
-  return { slug, text: check.status + extra };
+  const slug = { match: "match", "expected to differ": "expected", "not checked yet": "pending" }[check.status]
+    || "mismatch";
+  return { slug, text: check.text };
 }
 
 /** A step as the history lists it. @param {{index: number, pass_name: string, params: string, selection: string[]}} s */
@@ -161,8 +164,8 @@ export function codeContent(h, code, mark) {
 }
 
 /**
- * The Timing panel: the summary, the slowest nodes' table and the chart (an SVG
- * string), or why the step has no timing.
+ * The Timing panel: the summary, the slowest nodes' table (display strings, as
+ * fxviz.presentation words them) and the chart (an SVG string), or why the step has no timing.
  * @param {Make} h @param {any} t @param {string} [chart]
  */
 export function timingContent(h, t, chart) {
@@ -176,7 +179,7 @@ export function timingContent(h, t, chart) {
   table.append(head);
   for (const row of t.rows) {
     const tr = h("tr");
-    tr.append(...row.map((/** @type {any} */ v) => h("td", "", v === null ? "—" : String(v))));
+    tr.append(...row.map((/** @type {string} */ v) => h("td", "", v)));
     table.append(tr);
   }
   const img = /** @type {HTMLImageElement} */ (h("img", "fxviz-report-chart"));

@@ -3,7 +3,7 @@
 Python owns the data (``columns`` and the rows: ``data``, with more columns in
 ``extra``); the browser sorts and reports row clicks by setting ``selected``. Setting
 ``selected`` from Python marks the row and scrolls it into view. Rows travel column by
-column as one JSON text (:class:`.columns.Columns`: a key is sent once, not once per
+column as one JSON text (:class:`fxviz.columns.Columns`: a key is sent once, not once per
 row, and each column in a short form; decoded by ``columns.js``, which the graph view
 shares); columns known later (times) travel apart in ``extra``, so that their arrival
 resends only them. Python reads and sets the rows whole as ``rows``.
@@ -18,8 +18,8 @@ import anywidget
 import pandas as pd
 import traitlets
 
-from . import esm
-from .columns import Columns, as_columns
+from fxviz import assets
+from fxviz.columns import Columns, as_columns
 
 _HERE = pathlib.Path(__file__).parent
 
@@ -31,12 +31,12 @@ def _json(value: Columns, _: Any) -> str:
 class TableView(anywidget.AnyWidget):
     """A sortable table whose rows each have a unique ``name``."""
 
-    _esm = esm.join(esm.TABLE_VIEW)
+    _esm = assets.join(assets.TABLE_VIEW)
     _css = (_HERE / "table_view.css").read_text()  # a string: a Path would keep every TableView alive (GraphView)
 
     #: [{"key": str, "label": str, "numeric": bool, "digits": int}]
     columns = traitlets.List(traitlets.Dict()).tag(sync=True)
-    #: the rows, [{"name": str, <key>: str | number | None, ...}], as :class:`.columns.Columns`
+    #: the rows, [{"name": str, <key>: str | number | None, ...}], as :class:`fxviz.columns.Columns`
     #: (a list of dicts given is made one; NaN becomes None)
     data = traitlets.Any(Columns()).tag(sync=True, to_json=_json)
     #: more columns of the same rows, in the same order (e.g. times measured later), as
