@@ -19,6 +19,7 @@ from fxviz._linediff import unified_diff
 from fxviz.check import CheckResult, compare_outputs, run_outputs
 from fxviz.errors import InputError
 from fxviz.graph import readable_target
+from fxviz.numerics import first_divergence, numerics
 from fxviz.side_by_side import SideBySide
 from fxviz.structure import changes, structure
 from fxviz.timing_ab import PairedTimes, measure_pair, node_marks, paired_timing, total_timing
@@ -56,7 +57,8 @@ class Comparison:
     ``code_diff`` (unified text), ``code_diff_html()`` (side by side), ``graph_diff``,
     ``structure`` (provenance-aware marks, no timing needed), ``timing_total`` (the
     whole forward), ``timing`` (per target), ``timing_by_node``, ``timing_by_kind``
-    (per module class or function), ``output_diff``, ``top()``, ``summary()``,
+    (per module class or function), ``output_diff``, ``numerics`` (error per node, propagated
+    and introduced), ``first_divergence``, ``top()``, ``summary()``,
     ``node_marks()``, ``plot_top()``, ``side_by_side()`` (both graphs drawn, marks coloured).
     """
 
@@ -96,6 +98,19 @@ class Comparison:
         """See :func:`fxviz.structure.structure`: every node of both steps added / removed /
         changed / unchanged, with its counterpart and why; needs no timing."""
         return structure(self.step_a.gm, self.step_b.gm)
+
+    @functools.cached_property
+    def numerics(self) -> pd.DataFrame:
+        """Per node of step b, its error against the value it stands for in step a,
+        propagated and introduced (:func:`fxviz.numerics.numerics`; both steps run once,
+        in lockstep, on their example inputs)."""
+        return numerics(self.step_a, self.step_b, self.structure)
+
+    @property
+    def first_divergence(self) -> str | None:
+        """The earliest node of step b (graph order) whose output differs from its
+        counterpart's beyond the step check's tolerance; None when none does."""
+        return first_divergence(self.numerics)
 
     @property
     def timed(self) -> bool:
