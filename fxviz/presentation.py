@@ -17,6 +17,9 @@ from fxviz.node_table import COLUMNS, TIME_KEYS, values
 NOT_COUNTED = "—"
 NOT_PROFILED = "not profiled yet"
 NOT_CHECKED = "not checked yet"
+#: a check's status -> its badge's class suffix (``fxviz-badge-<suffix>``); others: mismatch
+CHECK_CLASSES = {"match": "match", "expected to differ": "expected", "mismatch": "mismatch", "error": "mismatch",
+                 "nothing compared": "unknown", "not checked": "unknown", NOT_CHECKED: "pending"}
 TIME_COLUMNS = ("median_us", "share")  # a profile table's, for the node table's TIME_KEYS
 TABLE_KEYS = tuple(c["key"] for c in COLUMNS if c["key"] not in TIME_KEYS)
 NO_TIMES = Columns()  # one object: a widget given it again sends nothing
@@ -74,11 +77,13 @@ def time_text(t: NodeTime | None) -> str:
 
 
 def check_text(check: Any) -> str:
-    """A check's outcome in a few words, its size only on a mismatch; None: not run."""
+    """A check's outcome in a few words, as the Explorer's badge says it (the errors'
+    size only on a mismatch); None: not run."""
     if check is None:
         return NOT_CHECKED
-    size = check.max_abs
-    return f"{check.summary} (max abs {size:.3g})" if check.status == "mismatch" and size == size else check.summary
+    if check.status == "mismatch":
+        return f"{check.status} (max abs {check.max_abs:.3g}, max rel {check.max_rel:.3g})"
+    return check.status
 
 
 def timing_cells(value: Any) -> str:

@@ -215,13 +215,14 @@ def _finite(x: float) -> float | None:
 
 
 def _check(check: Any) -> dict[str, Any]:
-    """A step's check for its badge (``text``, as :func:`fxviz.presentation.check_text`
-    words it); None: not run when the report was written."""
+    """A step's check for its badge (``text`` and ``slug``, its class, as
+    :mod:`fxviz.presentation` words them); None: not run when the report was written."""
+    status = presentation.NOT_CHECKED if check is None else check.status
+    found = {"status": status, "text": check_text(check), "slug": presentation.CHECK_CLASSES.get(status, "mismatch")}
     if check is None:
-        return {"status": presentation.NOT_CHECKED, "text": presentation.NOT_CHECKED, "max_abs": None, "max_rel": None,
-                "message": "The check had not run when this report was written: to_html(path, check=True) runs it."}
-    return {"status": check.status, "text": check_text(check), "message": check.message,
-            "max_abs": _finite(check.max_abs), "max_rel": _finite(check.max_rel)}
+        return found | {"max_abs": None, "max_rel": None,
+                        "message": "The check had not run when this report was written: to_html(path, check=True) runs it."}
+    return found | {"message": check.message, "max_abs": _finite(check.max_abs), "max_rel": _finite(check.max_rel)}
 
 
 def _nodes(graph: Any, times: dict[str, NodeTime]) -> dict[str, Any]:

@@ -15,7 +15,7 @@ import torch
 import fxviz
 from fxviz.columns import rows_from_json
 from fxviz.measure import Timings
-from fxviz.presentation import NOT_COUNTED, node_rows, node_times, timing_cells
+from fxviz.presentation import NOT_COUNTED, check_text, node_rows, node_times, timing_cells
 from fxviz.report import report_html
 from fxviz.step import Step
 
@@ -98,3 +98,14 @@ def test_cells_and_times_read_the_same_everywhere(timed):
     assert [timing_cells(v) for v in ("relu", 12.34, float("nan"), None)] == ["relu", "12.3", NOT_COUNTED, NOT_COUNTED]
     assert node_times(table)["conv1"] == (12.34, pytest.approx(11.96), pytest.approx(13.71), 40.26)
     assert node_times(None) == {}
+
+
+def test_a_check_reads_as_the_explorers_badge_says_it():
+    from fxviz.check import CheckResult
+
+    wrong = CheckResult(status="mismatch", max_abs=0.012345, max_rel=0.5, atol=1e-5, rtol=1e-5, n_inputs=3,
+                        message="beyond tolerance")
+    assert check_text(wrong) == "mismatch (max abs 0.0123, max rel 0.5)"
+    assert check_text(CheckResult(status="match", max_abs=0.0, max_rel=0.0, atol=1e-5, rtol=1e-5, n_inputs=3,
+                                  message="")) == "match"
+    assert check_text(None) == "not checked yet"

@@ -247,7 +247,8 @@ def test_the_report_runs_no_check_unless_asked():
     session.apply("lower_modules")
     session.steps[0].check  # run by then (as the Explorer does in the background)
     checks = [s["check"] for s in _data(report_html(session))["steps"]]
-    assert [(c["status"], c["text"]) for c in checks] == [("match", "match"), ("not checked yet", "not checked yet")]
+    assert [(c["status"], c["text"], c["slug"]) for c in checks] == [
+        ("match", "match", "match"), ("not checked yet", "not checked yet", "pending")]
     assert "check=True" in checks[1]["message"] and not session.steps[1].check_done
     checks = [s["check"] for s in _data(report_html(session, check=True))["steps"]]
     assert [c["status"] for c in checks] == ["match", "match"] and session.steps[1].check_done

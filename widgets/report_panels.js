@@ -9,16 +9,14 @@
 export const TABLE_OPEN_MAX = 1000;
 
 /** @typedef {(tag: string, cls?: string, text?: string) => HTMLElement} Make */
-/** @typedef {{status: string, text: string, message: string}} Check */
+/** @typedef {{status: string, text: string, slug: string, message: string}} Check */
 
 /**
- * The badge of a check: its class suffix and its text (worded in Python,
- * fxviz.presentation.check_text). @param {Check} check
+ * The badge of a check: its class suffix and its text, as Python words them
+ * (fxviz.presentation: CHECK_CLASSES, check_text). @param {Check} check
  */
 export function badgeParts(check) {
-  const slug = { match: "match", "expected to differ": "expected", "not checked yet": "pending" }[check.status]
-    || "mismatch";
-  return { slug, text: check.text };
+  return { slug: check.slug, text: check.text };
 }
 
 /** A step as the history lists it. @param {{index: number, pass_name: string, params: string, selection: string[]}} s */
