@@ -1,0 +1,135 @@
+"""Memory per node, from shapes alone: what each node's output takes and what is alive
+after it runs, in execution order; where the peak is.
+
+Needs only the annotated graph's shapes and dtypes (no values), so it answers for a
+model on ``meta`` or under FakeTensorMode too. A value dies after its last user; a view
+or an in-place op (``view``, ``transpose``, ``getitem``, ``relu_``, an in-place ReLU
+module) makes no new value: it keeps its input's alive as long as it is used. Graph
+inputs and weights are counted apart from the activations, as they live throughout.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import networkx as nx
+import pandas as pd
+import torch
+
+from fxviz.graph_memo import derived
+
+__all__ = ["memory", "live_bytes", "COLUMNS", "VIEWS"]
+
+COLUMNS = ["node", "op", "output_bytes", "live_bytes"]
+#: ops whose output shares its first input's memory (torch, Tensor method and ATen names)
+VIEWS = frozenset({
+    "view", "view_as", "reshape", "reshape_as", "flatten", "unflatten", "squeeze", "unsqueeze", "transpose",
+    "permute", "t", "expand", "expand_as", "narrow", "select", "slice", "getitem", "unbind", "split", "chunk",
+    "detach", "alias", "as_strided", "movedim", "swapaxes", "swapdims", "unfold", "diagonal", "split_with_sizes",
+    "_unsafe_view", "iadd", "isub", "imul", "itruediv",
+})
+_DTYPE_BYTES: dict[str, int] = {}
+
+
+def memory(graph: nx.DiGraph, gm: torch.fx.GraphModule | None = None) -> pd.DataFrame:
+    """One row per node in execution order: ``node``, ``op``, ``output_bytes`` (0 for a
+    view or in-place op, and for inputs and weights) and ``live_bytes`` (activations
+    alive while it runs and just after: its output and every earlier value still to be
+    used, its own inputs included). ``attrs``: ``peak_bytes``, ``peak_node``,
+    ``input_bytes``, ``weight_bytes`` (each weight once) and ``unknown`` (nodes whose
+    output size is not known: counted as 0). ``graph``: :func:`fxviz.to_networkx` of an
+    annotated graph; ``gm``: its GraphModule, which tells whether a module call works in
+    place (without it, an in-place ReLU module counts as a new value)."""
+    names = list(graph)
+    position = {name: i for i, name in enumerate(names)}
+    root: dict[str, str] = {}  # node -> the node whose memory its output is
+    end: dict[str, int] = {}  # memory's owner -> the last position it is used at
+    own: list[int] = []
+    kinds: dict[str, str] = {}  # owner -> "input", "weight" or "activation"
+    weights: dict[str, int] = {}
+    unknown = []
+    for i, name in enumerate(names):
+        record = graph.nodes[name]
+        producers = sorted(graph.pred[name].items(), key=lambda item: item[1]["uses"])
+        for producer, _ in producers:
+            end[root[producer]] = i
+        size = _bytes(record.get("shape"), record.get("dtype"))
+        if size is None:
+            unknown.append(name)
+        for weight in record.get("weights", ()):
+            weights[weight[0]] = weight[3] or 0
+        if producers and record["op"] != "output" and _aliases(record, name, gm):
+            root[name] = root[producers[0][0]]
+            own.append(0)
+            continue
+        root[name], end[name] = name, i
+        kinds[name] = ("weight" if record.get("weight") else "input" if record["op"] == "placeholder"
+                       else "activation")
+        if kinds[name] == "weight":
+            weights.setdefault(str(record.get("target")), size or 0)
+        own.append(0 if kinds[name] != "activation" or record["op"] == "output" else size or 0)
+    change = [0] * (len(names) + 1)
+    for owner, kind in kinds.items():
+        if kind == "activation":
+            change[position[owner]] += own[position[owner]]
+            change[end[owner] + 1] -= own[position[owner]]
+    live, total = [], 0
+    for step in change[:-1]:
+        total += step
+        live.append(total)
+    frame = pd.DataFrame({"node": names, "op": [graph.nodes[n]["op"] for n in names], "output_bytes": own,
+                          "live_bytes": live}, columns=COLUMNS)
+    peak = max(range(len(live)), key=live.__getitem__, default=None)
+    frame.attrs.update(peak_bytes=live[peak] if live else 0, peak_node=names[peak] if live else None,
+                       input_bytes=sum(_own_size(graph, n) for n, k in kinds.items() if k == "input"),
+                       weight_bytes=sum(weights.values()), unknown=unknown)
+    return frame
+
+
+def live_bytes(graph: nx.DiGraph) -> dict[str, int]:
+    """Node -> :func:`memory`'s ``live_bytes`` (from the graph alone), once per graph in a
+    block of :func:`fxviz.graph_memo.unchanged_graphs`: the colour mode "memory"."""
+    def compute(g: nx.DiGraph) -> dict[str, int]:
+        frame = memory(g)
+        return dict(zip(frame["node"], frame["live_bytes"]))
+
+    return derived(graph, "live_bytes", compute)
+
+
+def _own_size(graph: nx.DiGraph, name: str) -> int:
+    record = graph.nodes[name]
+    return _bytes(record.get("shape"), record.get("dtype")) or 0
+
+
+def _aliases(record: dict[str, Any], name: str, gm: torch.fx.GraphModule | None) -> bool:
+    """Whether a node's output is (part of) its first input's memory: a view, an in-place op."""
+    op, target = record["op"], str(record.get("target"))
+    if op == "call_module":
+        return gm is not None and bool(getattr(gm.get_submodule(target.split(" ")[0]), "inplace", False))
+    if op == "call_method":
+        kind = target.removesuffix(" (method)")
+    elif op == "call_function":
+        parts = target.split(".")
+        kind = parts[1] if parts[0] == "aten" and len(parts) > 2 else parts[-1]
+    else:
+        return False
+    return kind in VIEWS or kind.endswith("_") and not kind.endswith("__")
+
+
+def _bytes(shape: Any, dtype: Any) -> int | None:
+    """Bytes of an output of ``shape`` and ``dtype`` (tuples of them for several tensors);
+    None where a size is unknown or symbolic."""
+    if shape is None or dtype is None:
+        return None
+    if isinstance(dtype, tuple):
+        sizes = [_bytes(s, d) for s, d in zip(shape, dtype)]
+        return None if None in sizes else sum(sizes)
+    itemsize = _DTYPE_BYTES.get(dtype)
+    if itemsize is None:
+        kind = getattr(torch, dtype, None)
+        if not isinstance(kind, torch.dtype):
+            return None
+        itemsize = _DTYPE_BYTES[dtype] = kind.itemsize
+    try:
+        return int(torch.Size(shape).numel()) * itemsize
+    except (TypeError, ValueError):  # a symbolic size
+        return None
