@@ -23,7 +23,8 @@ import torch
 import torch.fx
 
 from fxviz._runtime import untouched
-from fxviz._torch_internals import register_pytree_node, tree_map_only
+from fxviz._torch_internals import register_pytree_node, tree_leaves, tree_map_only
+from fxviz.check_inputs import EXAMPLE_ONLY, EXAMPLE_ONLY_WHY, random_like  # random_like: part of this interface
 
 # rtol per dtype, relative to the output's largest magnitude. float32: fusing conv+BN
 # in a ResNet50 moves outputs by about 1e-6 of their scale; 1e-4 leaves two decades
@@ -49,8 +50,9 @@ TOLERANCES: dict[torch.dtype, float] = {
 GRADIENT_FLOOR = 1e-1
 #: "nothing compared": every floating-point output was zero in both (no scale to
 #: measure an error against); "error": the check itself could not run; "not checked":
-#: the model has no real tensors to run (meta or fake), so there is nothing to run.
-STATUSES = ("match", "expected to differ", "mismatch", "nothing compared", "error", "not checked")
+#: the model has no real tensors to run (meta or fake), so there is nothing to run;
+#: "example only": on random inputs the graph fails or gives other sizes, the model not.
+STATUSES = ("match", "expected to differ", "mismatch", "nothing compared", "error", "not checked", "example only")
 
 
 class Gradients(dict):
@@ -98,7 +100,9 @@ class CheckResult:
     failing (``rtol`` times its scale); ``rtol``: that leaf's relative tolerance.
     ``status``: one of :data:`STATUSES` ("expected to differ" for a step after a
     semantics-changing pass, whatever the numbers say); ``message`` says what was
-    found and, for "nothing compared" and "error", what to do.
+    found and, for "nothing compared", "example only" and "error", what to do.
+    ``scope``: what the check covered when that is less than the status suggests
+    ("graph 1 of 3 checked" on one of dynamo's graphs), else "".
     """
 
     status: str
@@ -108,11 +112,18 @@ class CheckResult:
     rtol: float
     n_inputs: int
     message: str
+    scope: str = ""
 
     @property
     def ok(self) -> bool:
         """True unless the outputs differ where they should not or the check failed."""
-        return self.status not in ("mismatch", "error")
+        return self.status not in ("mismatch", "error", "example only")
+
+    @property
+    def summary(self) -> str:
+        """The status with what it covered, for a badge: "match · graph 1 of 3 checked"."""
+        status = EXAMPLE_ONLY if self.status == "example only" else self.status
+        return f"{status} · {self.scope}" if self.scope else status
 
     @classmethod
     def failed(cls, what: str, exc: BaseException, n_inputs: int, advice: str) -> CheckResult:
@@ -191,17 +202,21 @@ def check_outputs(
 
 
 def compare_outputs(
-    expected: Sequence[Any], actual: Sequence[Any], *, expected_to_differ: bool = False
+    expected: Sequence[Any], actual: Sequence[Any], *, expected_to_differ: bool = False, example_only: bool = False
 ) -> CheckResult:
-    """Compare two lists of outputs (one per input) leaf by leaf; see the module doc."""
+    """Compare two lists of outputs (one per input) leaf by leaf; see the module doc.
+    ``example_only``: outputs of other sizes (or structure) on inputs after the first (a
+    capture's example) alone, all else matching, are "example only", not a mismatch."""
     worst_abs = worst_rel = worst_ratio = 0.0
     allowed_abs, rtol = 0.0, 0.0
     problems: list[str] = []
     compared = unscaled = 0
+    sizes_beyond_example = True  # every problem is a size or structure on an input after the first
     for i, (exp, act) in enumerate(zip(expected, actual, strict=True)):
         for path, e, a, problem, floor in _pairs(exp, act, f"input {i}: output"):
             if problem:
                 problems.append(problem)
+                sizes_beyond_example &= i > 0
                 worst_abs = worst_rel = math.inf
                 continue
             abs_err, scale, leaf_rtol = _leaf_error(e, a)
@@ -218,7 +233,11 @@ def compare_outputs(
                 worst_ratio, allowed_abs, rtol = ratio, allowed, leaf_rtol
             if ratio > 1:
                 problems.append(f"{path}: max abs error {abs_err:.3g} (scale {scale:.3g})")
-    if not (problems or compared):
+                sizes_beyond_example = False
+    if problems and sizes_beyond_example and example_only:
+        status = "example only"
+        message = f"{EXAMPLE_ONLY}: on random inputs of the example's shapes, " + "; ".join(problems[:3]) + f". {EXAMPLE_ONLY_WHY}"
+    elif not (problems or compared):
         status = "nothing compared"
         message = (f"every output is zero (or empty) in both on all {len(expected)} inputs tried, so nothing could be "
                    "compared; a last layer initialised to zero (timm's and torchvision's ViT heads, before training) "
@@ -234,25 +253,6 @@ def compare_outputs(
         skipped = f"; {unscaled} all-zero output(s) not compared" if unscaled else ""
         status, message = "match", f"outputs match (max abs {worst_abs:.3g}, max rel {worst_rel:.3g}){skipped}"
     return CheckResult(status, worst_abs, worst_rel, allowed_abs, rtol, len(expected), message)
-
-
-def random_like(inputs: tuple, seed: int) -> tuple:
-    """Inputs of the same shapes, dtypes and strides with new values: normal for
-    floating point, uniform over the example's range for integers. Other values
-    (bools, non-tensors) are kept as they are."""
-    gen = torch.Generator().manual_seed(seed)
-    return tuple(_random_tensor(x, gen) for x in inputs)
-
-
-def _random_tensor(x: Any, gen: torch.Generator) -> Any:
-    if not isinstance(x, torch.Tensor) or x.dtype == torch.bool or x.numel() == 0:
-        return x
-    if x.is_floating_point() or x.is_complex():
-        values = torch.randn(x.shape, generator=gen, dtype=x.dtype)
-    else:
-        low, high = int(x.min()), int(x.max()) + 1
-        values = torch.randint(low, high, x.shape, generator=gen, dtype=x.dtype)
-    return torch.empty_like(x).copy_(values)
 
 
 def _pairs(expected: Any, actual: Any, path: str, floor: float = 0.0) -> Iterator[tuple[str, Any, Any, str | None, float]]:
@@ -317,4 +317,4 @@ def _describe(value: Any) -> str:
 
 
 def _devices(inputs: tuple) -> list:
-    return sorted({x.device.index or 0 for x in inputs if isinstance(x, torch.Tensor) and x.is_cuda})
+    return sorted({x.device.index or 0 for x in tree_leaves(inputs) if isinstance(x, torch.Tensor) and x.is_cuda})

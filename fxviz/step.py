@@ -10,6 +10,7 @@ from typing import Any
 import torch.fx
 
 from fxviz.check import CheckResult
+from fxviz.check_scope import graph_scope
 from fxviz.errors import MeasureError
 from fxviz.graph import to_networkx
 from fxviz.passes.spec import PassSpec
@@ -78,11 +79,20 @@ class Step:
         return graph
 
     @cached_property
+    def memory(self) -> Any:
+        """Bytes per node, output and alive after it, with the peak in ``attrs``
+        (:func:`fxviz.memory.memory`): from shapes alone, so meta models answer too."""
+        from fxviz.memory import memory
+
+        return memory(self.graph, self.gm)
+
+    @cached_property
     def check(self) -> CheckResult:
         """The numeric check against the original model on the example inputs and the
         random ones. Computed on first use: each random input costs two forwards, which
-        a UI can spend in the background after drawing the step."""
-        return self._checker()
+        a UI can spend in the background after drawing the step. On one of dynamo's
+        graphs it says which of them it covered (:func:`fxviz.check_scope.graph_scope`)."""
+        return graph_scope(self._checker(), self.gm)
 
     @property
     def check_done(self) -> bool:

@@ -14,21 +14,29 @@ fxviz-compile-current), fxviz-compile-why (why ``tracer="auto"`` opened the mode
 these graphs and what to do; its text in fxviz-compile-note), fxviz-compile-hint (which
 AOT graphs are missing and how to get them), fxviz-compile-ends (what ended a graph),
 fxviz-compile-info (the chosen graph's break and guards), fxviz-compile-break,
-fxviz-compile-guards.
+fxviz-compile-guards, fxviz-compile-check-all (the button checking every graph, when
+there are several: a check covers one) and fxviz-compile-checks (its results, one per graph).
 """
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import pathlib
+from collections import Counter
 from typing import Any
 
 import ipywidgets as w
 
+from fxviz.check import CheckResult
+from fxviz.check_scope import graph_checks
 from fxviz.markup import escape
 from fxviz.compile_graphs import Compiled
 
+from ._busy import working
 from ._tree import close_tree, replace_children
 from .explorer import Explorer
 from .panel_code import user_place
+from .panel_passes import badge_html
 
 CSS = (pathlib.Path(__file__).parent / "compile_view.css").read_text()
 
@@ -73,12 +81,20 @@ class CompileExplorer(w.VBox):
         self._buttons: dict[tuple[int, str], w.Button] = {}
         self.listing = w.VBox([self._row(graph) for graph in compiled.graphs])
         self.listing.add_class("fxviz-compile-list")
+        self.check_all = w.Button(description=f"check all {count} graphs", icon="check", layout=w.Layout(
+            width="auto", display="" if count > 1 else "none"), tooltip="compare each graph's current step with "
+            "the graph as dynamo made it, on its inputs and random ones (the Explorer's check covers its own graph)")
+        self.check_all.add_class("fxviz-compile-check-all")
+        self.check_all.on_click(lambda _: self.check_graphs())
+        self.checks = w.HTML()
+        self.checks.add_class("fxviz-compile-checks")
         self.info = w.HTML()
         self.info.add_class("fxviz-compile-info")
         self.error = w.HTML()
         self.holder = w.VBox()
         style = w.HTML(f"<style>{CSS}</style>", layout=w.Layout(display="none"))
-        super().__init__([style, self.title, self.why, self.hint, self.listing, self.info, self.error, self.holder])
+        super().__init__([style, self.title, self.why, self.hint, self.listing, self.check_all, self.checks, self.info,
+                          self.error, self.holder])
         self.add_class("fxviz-compile")
         self.show(index, part)
 
@@ -107,6 +123,24 @@ class CompileExplorer(w.VBox):
         for key, button in self._buttons.items():
             (button.add_class if key == self.current else button.remove_class)("fxviz-compile-current")
         self.info.value = _info_html(self.compiled.graphs[index])
+
+    def check_graphs(self) -> list[CheckResult]:
+        """Check every dynamo graph (its Session's current step: the shown one's steps as
+        left) and list each result as it ends (``fxviz-compile-checks``); returns them."""
+        rows: dict[int, str] = {}
+        statuses: Counter[str] = Counter()
+
+        def done(index: int, result: CheckResult) -> None:
+            rows[index] = f"<li>graph {index}: {badge_html(dataclasses.replace(result, scope=''))}</li>"
+            statuses[result.status] += 1
+            counts = ", ".join(f"{n} {escape(status)}" for status, n in statuses.items())
+            self.checks.value = (f"<div>{len(rows)} of {len(self.compiled.graphs)} graphs checked: {counts}</div>"
+                                 f"<ul>{''.join(rows.values())}</ul>")
+
+        # The shown Explorer's measuring in flight stops while these checks run the model.
+        paused = self.explorer.profiler.paused() if self.explorer is not None else contextlib.nullcontext()
+        with working(self.check_all, f"checking {len(self.compiled.graphs)} graphs…"), paused:
+            return graph_checks(self.compiled, done)
 
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
         """The widget view plus, as text/html, the list of graphs and the shown graph's

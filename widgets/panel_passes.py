@@ -36,7 +36,7 @@ def step_badge(step: Any) -> str:
 
 def badge_html(check: Any) -> str:
     """A step's numeric check as a small badge; the full message is its tooltip."""
-    text = check.status
+    text = check.summary  # the status, with what it covered where that is less than it reads
     if check.status == "mismatch":
         text += f" (max abs {check.max_abs:.3g}, max rel {check.max_rel:.3g})"
     slug = BADGE_SLUGS.get(check.status, "mismatch")
