@@ -81,9 +81,9 @@ def check_text(check: Any) -> str:
     size only on a mismatch); None: not run."""
     if check is None:
         return NOT_CHECKED
-    if check.status == "mismatch":
-        return f"{check.status} (max abs {check.max_abs:.3g}, max rel {check.max_rel:.3g})"
-    return check.status
+    if check.status == "mismatch":  # summary: the status, with what it covered where that is less
+        return f"{check.summary} (max abs {check.max_abs:.3g}, max rel {check.max_rel:.3g})"
+    return check.summary
 
 
 def timing_cells(value: Any) -> str:
