@@ -24,6 +24,7 @@ from fxviz._gc import gc_paused
 from fxviz._runtime import closed_over_modules
 from fxviz._torch_internals import is_fake, tree_leaves, uncompiled
 from fxviz.check import CheckResult, compare_outputs, random_like, run_outputs, seeded
+from fxviz.check_scope import check_all_graphs, check_graph
 from fxviz.capture import OPTIONS as TRACE_OPTIONS, keywords
 from fxviz.errors import FxvizError, NoSuchStep, PassError, TraceError, UsageError
 from fxviz.passes.registry import PassSpec, resolve, selection_names
@@ -213,6 +214,10 @@ class Session:
 
         return compare(self._steps[i], self._steps[j], **options)
 
+    def check_all_graphs(self) -> list[CheckResult]:
+        """One check per graph of a model opened as several (dynamo's): ``current.check`` covers one."""
+        return check_all_graphs(self, n_random_inputs=self._options["n_random_inputs"])
+
     def to_html(self, path: Any, **options: Any) -> Any:
         """Write the session as one self-contained HTML page, readable without a kernel;
         returns its path. ``options``: see :func:`fxviz.report.write_html`."""
@@ -244,20 +249,9 @@ class Session:
             # The model (whose tensors the steps share) may have been trained since:
             # then the first output is stale and everything runs again, now.
             fresh = _cow.tensor_versions(gm) == versions
-            try:
-                rest = run_outputs(gm, check_inputs[1:] if fresh else check_inputs)
-            except Exception as exc:  # ran on the example inputs, fails on a random one
-                return CheckResult("mismatch", math.inf, math.inf, 0.0, 0.0, len(check_inputs),
-                                   f"fails on a random input of the example's shapes: {type(exc).__name__}: {exc}")
-            try:
-                reference = self._reference()
-            except Exception as exc:  # a state the badge shows, never an exception lost in a thread
-                return CheckResult.failed("running the original model for the check", exc, len(check_inputs),
-                                          "Call it on the example inputs in a cell to see the traceback; "
-                                          "if only the example inputs work, use n_random_inputs=0.")
-            outputs = [first, *rest] if fresh else rest
-            result = compare_outputs(reference, outputs, expected_to_differ=differs)
-            return self._grad_mode_note(result, outputs) if result.status == "mismatch" and index == 0 else result
+            result, outputs = check_graph(gm, check_inputs, self._reference, first, fresh, differs,
+                                          lambda: index == 0 or self._steps[0].check.status == "example only")
+            return self._grad_mode_note(result, outputs) if outputs and result.status == "mismatch" and index == 0 else result
 
         return Step(index, gm, action, check_inputs[0], check_inputs, notes, differs, check)
 
