@@ -87,7 +87,7 @@ def report_html(session: Any, *, title: str | None = None, profile: bool = False
             blobs.put(i, variant_record(rendering, svg))
         data["blobs"] = blobs.items()
     host = assets.join(assets.REPORT_HOST, folder)
-    css = [assets.text(name, folder) for name in ("graph_view.css", "table_view.css", "report.css")]
+    styles = "\n".join(assets.text(file, folder) for file in ("graph_view.css", "table_view.css", "report.css"))
     if "</script" in host.lower():
         raise FxvizError("report_host.js must not contain '</script': it is inlined in the page.")
     return "\n".join([
@@ -95,7 +95,7 @@ def report_html(session: Any, *, title: str | None = None, profile: bool = False
         '<html lang="en"><head><meta charset="utf-8">',
         f"<title>{html.escape(name)} · fxviz report</title>",
         '<link rel="icon" href="data:,">',
-        f"<style>{chr(10).join(css)}</style></head>",
+        f"<style>{styles}</style></head>",
         '<body><div id="fxviz-report" class="fxviz-report">Loading the report…</div>',
         f'<script type="application/json" id="fxviz-report-data">{_json(data)}</script>',
         f'<script type="application/json" id="fxviz-graph-view-esm">{_json(assets.join(assets.GRAPH_VIEW, folder))}</script>',
