@@ -19,6 +19,7 @@ import networkx as nx
 from fxviz.errors import InputError
 from fxviz.graph_memo import derived
 from fxviz.layout_plan import Unit
+from fxviz.memory import live_bytes
 
 #: node name -> value (an op kind, a number, a mark), for every node a mode knows about
 NodeData = Mapping[str, Any]
@@ -122,6 +123,20 @@ def heat(boxes: Boxes, data: NodeData, name: str) -> Fills:
     return fill, legend
 
 
+def peak(boxes: Boxes, data: NodeData, name: str) -> Fills:
+    """:func:`heat` of each box's largest value, not its total: bytes alive or an error
+    of a collapsed module are its worst node's."""
+    return heat({u: [max(ms, key=lambda m: float(data.get(m) or 0.0))] if ms else [] for u, ms in boxes.items()},
+                data, name)
+
+
+def relative_errors(comparison: Any) -> NodeData:
+    """Node -> its relative error against the earlier step (``Comparison.numerics``' max_rel),
+    nodes with nothing to compare left out."""
+    rows = comparison.numerics.dropna(subset=["max_rel"])
+    return dict(zip(rows["node"], rows["max_rel"]))
+
+
 def node_attr(graph: nx.DiGraph, key: str) -> NodeData:
     """Node name -> attribute ``key`` of ``fxviz.to_networkx``'s graph (None left out);
     once per graph inside :func:`fxviz.graph_memo.unchanged_graphs` (a report's drawings)."""
@@ -147,6 +162,12 @@ MODES: dict[str, ColourMode] = {m.name: m for m in (
     ColourMode("diff", "diff vs previous", by_mark, lambda comparison: comparison.node_marks(), needs="pair",
                given_as="marks={node name: 'added'|'removed'|'changed'|'unchanged'|'faster'|'slower'}",
                note="diff against step {previous} (structure; timing: A/B, beyond noise)"),
+    ColourMode("error", "error vs previous", peak, relative_errors, needs="pair",
+               unit="relative error, max |b − a| / max |a|",
+               given_as="values={node name: relative error} (e.g. a Comparison's numerics max_rel)",
+               note="relative error against step {previous}, node by node (a collapsed module: its worst)"),
+    ColourMode("memory", "memory alive", peak, live_bytes, unit="bytes of activations alive as the node runs",
+               note="bytes alive as each node runs (inputs and weights apart; a collapsed module: its peak)"),
 )}
 
 

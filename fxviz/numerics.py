@@ -7,8 +7,7 @@ nor b's comparisons need it, so the two runs hold about two forwards' live value
 every activation. A node's error is *propagated* (``max_rel``: its value against its
 counterpart's, error carried in included) and *introduced* (a shadow run, as torch's
 numeric suite's: the node fed step a's values of its inputs, against the same
-counterpart), which is where a pass's error starts. Small values are compared in
-batches (a few ops per batch, not per node: a 30k-node graph of tiny tensors).
+counterpart), where a pass's error starts. Small values are compared in batches.
 """
 from __future__ import annotations
 
@@ -123,8 +122,7 @@ class _Lockstep:
         self.a_done: set[torch.fx.Node] = set()  # a's nodes a itself no longer needs
         self.shadow: dict[torch.fx.Node, Any] = {}  # b's nodes with no counterpart: their value on a's inputs
         self.exact: dict[torch.fx.Node, bool] = {}  # b's node -> its shadow input equals its own value
-        self.j = 0
-        self.stats = _Stats(tf32_enabled())
+        self.j, self.stats = 0, _Stats(tf32_enabled())
 
     def run(self) -> None:
         b = self.b
@@ -135,7 +133,7 @@ class _Lockstep:
             if writes:
                 self.stats.flush()  # values waiting to be compared are the ones it could change
             shadowed = None
-            if not all(self._exact(n) for n in node.all_input_nodes):
+            if not all(self.exact.get(n, False) for n in node.all_input_nodes):
                 feed = self._feed if not writes else lambda n: _copy(self._feed(n))
                 try:
                     shadowed = b.call(node, feed)
@@ -161,12 +159,12 @@ class _Lockstep:
         self.stats.flush()
 
     def rows(self) -> pd.DataFrame:
-        rows = []
+        rows, found = [], self.stats.found
         for j, node in enumerate(self.b.nodes):
             counterpart = self.cp.get(node)
             propagated = self.stats.result((j, "propagated"))
-            introduced = self.stats.result((j, "introduced"), scale=propagated[1]) if (j, "introduced") in \
-                self.stats.found else propagated
+            shadowed = (j, "introduced") in found
+            introduced = self.stats.result((j, "introduced"), propagated[1]) if shadowed else propagated
             rows.append((node.name, "" if counterpart is None else counterpart.name, propagated[0],
                          propagated[2], propagated[3], propagated[4], introduced[2], propagated[5] > 1))
         return pd.DataFrame(rows, columns=COLUMNS)
@@ -199,8 +197,6 @@ class _Lockstep:
         counterpart = self.cp.get(node)
         return self.shadow[node] if counterpart is None else _like(self._a_value(counterpart), self.b.env[node])
 
-    def _exact(self, node: torch.fx.Node) -> bool:
-        return self.exact.get(node, False)
 
 
 _FAILED = object()
@@ -256,7 +252,7 @@ class _Stats:
                                                       for r, o in pairs):
             self.found[key] = None  # nothing to compare
             return
-        self.found[key] = [0.0, 0.0, 0.0, 0.0, 0.0, 0.0]
+        self.found[key] = [0.0] * 6
         for r, o in pairs:
             rtol = tolerance(r.dtype, tf32=self.tf32 and r.is_cuda)
             r = _wide(r)
@@ -290,13 +286,10 @@ class _Stats:
         error, scale, error_sq, ref_sq, out_sq = numbers
         total = self.found[key]
         total[0], total[1] = max(total[0], error), max(total[1], scale)
-        total[2] += error_sq
-        total[3] += ref_sq
-        total[4] += out_sq
+        total[2:5] = [total[2] + error_sq, total[3] + ref_sq, total[4] + out_sq]
         allowed = rtol * scale
-        total[5] = max(total[5], error / allowed if allowed else math.inf if error else 0.0)
-        if error != error:  # NaN: never within tolerance
-            total[5] = math.inf
+        worst = error / allowed if allowed else math.inf if error else 0.0
+        total[5] = max(total[5], worst) if error == error else math.inf  # NaN: never within tolerance
 
     def result(self, key: Any, scale: float | None = None) -> tuple[float, ...]:
         """(max_abs, scale, max_rel, sqnr_db, cosine, worst error over tolerance); NaN for none."""

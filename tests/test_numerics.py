@@ -1,0 +1,166 @@
+"""Where a step's numbers move (fxviz.numerics): known answers per node, propagated and introduced."""
+import copy
+import math
+import operator
+from types import SimpleNamespace
+
+import pytest
+import torch
+from torch import nn
+
+import fxviz
+from fxviz import numerics as numerics_module
+from fxviz.capture import trace
+from fxviz.comparison import compare
+from fxviz.render import render
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1, self.bn1 = nn.Conv2d(3, 8, 3), nn.BatchNorm2d(8)
+        self.relu = nn.ReLU(inplace=True)
+        self.conv2, self.bn2 = nn.Conv2d(8, 8, 3), nn.BatchNorm2d(8)
+        self.fc = nn.Linear(8, 4)
+
+    def forward(self, x):
+        x = self.relu(self.bn1(self.conv1(x)))
+        x = self.bn2(self.conv2(x)).relu_()
+        return self.fc(x.mean((2, 3)))
+
+
+@pytest.fixture(scope="module")
+def net():
+    torch.manual_seed(0)
+    model = Net().eval()
+    for bn in (model.bn1, model.bn2):  # statistics that fusing changes the weights by
+        bn.running_mean.uniform_(-1, 1)
+        bn.running_var.uniform_(0.5, 2)
+        bn.weight.data.uniform_(0.5, 2)
+    return model, torch.randn(2, 3, 12, 12)
+
+
+def step(index, gm, x):
+    return SimpleNamespace(index=index, gm=gm, code=gm.code, example_inputs=(x,), pass_name=None)
+
+
+def slipped(gm):
+    """A user's pass with a bug: conv1's users read conv1 * 1.001."""
+    gm = copy.deepcopy(gm)
+    conv = next(n for n in gm.graph.nodes if n.name == "conv1")
+    with gm.graph.inserting_after(conv):
+        wrong = gm.graph.call_function(operator.mul, (conv, 1.001))
+    conv.replace_all_uses_with(wrong, delete_user_cb=lambda user: user is not wrong)
+    gm.recompile()
+    return gm
+
+
+def by_node(rows):
+    return rows.set_index("node")
+
+
+def test_a_slipped_error_is_found_where_it_starts_and_carried_to_the_output(net):
+    model, x = net
+    gm = trace(model)
+    cmp = compare(step(0, gm, x), step(1, slipped(gm), x))
+    rows = by_node(cmp.numerics)
+    order = list(rows.index)
+    assert cmp.first_divergence == "bn1"  # the first node that reads the slipped value
+    assert rows.loc["conv1", "max_abs"] == 0 and rows.loc["x", "max_abs"] == 0  # nothing before it
+    assert not rows.loc[order[:order.index("bn1")], "diverged"].any()
+    assert rows.loc["mul", "counterpart"] == "" and math.isnan(rows.loc["mul", "max_rel"])  # the pass's own node
+    assert rows.loc["bn1", "introduced"] > 1e-4 and rows.loc["bn1", "introduced"] == rows.loc["bn1", "max_rel"]
+    after = order[order.index("bn1") + 1:]
+    assert rows.loc[after, "diverged"].all()  # carried to the output, which the check judges so
+    assert (rows.loc[after, "introduced"] < 1e-6).all()  # but none of them adds to it
+    assert rows.loc["output", "max_rel"] == pytest.approx(cmp.output_diff.max_rel, rel=1e-3)
+    assert 0.99 < rows.loc["output", "cosine"] < 1 and 20 < rows.loc["output", "sqnr_db"] < 100
+
+
+def test_a_changed_weight_diverges_at_its_own_node(net):
+    model, x = net
+    gm = trace(model)
+    changed = copy.deepcopy(gm)
+    with torch.no_grad():
+        changed.conv2.weight[0, 0, 0, 0] += 0.5
+    rows = by_node(compare(step(0, gm, x), step(1, changed, x)).numerics)
+    assert compare(step(0, gm, x), step(1, changed, x)).first_divergence == "conv2"
+    assert rows.loc["conv2", "introduced"] == rows.loc["conv2", "max_rel"] > 1e-3
+    assert rows.loc["bn2", "introduced"] < 1e-6 < rows.loc["bn2", "max_rel"]
+
+
+def test_fuse_conv_bn_matches_every_node_and_fused_convs_stand_for_their_batchnorms(net):
+    model, x = net
+    session = fxviz.Session(model, x)
+    session.apply("fuse_conv_bn")
+    cmp = session.compare(0, 1)
+    rows = by_node(cmp.numerics)
+    assert cmp.first_divergence is None and not rows["diverged"].any()
+    assert rows.loc["conv1", "counterpart"] == "bn1" and rows.loc["conv2", "counterpart"] == "bn2"
+    assert (rows["counterpart"] != "").all() and (rows["max_rel"] < 1e-5).all()
+    assert 0 < rows.loc["conv1", "max_abs"]  # rounding differs, within tolerance
+
+
+def test_fake_quantize_error_grows_with_fewer_bits(net):
+    model, x = net
+    found = {}
+    for bits in (8, 4):
+        session = fxviz.Session(model, x)
+        session.apply("fake_quantize", bits=bits)
+        cmp = session.compare(0, 1)
+        found[bits] = by_node(cmp.numerics)
+        assert cmp.first_divergence == "bn1"
+        assert found[bits].loc["fake_quant", "counterpart"] == ""
+    for node in ("bn1", "bn2", "output"):
+        assert found[4].loc[node, "max_rel"] > 4 * found[8].loc[node, "max_rel"] > 0
+    assert found[4].loc["output", "sqnr_db"] < found[8].loc["output", "sqnr_db"] - 10
+
+
+class InPlace(nn.Module):
+    def forward(self, x):
+        y = torch.relu_(x * 2)
+        z = y.add_(1)
+        w = torch.sigmoid(y) + z
+        return w.mul_(3), y
+
+
+def test_in_place_ops_and_tuple_outputs_compare_as_produced():
+    torch.manual_seed(0)
+    x = torch.randn(4, 5)
+    before = x.clone()
+    gm = trace(InPlace())
+    rows = compare(step(0, gm, x), step(1, copy.deepcopy(gm), x)).numerics
+    assert (rows["max_abs"] == 0).all() and (rows["introduced"] == 0).all() and (rows["cosine"] == 1).all()
+    assert x.equal(before) and not rows["diverged"].any()  # the user's input untouched
+
+
+def test_values_are_freed_as_both_runs_go(monkeypatch):
+    """A chain of 300 ops: step a never holds more than a few values at once."""
+    class Chain(nn.Module):
+        def forward(self, x):
+            for i in range(300):
+                x = torch.sin(x) if i % 2 else x * 1.5
+            return x
+
+    held = []
+    original = numerics_module._Lockstep._step_a
+
+    def counting(self):
+        original(self)
+        held.append(len(self.a.env) + len(self.kept) + len(self.b.env))
+
+    monkeypatch.setattr(numerics_module._Lockstep, "_step_a", counting)
+    gm = trace(Chain())
+    x = torch.randn(3, 3)
+    rows = compare(step(0, gm, x), step(1, copy.deepcopy(gm), x)).numerics
+    assert len(rows) == 302 and len(held) == 302 and max(held) <= 3
+
+
+def test_error_colour_mode_draws_the_relative_error(net):
+    model, x = net
+    gm = trace(model)
+    cmp = compare(step(0, gm, x), step(1, slipped(gm), x))
+    values = fxviz.colour_modes.MODES["error"].data(cmp)
+    assert "mul" not in values and values["output"] == cmp.numerics.set_index("node").loc["output", "max_rel"]
+    drawn = render(fxviz.annotate(slipped(gm), (x,)), color_by="error", values=values)
+    assert drawn.legend[-1]["label"] == f"error {max(values.values()):.3g}"
