@@ -36,10 +36,14 @@ def coloring(mode: str, session: Any, step: Any, profiler: Profiler) -> tuple[di
             return {}, "step 0 has no previous step: coloured by op"
         # both steps timed in one interleaved run, never two cached profiles
         previous = session.steps[step.index - 1]
+        if chosen.fill is not colour_modes.by_mark:  # the two steps' values (error), not their timing
+            return {"color_by": chosen.name, "values": _of_pair(previous, step, chosen.name, chosen.data)}, \
+                chosen.note.format(previous=previous.index)
         compared = profiler.compared(previous, step)
         if compared is None or compared.error:  # the structure needs no timing: drawn at once
             why = compared.error if compared else "timing both steps (A/B)…"
-            return {"color_by": chosen.name, "marks": _structure(previous, step)}, \
+            marks = _of_pair(previous, step, "marks", lambda comparison: comparison.node_marks())
+            return {"color_by": chosen.name, "marks": marks}, \
                 f"diff against step {previous.index}: structure only; {why}"
         source = compared.comparison
     else:
@@ -51,15 +55,16 @@ def coloring(mode: str, session: Any, step: Any, profiler: Profiler) -> tuple[di
     return {"color_by": chosen.name, "values": data}, chosen.note.format(previous=step.index - 1)
 
 
-_structures: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # step -> (id of previous, marks)
+_pairs: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # step -> {what: (id of previous, data)}
 
 
-def _structure(previous: Any, step: Any) -> dict[str, str]:
-    """The structural diff marks of ``step`` against ``previous``, once per pair."""
-    known = _structures.get(step)
-    if known is None or known[0] != id(previous):
-        known = _structures[step] = (id(previous), compare(previous, step).node_marks())
-    return known[1]
+def _of_pair(previous: Any, step: Any, what: str, data: Any) -> Any:
+    """``data(compare(previous, step))`` (the structural diff marks, the error per node),
+    once per pair and ``what``."""
+    known = _pairs.setdefault(step, {})
+    if what not in known or known[what][0] != id(previous):
+        known[what] = (id(previous), data(compare(previous, step)))
+    return known[what][1]
 
 
 def _why_untimed(profiler: Profiler, timings: Any) -> str:
