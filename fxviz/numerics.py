@@ -111,8 +111,9 @@ class _Lockstep:
         position = {n: i for i, n in enumerate(self.a.nodes)}
         self.last_need: dict[torch.fx.Node, int] = {}  # a's node -> the last b position that reads it
         self.ahead: list[int] = []  # b position -> how far a must have run
+        self.inputs = [node.all_input_nodes for node in self.b.nodes]
         for j, node in enumerate(self.b.nodes):
-            needed = [self.cp[n] for n in (node, *node.all_input_nodes) if n in self.cp]
+            needed = [self.cp[n] for n in (node, *self.inputs[j]) if n in self.cp]
             self.last_need.update(dict.fromkeys(needed, j))
             self.ahead.append(max((position[n] for n in needed), default=-1))
         self.released: list[list[torch.fx.Node]] = [[] for _ in self.b.nodes]  # b position -> a's nodes read last
@@ -133,7 +134,7 @@ class _Lockstep:
             if writes:
                 self.stats.flush()  # values waiting to be compared are the ones it could change
             shadowed = None
-            if not all(self.exact.get(n, False) for n in node.all_input_nodes):
+            if not all(self.exact.get(n, False) for n in self.inputs[self.j]):
                 feed = self._feed if not writes else lambda n: _copy(self._feed(n))
                 try:
                     shadowed = b.call(node, feed)
@@ -170,8 +171,7 @@ class _Lockstep:
         return pd.DataFrame(rows, columns=COLUMNS)
 
     def _step_a(self) -> None:
-        a = self.a
-        node = a.nodes[a.pos]
+        a, node = self.a, self.a.nodes[self.a.pos]
         if a.writes(node):
             self.stats.flush()
             for producer in node.all_input_nodes:  # b reads it later as a had it: save it first
@@ -185,8 +185,7 @@ class _Lockstep:
                 self._drop_a(done)
 
     def _drop_a(self, node: torch.fx.Node) -> None:
-        self.a.env.pop(node, None)
-        self.kept.pop(node, None)
+        self.a.env.pop(node, None), self.kept.pop(node, None)
 
     def _a_value(self, node: torch.fx.Node) -> Any:
         return self.kept[node] if node in self.kept else self.a.env[node]
@@ -206,9 +205,7 @@ def _copy(value: Any) -> Any:
     """``value`` with every tensor in it cloned (containers rebuilt)."""
     if isinstance(value, torch.Tensor):
         return value.clone()
-    if type(value) in (tuple, list):
-        return type(value)(_copy(v) for v in value)
-    return value
+    return type(value)(_copy(v) for v in value) if type(value) in (tuple, list) else value
 
 
 def _like(reference: Any, own: Any) -> Any:
@@ -243,7 +240,7 @@ class _Stats:
     |ref|², |out|² and the worst error over its tolerance (the check's rule)."""
 
     def __init__(self, tf32: bool):
-        self.tf32, self.found, self.pending = tf32, {}, []
+        self.tf32, self.found, self.pending, self.segments = tf32, {}, [], {}
 
     def add(self, key: Any, reference: Any, output: Any) -> None:
         refs, outs = (tree_leaves(v) if not isinstance(v, torch.Tensor) else [v] for v in (reference, output))
@@ -266,13 +263,16 @@ class _Stats:
 
     def flush(self) -> None:
         """Compare what waits, one batch per dtype."""
-        groups: dict[torch.dtype, list] = {}
+        groups: dict[tuple, list] = {}
         for item in self.pending:
             groups.setdefault((item[2].dtype, item[2].device), []).append(item)
         self.pending = []
         for items in groups.values():
-            sizes = torch.tensor([item[2].numel() for item in items])
-            segment = torch.repeat_interleave(torch.arange(len(items)), sizes).to(items[0][2].device)
+            sizes = tuple(item[2].numel() for item in items)
+            segment = self.segments.get((sizes, device := items[0][2].device))
+            if segment is None:  # a graph repeats its few batch layouts: each made once
+                segment = self.segments[sizes, device] = torch.repeat_interleave(
+                    torch.arange(len(items)), torch.tensor(sizes)).to(device)
             ref, out = torch.cat([item[2] for item in items]), torch.cat([item[3] for item in items])
             diff = out - ref
             zeros = torch.zeros(len(items), dtype=ref.dtype, device=ref.device)
