@@ -22,9 +22,9 @@ def check_graph(gm: torch.fx.GraphModule, check_inputs: Sequence[tuple], referen
     """A step's check: ``gm`` against the model's outputs (``reference()``) on
     ``check_inputs``, the example first; ``first``: ``gm``'s output on it, kept from the run
     that proved it runs unless ``fresh`` is False (the model's tensors changed since);
-    ``differs``: a semantics-changing pass was applied; ``captured()``: whether what holds
-    on the example alone is the capture's doing (step 0, or a step after a step 0 that is
-    "example only"), not a pass's, whose is a mismatch. The result, and ``gm``'s outputs ([] if it failed)."""
+    ``differs``: a semantics-changing pass was applied; ``captured()``: whether a graph right
+    on the example alone is the capture's doing (step 0, or a later step when step 0 is
+    "example only"); a pass's doing is a mismatch. The result, and ``gm``'s outputs ([] if it failed)."""
     try:
         expected = reference()
     except Exception as exc:  # a state the badge shows, never an exception lost in a thread
@@ -74,8 +74,8 @@ def graph_scope(result: CheckResult, gm: torch.fx.GraphModule) -> CheckResult:
     covered = f"graph {index + 1} of {count} checked"
     return dataclasses.replace(result, scope="; ".join(filter(None, [result.scope, covered])), message=(
         f"{result.message}; {covered}: the model runs as {count} graphs cut at graph breaks and this check ran "
-        f"graph {index} alone; Session.check_all_graphs(), or 'check all {count} graphs' above the Explorer, "
-        "checks each"))
+        f"this one alone (listed as graph {index}); Session.check_all_graphs(), or 'check all {count} graphs' "
+        "above the Explorer, checks each"))
 
 
 def check_all_graphs(session: Any, **session_options: Any) -> list[CheckResult]:
@@ -100,8 +100,8 @@ def graph_checks(compiled: Any, done: Callable[[int, CheckResult], Any] = lambda
         try:
             result = compiled.session(graph.index).current.check
         except Exception as exc:  # a graph that cannot open is a result, not the end of the list
-            result = CheckResult.failed(f"opening graph {graph.index}", exc, 0,
-                                        "The model's graphs opened one by one (fxviz.compiled(model, x).session(i)) show each one's error.")
+            result = CheckResult.failed(f"opening graph {graph.index}", exc, 0, "fxviz.compiled(model, x)"
+                                        f".session({graph.index}) opens it on its own, with the traceback.")
         results.append(result)
         done(graph.index, result)
     return results

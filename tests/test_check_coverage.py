@@ -199,7 +199,7 @@ def test_a_check_on_one_of_dynamos_graphs_says_which_of_how_many(branchy_session
     check = branchy_session.steps[0].check
     assert check.status == "match" and check.scope == "graph 1 of 2 checked"
     assert check.summary == "match · graph 1 of 2 checked"
-    assert "ran graph 0 alone" in check.message and "check_all_graphs()" in check.message
+    assert "ran this one alone (listed as graph 0)" in check.message and "check_all_graphs()" in check.message
 
 
 def test_check_all_graphs_gives_one_result_per_graph(branchy_session):
