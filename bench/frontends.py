@@ -85,6 +85,19 @@ def _custom_vit() -> tuple:
     return model.eval(), (torch.randn(1, 3, 32, 32),)
 
 
+def _speecht5() -> tuple:
+    """SpeechT5 text to speech: token ids, no attention mask (None), decoder mel frames."""
+    import transformers
+
+    config = transformers.SpeechT5Config(vocab_size=128, hidden_size=32, encoder_layers=1, decoder_layers=1,
+                                         encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=64,
+                                         decoder_ffn_dim=64, num_mel_bins=16, speech_decoder_prenet_units=32,
+                                         speech_decoder_postnet_units=32, speech_decoder_postnet_layers=2,
+                                         speaker_embedding_dim=16, max_text_positions=64, max_speech_positions=64)
+    model = transformers.SpeechT5ForTextToSpeech(config).eval()
+    return model, (torch.randint(0, 128, (1, 8)), None, torch.randn(1, 4, 16))
+
+
 def _exported(build: Callable[[], tuple], dynamic_dim: int | None = None) -> Callable[[], tuple]:
     """``torch.export.export``'s program of ``build()``'s model, handed to fxviz as is;
     ``dynamic_dim``: that dimension of the first input exported as dynamic."""
@@ -213,7 +226,12 @@ FAMILIES: dict[str, dict[str, Callable[[], tuple]]] = {
        "swin (train step)": _step(_timm("swin_tiny_patch4_window7_224", 224), lambda out: out),
        "mobilenetv4 (exported program)": _exported(_timm("mobilenetv4_conv_small")),
        "efficientvit_b0 (tracer=symbolic)": _traced_by(_timm("efficientvit_b0"), "symbolic"),
-       "convnext_atto (meta device)": _on_meta(_timm("convnext_atto"))},
+       "convnext_atto (meta device)": _on_meta(_timm("convnext_atto"))}
+    | {n: _timm(n) for n in (  # issue 32's second sweep: families not tried before
+        "regnety_008", "mobileone_s1", "nf_resnet50", "efficientnet_lite0", "ghostnetv2_100", "convnextv2_atto",
+        "mobilevitv2_050", "lcnet_050", "gernet_s", "resnet50d", "regnetz_b16")}
+    | {n: _timm(n, 256) for n in ("sehalonet33ts", "sebotnet33ts_256")}
+    | {"vit_pe_core_small": _timm("vit_pe_core_small_patch16_384", 64, img_size=64)},
     "hf": {
         "bert": _hf("BertConfig", vocab_size=128, **SMALL),
         **_decoder("GPT2Config", vocab_size=128, n_embd=32, n_layer=2, n_head=2),
@@ -371,6 +389,20 @@ FAMILIES: dict[str, dict[str, Callable[[], tuple]]] = {
         "electra (tracer=make_fx)": _traced_by(_hf("ElectraConfig", vocab_size=128, embedding_size=16, **SMALL),
                                                "make_fx"),
         "qwen3 (meta device)": _on_meta(_hf("Qwen3Config", head_dim=16, use_cache=False, **TINY_LM)),
+        "speecht5 (text to speech)": _speecht5,
+        **{name: _hf(config, "seq2seq", vocab_size=128, d_model=32, encoder_layers=1, decoder_layers=1,
+                     encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=64, decoder_ffn_dim=64,
+                     max_position_embeddings=64, pad_token_id=0, decoder_start_token_id=1)
+           for name, config in (("blenderbot-small", "BlenderbotSmallConfig"), ("m2m100", "M2M100Config"))},
+        "mpt": _hf("MptConfig", vocab_size=128, d_model=32, n_layers=2, n_heads=2, use_cache=False),
+        "gpt-bigcode (mqa)": _hf("GPTBigCodeConfig", vocab_size=128, n_embd=32, n_layer=2, n_head=2, use_cache=False),
+        "biogpt": _hf("BioGptConfig", vocab_size=128, use_cache=False, **SMALL),
+        "smollm3 (nope layers)": _hf("SmolLM3Config", pad_token_id=0, use_cache=False, **TINY_LM),
+        "mobilebert": _hf("MobileBertConfig", vocab_size=128, embedding_size=16, intra_bottleneck_size=16,
+                          true_hidden_size=16, num_feedforward_networks=2, **SMALL),
+        "funnel": _hf("FunnelConfig", vocab_size=128, block_sizes=[1, 1], d_model=32, n_head=2, d_head=16,
+                      d_inner=64, architectures=["FunnelModel"]),  # AutoModel has two classes for it
+        "helium": _hf("HeliumConfig", head_dim=16, use_cache=False, **TINY_LM),
         "qwen2-moe (train step)": _step(_hf("Qwen2MoeConfig", num_experts=4, num_experts_per_tok=2,
                                             moe_intermediate_size=32, shared_expert_intermediate_size=32,
                                             use_cache=False, **TINY_LM), _hidden),
