@@ -129,7 +129,7 @@ class Step:
         self._profiles.pop(repr(sorted(kwargs.items())), None)
 
     def __repr__(self) -> str:
-        check = self.check.status if self.check_done else "check pending"
+        check = self.check.summary if self.check_done else "check pending"
         return f"<Step {self.index}: {self.pass_name}, {check}>"
 
 
