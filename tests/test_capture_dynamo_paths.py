@@ -14,11 +14,12 @@ class Attention(nn.Module):
         super().__init__()
         self.q = nn.Linear(4, 4)
         self.o = nn.Linear(4, 4)
+        self.proj = nn.ModuleList([nn.Identity(), nn.Linear(4, 4)])  # dynamo names it L['self'].proj.1
 
     def forward(self, x):
         y = self.q(x) * 2  # the '* 2' is in no submodule call: Attention's own op
         torch._dynamo.graph_break()
-        y = self.o(y).relu()
+        y = self.proj[1](self.o(y).relu())
         torch._dynamo.graph_break()  # a second break: a resume function's resume
         return y - 1
 
@@ -108,7 +109,8 @@ def test_ops_outside_any_submodule_call_take_the_frame_module(result):
     assert paths["sub"] == {"encoder.block.0.layer.0.SelfAttention"}
     assert paths["add"] == {"encoder.block.0.layer.0"}
     assert paths["relu"] == {"encoder.block.0.layer.0.SelfAttention"}  # called on o's output, outside o
-    assert paths["linear"] >= {"encoder.block.0.layer.0.SelfAttention.o", "head"}
+    assert paths["linear"] >= {"encoder.block.0.layer.0.SelfAttention.o", "encoder.block.0.layer.0.SelfAttention.proj.1",
+                               "head"}
 
 
 def test_backward_ops_sit_beside_their_forward_module(result):

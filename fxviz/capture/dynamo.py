@@ -3,7 +3,6 @@ data-dependent Python, which open as several graphs split at their graph breaks,
 (``aot=True``) what AOT autograd makes of each: its ATen forward and backward graphs."""
 from __future__ import annotations
 
-import ast
 import re
 from collections.abc import Callable
 from types import SimpleNamespace
@@ -190,27 +189,36 @@ def _absolute_stacks(gm: torch.fx.GraphModule, scope: dict[str, Any], frame_self
 def _module_path(source: str, scope: dict[str, Any], modules: dict[int, str],
                  found: dict[str, str | None]) -> str | None:
     if source not in found:
-        try:
-            held = _follow(ast.parse(source, mode="eval").body, scope)
-        except SyntaxError:
-            held = None
+        held = _follow(source, scope)
         found[source] = modules.get(id(held)) if held is not None else None
     return found[source]
 
 
-def _follow(expr: ast.expr, scope: dict[str, Any]) -> Any:
-    """The object a source reads from the frame's locals (``L['x']``, attributes, constant
-    subscripts); None for any other kind of source (a global, a call)."""
-    if isinstance(expr, ast.Attribute):
-        return getattr(_follow(expr.value, scope), expr.attr, None)
-    if not (isinstance(expr, ast.Subscript) and isinstance(expr.slice, ast.Constant)):
-        return None
-    if isinstance(expr.value, ast.Name):
-        return scope.get(expr.slice.value) if expr.value.id == "L" else None
-    try:
-        return _follow(expr.value, scope)[expr.slice.value]
-    except (TypeError, KeyError, IndexError):
-        return None
+_ROOT = re.compile(r"L\[(['\"])(.+?)\1\]")
+_STEP = re.compile(r"\.(\w+)|\[(['\"]?)(.*?)\2\]")
+
+
+def _follow(source: str, scope: dict[str, Any]) -> Any:
+    """The object a source names in the frame's locals: ``L['x']``, then attributes,
+    entries and keys (dynamo writes ``L['self'].layer.0``, ``.layer[0]``, ``['block']``);
+    None for any other source (a global, a call)."""
+    root = _ROOT.match(source)
+    held, at = (scope.get(root[2]), root.end()) if root else (None, 0)
+    while held is not None and at < len(source):
+        step = _STEP.match(source, at)
+        if step is None:
+            return None
+        held, at = _child(held, step[1] or step[3], quoted=bool(step[2])), step.end()
+    return held
+
+
+def _child(held: Any, key: str, *, quoted: bool) -> Any:
+    if quoted or key.lstrip("-").isdigit():  # an entry (a ModuleList's .0, a dict's ['key']) before an attribute
+        try:
+            return held[key if quoted else int(key)]
+        except (TypeError, KeyError, IndexError):
+            pass
+    return getattr(held, key, None)
 
 
 def _backward_modules(gm: torch.fx.GraphModule) -> None:
