@@ -116,7 +116,8 @@ class Session:
             self._reference_outputs: tuple[dict, list] | None = None  # (tensor versions, outputs)
             self._reference_lock = threading.Lock()
             action = Action("trace", MappingProxyType({"tracer": captured.method, **trace_kwargs}))
-            self._steps = [self._make_step(0, gm, action, check_inputs, False, "the trace", TraceError)]
+            self._steps = [self._make_step(0, gm, action, check_inputs, False, "the trace", TraceError, captured.first_run)]
+            captured.first_run = None  # the step's now (Step.graph empties its notes)
             self._index = 0
             self._subscribers: list[Callable[[Session], Any]] = []
 
@@ -226,12 +227,13 @@ class Session:
         return write_html(self, path, **options)
 
     def _make_step(self, index: int, gm: torch.fx.GraphModule, action: Action, check_inputs: tuple[tuple, ...],
-                   differs: bool, what: str, error: type[FxvizError]) -> Step:
+                   differs: bool, what: str, error: type[FxvizError], first_run: tuple | None = None) -> Step:
         """One annotated run on the example inputs proves the graph runs (else ``error``,
-        and nothing changes), notes what its drawing shows, and is the check's first output."""
+        and nothing changes), notes what its drawing shows, and is the check's first output;
+        ``first_run``: that run, made already (the capture's, :attr:`Capture.first_run`)."""
         try:
             with gc_paused(), seeded(check_inputs[0]):  # linear cost on graphs of 100k nodes
-                first, notes = annotated_run(gm, check_inputs[0])  # notes, not gm's meta: gm is unchanged
+                first, notes = first_run or annotated_run(gm, check_inputs[0])  # notes, not gm's meta
         except Exception as exc:
             cause = exc.__cause__ or exc
             node = exc.node if isinstance(exc, FxvizError) else None

@@ -230,17 +230,20 @@ def _advice(chosen: FrontEnd, model: Any, reason: str) -> str:
 
 def _runs(result: Capture, inputs: tuple) -> None:
     """A capture that cannot run on the inputs it was made for is no capture (symbolic
-    tracing bakes in Python values and misses shape errors): try the next method."""
-    from fxviz._runtime import preserved_buffers
+    tracing bakes in Python values and misses shape errors): try the next method. The run
+    is the annotated one a Session's step 0 needs (``result.first_run``): one forward, not two."""
+    from fxviz.check import seeded
+    from fxviz.shapes import annotated_run
 
     gm = result.gm
     args = gm.meta["fxviz"].get("graph_inputs", inputs)
     try:
-        with torch.no_grad(), preserved_buffers(gm):
-            gm.forward(*args)
+        with seeded(args):
+            result.first_run = annotated_run(gm, args)
     except Exception as exc:
-        raise TraceError(f"{result.method} captured a graph that fails on the example inputs{where(exc)}\n"
-                         f"  {first_line(exc)}") from exc
+        cause = exc.__cause__ or exc  # the node's own error, not the annotator's wrapping
+        raise TraceError(f"{result.method} captured a graph that fails on the example inputs{where(cause)}\n"
+                         f"  {first_line(cause)}") from exc
 
 
 def _detail(exc: TraceError) -> str:

@@ -1,0 +1,71 @@
+"""What a Session does before its first view: the model run once; the check still says
+what it did before."""
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+import fxviz
+
+CALLS: list[tuple[int, ...]] = []
+
+
+def counted(x: torch.Tensor) -> torch.Tensor:
+    """An op the graph keeps as one call (torch.fx.wrap): each call with real tensors is noted."""
+    if isinstance(x, torch.Tensor):
+        CALLS.append(tuple(x.shape))
+    return x * 2
+
+
+torch.fx.wrap("counted")
+
+
+class Counted(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 3)
+
+    def forward(self, x):
+        return counted(self.lin(x)).relu()
+
+
+class Noisy(nn.Module):
+    """Random inside the forward: the run before the first view must be seeded as the check's runs are."""
+
+    def forward(self, x):
+        return x + torch.rand_like(x)
+
+
+def test_auto_runs_the_graph_once_before_the_first_view():
+    CALLS.clear()
+    session = fxviz.Session(Counted(), torch.randn(2, 4))
+    assert session.capture.method == "symbolic"
+    assert CALLS == [(2, 3)]  # the run that proved the capture is step 0's annotated run
+    graph = session.current.graph
+    node = next(n for n, a in graph.nodes(data=True) if "counted" in a["target"])
+    assert graph.nodes[node]["shape"] == (2, 3)
+    assert graph.nodes["lin"]["flops"] == 2 * 2 * 4 * 3
+    assert session.capture.first_run is None  # handed to the step, not kept twice
+    assert session.current.check.status == "match"
+
+
+def test_the_reused_run_is_seeded_as_the_check():
+    session = fxviz.Session(Noisy(), torch.randn(3, 5))
+    assert session.capture.method == "symbolic"
+    check = session.current.check
+    assert (check.status, check.n_inputs) == ("match", 3), check.message
+
+
+def test_capture_keeps_the_annotated_run_that_proved_its_graph():
+    class Project(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = nn.Parameter(torch.randn(3, 3))
+
+        def forward(self, x):
+            return x @ self.w
+
+    capture = fxviz.capture.capture(Project(), torch.randn(2, 3))
+    assert capture.method == "symbolic" and capture.first_run is not None
+    outputs, notes = capture.first_run
+    assert outputs.shape == (2, 3) and notes["matmul"]["flops"] == 2 * 2 * 3 * 3
