@@ -127,7 +127,7 @@ def _model_explorer(ep: torch.export.ExportedProgram) -> str:
         sys.modules["model_explorer"] = package
     from model_explorer.pytorch_exported_program_adapter_impl import PytorchExportedProgramAdapterImpl
 
-    graphs = PytorchExportedProgramAdapterImpl(ep, {}).convert()
+    graphs = PytorchExportedProgramAdapterImpl(ep, {"const_element_count_limit": 16}).convert()  # its default
     return json.dumps({"graphs": [dataclasses.asdict(g) for g in graphs["graphs"]]})
 
 

@@ -25,7 +25,7 @@ from fxviz._runtime import closed_over_modules
 from fxviz._torch_internals import is_fake, tree_leaves, uncompiled
 from fxviz.check import CheckResult, compare_outputs, random_like, run_outputs, seeded
 from fxviz.check_scope import check_all_graphs, check_graph
-from fxviz.capture import OPTIONS as TRACE_OPTIONS, keywords
+from fxviz.capture import OPTIONS as TRACE_OPTIONS, export, keywords
 from fxviz.errors import FxvizError, NoSuchStep, PassError, TraceError, UsageError
 from fxviz.passes.registry import PassSpec, resolve, selection_names
 from fxviz.shapes import annotated_run
@@ -78,7 +78,7 @@ class Session:
         n_random_inputs: int = 2,
         **trace_kwargs: Any,
     ):
-        from fxviz.capture import Capture, as_inputs, called_as, capture, export
+        from fxviz.capture import Capture, as_inputs, called_as, capture
 
         unknown = sorted(set(trace_kwargs) - set(OPTIONS))
         if unknown:
@@ -93,9 +93,10 @@ class Session:
         # What a Session builds besides the capture (the model's skeleton, step 0) lives as
         # long as it does: a collection triggered meanwhile would only rescan the whole
         # fresh heap (0.6-0.8 s at 100k nodes, in one run of three).
+        # An exported program's reference (ep.module(): 1 s at 24 layers) is made after the first view (_reference).
+        self._program = model if isinstance(model, torch.export.ExportedProgram) else None
         with gc_paused():
-            self._root = (export.reference(model) if isinstance(model, torch.export.ExportedProgram)
-                          else _cow.skeleton(model) if isinstance(model, nn.Module) else model)
+            self._root = None if self._program is not None else _cow.skeleton(model) if isinstance(model, nn.Module) else model
         with called_as("Session"):  # a Capture made already (one graph of fxviz.compiled) is opened as is
             captured = model if isinstance(model, Capture) else capture(
                 self._root if isinstance(model, nn.Module) else model, inputs, tracer=tracer, kwargs=kwargs,
@@ -109,7 +110,8 @@ class Session:
                 inputs = gm.meta["fxviz"]["graph_inputs"]
                 self._root = _cow.fork(gm)
             self.capture = captured
-            self.real_tensors = gm.meta["fxviz"]["real_tensors"] = not _has_fake_tensors(self._root, inputs)
+            self.real_tensors = gm.meta["fxviz"]["real_tensors"] = not _has_fake_tensors(
+                self._program if self._root is None else self._root, inputs)
             n_random = n_random_inputs if self.real_tensors else 0
             check_inputs = (inputs, *(random_like(inputs, seed) for seed in range(1, n_random + 1)))
             self._options = {"tracer": tracer, "n_random_inputs": n_random_inputs, **trace_kwargs}
@@ -274,6 +276,8 @@ class Session:
         """The model's own outputs on the check inputs, computed when first needed and
         again only if the model's tensors changed since."""
         with self._reference_lock:
+            if self._root is None:
+                self._root = export.reference(self._program)
             versions = _cow.tensor_versions(self._root)
             if self._reference_outputs is None or self._reference_outputs[0] != versions:
                 self._reference_outputs = (versions, run_outputs(self._root, self._steps[0].check_inputs))
@@ -303,6 +307,8 @@ def _has_fake_tensors(root: Any, inputs: tuple) -> bool:
     a plain function (a training step) by the modules it closes over, since its real
     inputs may be moved onto the model's meta device inside."""
     tensors = [t for t in tree_leaves(inputs) if isinstance(t, torch.Tensor)]
+    if isinstance(root, torch.export.ExportedProgram):  # its weights, without making ep.module()
+        tensors += [t for t in (*root.state_dict.values(), *root.constants.values()) if isinstance(t, torch.Tensor)]
     for module in [root] if isinstance(root, nn.Module) else closed_over_modules(root):
         tensors += [*module.parameters(), *module.buffers()]
     return any(map(is_fake, tensors))

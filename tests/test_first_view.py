@@ -1,5 +1,5 @@
-"""What a Session does before its first view: the model run once; the check still says
-what it did before."""
+"""What a Session does before its first view: the model run once, an exported program's
+reference made only when the check needs it; the check still says what it did before."""
 from __future__ import annotations
 
 import torch
@@ -69,3 +69,30 @@ def test_capture_keeps_the_annotated_run_that_proved_its_graph():
     assert capture.method == "symbolic" and capture.first_run is not None
     outputs, notes = capture.first_run
     assert outputs.shape == (2, 3) and notes["matmul"]["flops"] == 2 * 2 * 3 * 3
+
+
+def test_an_exported_program_makes_its_reference_only_for_the_check(monkeypatch):
+    model = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 2)).eval()
+    x = torch.randn(3, 4)
+    ep = torch.export.export(model, (x,))
+    made = []
+    module = type(ep).module
+    monkeypatch.setattr(type(ep), "module", lambda self, *a, **k: made.append(1) or module(self, *a, **k))
+    session = fxviz.Session(ep, (x,))
+    assert fxviz.to_svg(session.current.graph).startswith("<svg")
+    assert len(made) == 1 and session.real_tensors  # the step's graph only
+    check = session.current.check
+    assert (check.status, check.n_inputs, len(made)) == ("match", 3, 2), check.message
+
+
+def test_an_exported_program_on_the_meta_device_is_not_checked_without_making_its_reference(monkeypatch):
+    model = nn.Sequential(nn.Linear(4, 4), nn.ReLU()).to("meta").eval()
+    x = torch.randn(2, 4, device="meta")
+    ep = torch.export.export(model, (x,))
+    made = []
+    module = type(ep).module
+    monkeypatch.setattr(type(ep), "module", lambda self, *a, **k: made.append(1) or module(self, *a, **k))
+    session = fxviz.Session(ep, (x,))
+    assert not session.real_tensors
+    assert session.current.check.status == "not checked"
+    assert len(made) == 1
