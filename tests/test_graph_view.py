@@ -44,7 +44,10 @@ def test_contract_traitlets_are_synced_with_their_defaults():
             {"name": "op", "label": "op kind", "unit": ""},
             {"name": "time", "label": "time share", "unit": "% of the step's node time"},
             {"name": "flops", "label": "FLOPs", "unit": "floating-point operations per forward"},
-            {"name": "diff", "label": "diff vs previous", "unit": ""}], "status": ""}
+            {"name": "diff", "label": "diff vs previous", "unit": ""},
+            {"name": "error", "label": "error vs previous", "unit": "relative error, max |b − a| / max |a|"},
+            {"name": "memory", "label": "memory alive", "unit": "bytes of activations alive as the node runs"}],
+        "status": ""}
 
 
 def test_front_end_files_are_sent_as_text_without_a_file_watcher():

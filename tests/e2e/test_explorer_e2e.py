@@ -90,8 +90,8 @@ def test_fuse_conv_bn_apply_and_undo(lab, page):
     marked.wait_for()
     marked_line = marked.inner_text().strip()  # checked last: the rest of the flow still runs
     explorer.locator(".fxviz-gv-btn[data-action='selection']").click()  # zoom to bn1, as a person would
-    # Times arrive from the background profile apart from the rows: bn1's row and tooltip get its time.
-    explorer.locator(".fxviz-node-table tr.fxviz-tv-selected td:nth-child(9)").filter(
+    # Times arrive from the background profile apart from the rows: bn1's row (time is its 10th cell) and tooltip get its time.
+    explorer.locator(".fxviz-node-table tr.fxviz-tv-selected td:nth-child(10)").filter(
         has_text=re.compile(r"\d")).wait_for(timeout=120_000)
     shoot_themes(page, explorer, "e2e-explorer-bn1-selected")
     bn1.hover()
