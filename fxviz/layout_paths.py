@@ -29,6 +29,7 @@ FAN_OUT = 3  # a value read by this many repeated layers is built for them
 SETUP = "⟨setup⟩"  # the last part of a setup box's path
 _LAYER = re.compile(r"(.*?)\.(\d+)(?:\.|$)")  # a stack's path and a layer's index in it
 _OPS = ("call_function", "call_method")
+_SOURCES = ("placeholder", "get_attr", "call_module")  # what makes a value depend on an input or a weight
 # What a setup box builds, by the words of its ops' targets (``aten.tril.default``, ``operator.gt``).
 _BUILDS = (
     ("masks", {"tril", "triu", "masked_fill", "where", "le", "lt", "ge", "gt", "eq", "ne", "logical_and",
@@ -102,21 +103,25 @@ def setup_paths(graph: nx.DiGraph, paths: dict[str, str]) -> tuple[dict[str, str
     ``MIN_OPS`` of them; and the checks of boxes with fewer than ``MIN_CHECKS`` setup ops
     that feed nothing outside them (``getattr``, ``eq``, ``_assert`` on an input's shape),
     which a drawing leaves out as it does weights. ``paths``: each drawn node's box."""
+    # networkx's own dicts (graph.py fills them): its views cost more than this whole pass at 100k nodes
+    nodes, pred, succ = graph._node, graph._pred, graph._succ
     fed: set[str] = set()  # nodes whose value depends on an input or a weight
-    pred = graph.pred
-    for name, attrs in graph.nodes(data=True):
-        if attrs["op"] in ("placeholder", "get_attr", "call_module") or any(p in fed for p in pred[name]):
+    for name, attrs in nodes.items():
+        if attrs["op"] in _SOURCES or not fed.isdisjoint(pred[name]):
             fed.add(name)
     setup: set[str] = set()
-    succ = graph.succ
-    for name in reversed(list(paths)):  # users before producers
-        attrs = graph.nodes[name]
+    for name in reversed(paths):  # users before producers
+        attrs = nodes[name]
         if attrs["op"] not in _OPS:
             continue
         users = succ[name]
-        box = paths[name]
-        if name not in fed or (not users and _CHECKS & set(_WORD.findall(attrs["target"]))) \
-                or (users and all(u in setup and paths.get(u) == box for u in users)) or _feeds_layers(users, paths):
+        if name not in fed:
+            setup.add(name)
+        elif not users:
+            if _CHECKS.intersection(_WORD.findall(attrs["target"])):
+                setup.add(name)
+        elif (setup.issuperset(users) and all(paths.get(u) == paths[name] for u in users)) \
+                or (len(users) >= FAN_OUT and _feeds_layers(users, paths)):
             setup.add(name)
     per_box: dict[str, list[str]] = {}
     for name in setup:
@@ -137,8 +142,6 @@ def setup_paths(graph: nx.DiGraph, paths: dict[str, str]) -> tuple[dict[str, str
 
 def _feeds_layers(users: dict, paths: dict[str, str]) -> bool:
     """Read in ``FAN_OUT`` or more layers of one stack (``layers.0…``, ``layers.1…``)."""
-    if len(users) < FAN_OUT:
-        return False
     layers: dict[str, set[str]] = {}
     for user in users:
         found = _LAYER.match(paths.get(user, ""))
