@@ -18,7 +18,7 @@ from fxviz._runtime import kineto_notes_dropped, preserved_buffers
 from fxviz.profiling import device_of, require_graph_module
 from fxviz.capture import as_inputs
 
-__all__ = ["profile_aten", "attribute_events"]
+__all__ = ["profile_aten", "attribute_events", "forward_device_us"]
 
 NODE_LABEL = "fxviz::node::"  # record_function label that marks a node's region in a trace
 
@@ -63,6 +63,25 @@ def profile_aten(
             _free(events)
     df.attrs.update(device=str(device), repeats=repeats)
     return df
+
+
+def forward_device_us(run: Any, inputs: tuple, *, repeats: int = 5) -> float:
+    """Device time (µs) of the kernels one call of ``run`` launches, a mean over
+    ``repeats`` calls after one warm-up: what per-node kernel times must add up to."""
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as torch_profile
+
+    with torch.no_grad():
+        run(*inputs)
+        with kineto_notes_dropped(), torch_profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            for _ in range(repeats):
+                run(*inputs)
+            torch.cuda.synchronize()
+    with gc_paused():
+        events = prof.events()
+        total = sum(kernel.duration for evt in events for kernel in getattr(evt, "kernels", ()))
+        _free(events)
+    return total / repeats
 
 
 #: Node runs :func:`profile_aten` parses by default: 5 forwards (enough for a median) up to

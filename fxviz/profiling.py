@@ -69,7 +69,8 @@ def profile(
     ``bytes`` (read and written, from :func:`fxviz.annotate`, else NaN) and ``gbps``
     (achieved GB/s: the number for memory-bound nodes). On CUDA, ``median_us`` is the
     time between CUDA events at node boundaries, and ``kernel_us`` the device time of
-    the kernels the node launched (torch.profiler, 5 forwards).
+    the kernels the node launched (torch.profiler, 5 forwards), ``host_us`` the host time
+    of its operators (launching them).
 
     ``df.attrs``: ``plain_forward_us`` and ``profiled_forward_us`` (medians of whole
     forwards, µs; both without ``gm``'s module hooks), ``overhead_per_node_us`` (median over repeats of timed minus the
@@ -80,6 +81,8 @@ def profile(
     noise), ``noisy`` (spread above 10 %, or the machine busier than its CPUs
     before or after); on CUDA ``device_busy`` (kernel time over the plain forward)
     and ``launch_bound`` (busy under half of it: node times are mostly host time),
+    ``device_forward_us`` (kernel time of an uninstrumented forward) and
+    ``kernel_sum_ratio`` (the nodes' ``kernel_us`` summed, over it),
     ``conditions`` (see :func:`conditions`, taken before, with
     ``load_after``), ``device``, ``repeats`` and ``warmup`` (runs done).
     """
@@ -107,17 +110,25 @@ def _add_kernel_time(df: pd.DataFrame, gm: torch.fx.GraphModule, inputs: tuple, 
     """On CUDA, a node's time between events is its kernels' time only while the GPU
     is kept busy; a small model leaves it waiting for Python to launch the next node,
     and then the events time the host. So add what the kernels themselves took
-    (``kernel_us``, from torch.profiler) and how busy the device was. Eight profiled
-    forwards (kernels run slower in the first ones), two where ``budget_s`` would not
-    fit eight."""
-    from fxviz.aten_breakdown import profile_aten  # it imports this module
+    (``kernel_us``), what the host spent in the node's operators (``host_us``: launch
+    time, shown apart), the device time of an uninstrumented forward
+    (``device_forward_us``, which the kernel times add up to: ``kernel_sum_ratio``) and
+    how busy the device was. Eight profiled forwards (kernels run slower in the first
+    ones), two where ``budget_s`` would not fit eight."""
+    from fxviz.aten_breakdown import forward_device_us, profile_aten  # it imports this module
 
     fits = budget_s is None or 8 * df.attrs["profiled_forward_us"] / 1e6 < budget_s / 2
-    ops = profile_aten(gm, inputs, warmup=3, repeats=5) if fits else profile_aten(gm, inputs, warmup=1, repeats=1)
+    warmup, repeats = (3, 5) if fits else (1, 1)
+    ops = profile_aten(gm, inputs, warmup=warmup, repeats=repeats)
     kernels = ops[ops["kind"] == "kernel"].groupby("node")["device_total_us"].sum()
+    host = ops[(ops["kind"] == "op") & (ops["depth"] == 0)].groupby("node")["total_us"].sum()
     df["kernel_us"] = df["node"].map(kernels).fillna(0.0)
+    df["host_us"] = df["node"].map(host).fillna(0.0)
+    whole = forward_device_us(plain(gm), inputs, repeats=repeats)
     busy = df["kernel_us"].sum() / df.attrs["plain_forward_us"] if df.attrs["plain_forward_us"] > 0 else 1.0
-    df.attrs.update(device_busy=float(min(busy, 1.0)), launch_bound=bool(busy < LAUNCH_BOUND))
+    df.attrs.update(device_busy=float(min(busy, 1.0)), launch_bound=bool(busy < LAUNCH_BOUND),
+                    device_forward_us=whole,
+                    kernel_sum_ratio=float(df["kernel_us"].sum() / whole) if whole > 0 else float("nan"))
 
 
 def conditions(device: torch.device | str) -> dict[str, Any]:

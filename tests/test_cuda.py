@@ -81,6 +81,23 @@ def test_profile_says_when_the_gpu_waits_for_the_host():
     assert (relus["kernel_us"] < relus["median_us"]).mean() > 0.9
 
 
+@pytest.mark.parametrize("launch_bound", [False, True])
+def test_node_device_times_add_up_to_the_forward(launch_bound):
+    """Per-node kernel times add up to an uninstrumented forward's device time within
+    10 %, device-bound (a convnet at batch 64) or launch-bound (the same at batch 1, and
+    a chain of tiny ops); the host's launch time is its own column."""
+    model = nn.Sequential(nn.Conv2d(3, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU(),
+                          nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1),
+                          nn.Flatten(), nn.Linear(64, 10)).to(DEVICE).eval()
+    x = torch.randn(1 if launch_bound else 64, 3, 64 if launch_bound else 224, 64 if launch_bound else 224,
+                    device=DEVICE)
+    df = profile(fxviz.trace(model), x, warmup=3, repeats=10)
+    assert df.attrs["launch_bound"] is launch_bound
+    assert 0.9 <= df.attrs["kernel_sum_ratio"] <= 1.1, df.attrs
+    computing = df[df["op"] == "call_module"]
+    assert (computing["host_us"] > 0).all() and (computing["kernel_us"] > 0).all()
+
+
 def test_interleaved_compare_on_cuda_flags_what_changed():
     """Same graph, 4x the rows in B: the matmul is flagged increased (about 4x);
     an added matmul is 'added'; a shared node whose work did not change is not flagged."""

@@ -32,9 +32,12 @@ def test_a_noisy_profile_says_too_noisy_to_tell_with_its_conditions():
 
 
 def test_a_launch_bound_gpu_profile_says_node_times_are_host_times():
-    note = _launch_html({"launch_bound": True, "device_busy": 0.23})
+    gpu = {"device_forward_us": 812.0, "kernel_sum_ratio": 0.97}
+    note = _launch_html({"launch_bound": True, "device_busy": 0.23, **gpu})
     assert "Launch-bound" in note and "23%" in note and "kernel_us" in note
-    assert _launch_html({"launch_bound": False, "device_busy": 0.9}) == ""
+    assert "812 µs" in note and "97%" in note and "host_us" in note  # what the device times add up to
+    busy = _launch_html({"launch_bound": False, "device_busy": 0.9, **gpu})
+    assert "Launch-bound" not in busy and "97%" in busy
     assert _launch_html({}) == ""  # a CPU profile has no such attribute
 
 

@@ -98,7 +98,7 @@ class TimingPanel(w.VBox):
             f"median of {attrs['repeats']} repeats on {attrs['device']}.") + _noise_html(timings) + _launch_html(attrs)
         rows = df.nlargest(TOP, "median_us")
         self.summary.value += _output_html(rows, len(df))
-        self.table.value = table_html(rows[[*TIMING_COLUMNS, *(["kernel_us"] if "kernel_us" in df else [])]])
+        self.table.value = table_html(rows[[*TIMING_COLUMNS, *[c for c in ("kernel_us", "host_us") if c in df]]])
         self.chart.value = chart_svg(lambda ax: plot_profile(df, top=TOP, ax=ax), len(rows))
         self.chart.layout.display = ""
 
@@ -186,13 +186,19 @@ def _output_html(slowest: Any, nodes: int) -> str:
 
 
 def _launch_html(attrs: dict) -> str:
-    """On a GPU that mostly waits for the host, node times measure launching, not kernels."""
-    if not attrs.get("launch_bound"):
+    """On a GPU: what the kernels add up to, and, when the GPU mostly waits for the
+    host, that node times measure launching, not kernels."""
+    if "device_forward_us" not in attrs:
         return ""
+    text = (f"Device: the kernels of one forward take {attrs['device_forward_us']:.0f} µs; the nodes' kernel_us "
+            f"add up to {attrs['kernel_sum_ratio']:.0%} of that. host_us is the time the host spent launching "
+            "each node's operators.")
+    if not attrs.get("launch_bound"):
+        return '<div class="fxviz-hint">' + escape(text) + "</div>"
     return ('<div class="fxviz-timing-noisy">' + escape(
         f"Launch-bound: the GPU ran kernels for only {attrs['device_busy']:.0%} of the forward, so node times "
         "are mostly Python and launch time; kernel_us is each node's device time. A larger batch, or "
-        "CUDA graphs / torch.compile, would keep the GPU busy.") + "</div>")
+        "CUDA graphs / torch.compile, would keep the GPU busy. ") + escape(text) + "</div>")
 
 
 def _noise_html(timings: Timings) -> str:
