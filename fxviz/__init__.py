@@ -1,26 +1,43 @@
 """fxviz: see and change torch.fx graphs.
 
 The headless library. The Jupyter layer lives in ``fxviz.widgets`` and is only
-imported by :func:`explore`, so ``import fxviz`` stays light and kernel-free.
+imported by :func:`explore`, so ``import fxviz`` stays light and kernel-free; what the
+first view does not need (profiling, comparisons, compiled graphs, with pandas and
+matplotlib behind them) is imported on first use (:func:`__getattr__`).
 """
+import importlib
+
 from fxviz.errors import (
-    FxvizError, InputError, MeasureError, MissingDependency, NoSuchStep, PassError, RenderError, RunError,
-    TraceError, UsageError,
+    FxvizError, InputError, MeasureError, MissingDependency, NoSuchAttribute, NoSuchStep, PassError, RenderError,
+    RunError, TraceError, UsageError,
 )
 from fxviz.markup import escape
 from fxviz.capture import trace
 from fxviz.shapes import annotate
 from fxviz.graph import to_networkx
 from fxviz.render import Rendering, to_dot, to_svg
-from fxviz.profiling import plot_profile, profile
-from fxviz.aten_breakdown import profile_aten
 from fxviz.check import CheckResult, check_outputs
-from fxviz.comparison import Comparison, compare
 from fxviz.session import Session, Step
-from fxviz.compile_graphs import Compiled, compiled
 from fxviz import passes
 
 __version__ = "0.1.0"
+
+#: name -> the module it is imported from on first use: pandas alone is a third of a cold first view
+LAZY = {"profile": "fxviz.profiling", "plot_profile": "fxviz.profiling", "profile_aten": "fxviz.aten_breakdown",
+        "Comparison": "fxviz.comparison", "compare": "fxviz.comparison",
+        "Compiled": "fxviz.compile_graphs", "compiled": "fxviz.compile_graphs"}
+
+
+def __getattr__(name):
+    """``fxviz.profile`` and the other :data:`LAZY` names, imported when first read."""
+    if name not in LAZY:
+        raise NoSuchAttribute(f"module 'fxviz' has no attribute {name!r}")
+    value = globals()[name] = getattr(importlib.import_module(LAZY[name]), name)
+    return value
+
+
+def __dir__():
+    return sorted({*globals(), *LAZY})
 
 
 def _accepting_exported(draw):
@@ -49,7 +66,7 @@ def explore(model_or_session, *example_inputs, **options):
 
 __all__ = [
     "FxvizError", "TraceError", "PassError", "RenderError", "RunError", "MeasureError", "InputError",
-    "UsageError", "NoSuchStep", "MissingDependency", "escape",
+    "UsageError", "NoSuchStep", "NoSuchAttribute", "MissingDependency", "escape",
     "trace", "annotate", "to_networkx", "Rendering", "to_dot", "to_svg",
     "profile", "profile_aten", "plot_profile", "CheckResult", "check_outputs",
     "Comparison", "compare", "Session", "Step", "passes", "explore", "Compiled", "compiled",

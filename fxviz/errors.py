@@ -64,5 +64,9 @@ class NoSuchStep(FxvizError, IndexError):
     """No such step (undo at step 0, redo at the last, goto out of range) or no such compiled graph."""
 
 
+class NoSuchAttribute(FxvizError, AttributeError):
+    """``fxviz.<name>`` for a name fxviz does not have (``hasattr`` reads it as False)."""
+
+
 class MissingDependency(FxvizError, ImportError):
     """An optional extra (e.g. ``fxviz[widgets]``) is needed and not installed."""

@@ -9,13 +9,15 @@ inputs and weights are counted apart from the activations, as they live througho
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import networkx as nx
-import pandas as pd
 import torch
 
 from fxviz.graph_memo import derived
+
+if TYPE_CHECKING:  # imported by memory(): the drawing's colour modes read live_bytes, and pandas is slow to import
+    import pandas as pd
 
 __all__ = ["memory", "live_bytes", "COLUMNS", "VIEWS"]
 
@@ -76,6 +78,8 @@ def memory(graph: nx.DiGraph, gm: torch.fx.GraphModule | None = None) -> pd.Data
     for step in change[:-1]:
         total += step
         live.append(total)
+    import pandas as pd
+
     frame = pd.DataFrame({"node": names, "op": [graph.nodes[n]["op"] for n in names], "output_bytes": own,
                           "live_bytes": live}, columns=COLUMNS)
     peak = max(range(len(live)), key=live.__getitem__, default=None)

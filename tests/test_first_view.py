@@ -2,6 +2,10 @@
 reference made only when the check needs it; the check still says what it did before."""
 from __future__ import annotations
 
+import subprocess
+import sys
+
+import pytest
 import torch
 from torch import nn
 
@@ -96,3 +100,17 @@ def test_an_exported_program_on_the_meta_device_is_not_checked_without_making_it
     assert not session.real_tensors
     assert session.current.check.status == "not checked"
     assert len(made) == 1
+
+
+def test_import_fxviz_leaves_pandas_and_matplotlib_until_a_part_that_needs_them_is_read():
+    code = ("import sys, fxviz, fxviz.render; heavy = ('pandas', 'matplotlib'); "
+            "print(sorted(m for m in heavy if m in sys.modules)); "
+            "print(fxviz.compare.__module__, 'pandas' in sys.modules, 'compare' in dir(fxviz))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split("\n")
+    assert out[:2] == ["[]", "fxviz.comparison True True"]
+
+
+def test_a_name_fxviz_does_not_have_is_an_attribute_error_that_says_so():
+    assert not hasattr(fxviz, "no_such_thing")
+    with pytest.raises(fxviz.NoSuchAttribute, match="no attribute 'no_such_thing'"):
+        fxviz.no_such_thing
