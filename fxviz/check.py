@@ -23,6 +23,7 @@ import torch
 import torch.fx
 
 from fxviz._runtime import untouched
+from fxviz.capture.graph_info import graph_info
 from fxviz._torch_internals import register_pytree_node, tree_leaves, tree_map_only
 from fxviz.check_inputs import EXAMPLE_ONLY, EXAMPLE_ONLY_WHY, random_like  # random_like: part of this interface
 
@@ -174,8 +175,7 @@ def run_outputs(module: Callable[..., Any], inputs_list: Sequence[tuple], grad: 
 
 def _gradient_paths(module: Any) -> Sequence[tuple[int, ...]]:
     """Where outputs hold gradients: in a training graph's meta (every step keeps it), on a step's reference."""
-    meta = module.meta.get("fxviz", {}) if isinstance(module, torch.fx.GraphModule) else {}
-    return meta.get("gradient_outputs") or getattr(module, "fxviz_gradient_outputs", ())
+    return graph_info(module).gradient_outputs or getattr(module, "fxviz_gradient_outputs", ())
 
 
 @contextlib.contextmanager

@@ -13,6 +13,7 @@ from typing import Any
 
 import torch.fx
 
+from fxviz.capture.graph_info import graph_info
 from fxviz.check import CheckResult, compare_outputs, run_outputs
 from fxviz.check_inputs import EXAMPLE_ONLY, EXAMPLE_ONLY_WHY
 
@@ -66,11 +67,10 @@ def failed_beyond_example(exc: BaseException, reference: list, example_output: C
 def graph_scope(result: CheckResult, gm: torch.fx.GraphModule) -> CheckResult:
     """``result`` saying which graph it covered when ``gm`` is one of several (dynamo's
     graphs, cut at graph breaks): "graph 1 of 3 checked"."""
-    info = gm.meta.get("fxviz", {})
-    count = info.get("graph_count", 1)
+    info = graph_info(gm)
+    count, index = info.graph_count, info.graph_index
     if count < 2:
         return result
-    index = info["graph_index"]
     covered = f"graph {index + 1} of {count} checked"
     return dataclasses.replace(result, scope="; ".join(filter(None, [result.scope, covered])), message=(
         f"{result.message}; {covered}: the model runs as {count} graphs cut at graph breaks and this check ran "

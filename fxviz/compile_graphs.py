@@ -16,6 +16,7 @@ it (its ATen forward and backward graphs), each one explorable as a Session.
 """
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,7 +26,9 @@ import torch
 import torch.fx
 from torch import nn
 
+from fxviz.capture.graph_info import graph_info, set_graph_info
 from fxviz.errors import InputError, NoSuchStep
+from fxviz.kernels import inductor_compile, inductor_failure
 from fxviz.markup import escape
 
 #: The views of one dynamo graph: the graph itself, and AOT autograd's ATen graphs.
@@ -71,18 +74,43 @@ class Compiled:
     capture: Any
     name: str = "model"
     session_options: dict[str, Any] = field(default_factory=dict)
+    backend: str | None = None
     _sessions: dict[tuple[int, str], Any] = field(default_factory=dict, repr=False)
+    _kernels: tuple[pd.DataFrame, dict[tuple[int, str], float]] | None = field(default=None, repr=False)
 
     @classmethod
     def from_capture(cls, captured: Any, name: str = "model", **session_options: Any) -> Compiled:
         """The graphs of a dynamo ``Capture`` (``fxviz.capture.capture(..., tracer="dynamo")``)."""
         graphs = []
         for gm in captured.graphs:
-            info = gm.meta["fxviz"]
-            graphs.append(CompiledGraph(info["graph_index"], gm, info.get("aot_forward"), info.get("aot_backward"),
-                                        tuple(info.get("guards", ())), info.get("guard_tree", ""),
-                                        info.get("graph_break")))
+            info = graph_info(gm)
+            graphs.append(CompiledGraph(info.graph_index, gm, info.aot_forward, info.aot_backward,
+                                        info.guards, info.guard_tree, info.graph_break))
         return cls(tuple(graphs), captured, name, session_options)
+
+    @property
+    def kernels(self) -> pd.DataFrame:
+        """inductor's kernels (``backend="inductor"``), one row each in the order they run:
+        ``graph, part, kernel, kind`` (triton/cpp/template/extern), ``nodes`` (those it
+        computes in :meth:`session`'s graph of that part), ``also`` (nodes it helps compute),
+        ``modules``, ``calls`` (per run), ``time_us`` (mean per run, profiled on first use),
+        ``share`` (of its graph's own time, :attr:`kernel_totals`), ``code``."""
+        return self._timed()[0]
+
+    @property
+    def kernel_totals(self) -> dict[tuple[int, str], float]:
+        """Each compiled graph's own time (µs per run) by ``(index, part)``, measured with its kernels."""
+        return self._timed()[1]
+
+    def _timed(self) -> tuple[pd.DataFrame, dict[tuple[int, str], float]]:
+        from fxviz import kernels
+
+        if self.backend != "inductor":
+            raise InputError("Only a model compiled with inductor has kernels: "
+                             "fxviz.compiled(model, *inputs, backend=\"inductor\").")
+        if self._kernels is None:
+            self._kernels = kernels.table(self.graphs)
+        return self._kernels
 
     @property
     def graph_breaks(self) -> list[dict[str, Any]]:
@@ -151,19 +179,23 @@ def _own_inputs(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
 
     own = _cow.fork(gm)
     inputs = tuple(t if isinstance(t, nn.Parameter) or not isinstance(t, torch.Tensor) else t.clone()
-                   for t in gm.meta["fxviz"]["graph_inputs"])
-    own.meta["fxviz"] = {**gm.meta["fxviz"], "graph_inputs": inputs}
+                   for t in graph_info(gm).graph_inputs)
+    set_graph_info(own, dataclasses.replace(graph_info(gm), graph_inputs=inputs))
     return own
 
 
 def compiled(model: nn.Module | Callable[..., Any], *example_inputs: Any, backward: bool | None = None,
-             n_random_inputs: int = 2, kwargs: dict[str, Any] | None = None) -> Compiled:
+             n_random_inputs: int = 2, kwargs: dict[str, Any] | None = None,
+             backend: str | None = None) -> Compiled:
     """Run ``model(*example_inputs, **kwargs)`` under ``torch.compile`` and keep everything its
     backend is handed (see :class:`Compiled`). ``backward``: also run the backward
     (default: when grad mode is on and a parameter or input requires grad), recording
     AOT's backward graphs; gradients are returned to nobody, never written to ``.grad``.
     The model is not changed: it runs on a copy of its module tree whose buffers are
-    copies (a training-mode BatchNorm updates those), sharing its parameters."""
+    copies (a training-mode BatchNorm updates those), sharing its parameters.
+    ``backend="inductor"``: compiled by inductor, whose AOT graphs (after its
+    decompositions) are the forward/backward parts, and whose kernels are
+    :attr:`Compiled.kernels`; inductor's config is restored afterwards (fxviz.kernels.inductor_compile)."""
     from fxviz import _cow
     from fxviz._runtime import untouched
     from fxviz._torch_internals import uncompiled
@@ -183,11 +215,14 @@ def compiled(model: nn.Module | Callable[..., Any], *example_inputs: Any, backwa
         tensors = [t for t in (*params, *example_inputs, *(kwargs or {}).values()) if isinstance(t, torch.Tensor)]
         backward = torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
     name = getattr(model, "__name__", type(model).__name__)
-    with called_as("compiled"), torch_errors_quiet(), untouched(root):
+    with called_as("compiled"), torch_errors_quiet(), untouched(root), inductor_compile(backend, example_inputs) as how:
         try:
-            captured = dynamo.capture(root, tuple(example_inputs), aot=True, backward=backward, kwargs=kwargs)
+            captured = dynamo.capture(root, tuple(example_inputs), aot=True, backward=backward, kwargs=kwargs,
+                                      compiler=how)
         except TraceError as exc:  # name the call the user wrote
-            exc.args = (f"{caller()}(...): {exc}",)
+            exc.args = (f"{caller()}(...): {inductor_failure(exc) or exc}",)
             raise
     name_graphs(captured.graphs, type(model).__name__ if isinstance(model, nn.Module) else name)
-    return Compiled.from_capture(captured, name, n_random_inputs=n_random_inputs)
+    made = Compiled.from_capture(captured, name, n_random_inputs=n_random_inputs)
+    made.backend = backend
+    return made

@@ -22,6 +22,7 @@ from torch.fx.passes.shape_prop import TensorMetadata
 
 from fxviz._gc import gc_paused
 from fxviz._torch_internals import OpOverload, OpOverloadPacket, get_attr, qualified_name
+from fxviz.capture.graph_info import graph_info
 from fxviz.shapes import memory_format_name
 
 MAX_ARG_TEXT = 160
@@ -162,7 +163,7 @@ def to_networkx(gm: torch.fx.GraphModule, notes: Mapping[str, Mapping[str, Any]]
 def _to_networkx(gm: torch.fx.GraphModule, notes: Mapping[str, Mapping[str, Any]] | None) -> nx.DiGraph:
     graph = nx.DiGraph(
         name=type(gm).__name__,
-        module_types=gm.meta.get("fxviz", {}).get("module_types")
+        module_types=graph_info(gm).module_types
         or {path: type(m).__name__ for path, m in gm.named_modules() if path},
     )
     shared = _Shared()

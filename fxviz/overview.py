@@ -9,6 +9,8 @@ from typing import Any
 
 import networkx as nx
 
+from fxviz.capture.graph_info import graph_info
+
 OPS = ("placeholder", "get_attr", "call_module", "call_function", "call_method", "output")  # FX's order
 
 
@@ -27,6 +29,6 @@ def graph_overview(graph: nx.DiGraph, capture: Any = None) -> dict[str, Any]:
     rows = [("nodes", f"{len(graph):,}: {counts}"), ("FLOPs", flops)]
     if capture is None:
         return {"rows": rows, "method": "", "tried": []}
-    how = capture.gm.meta.get("fxviz", {}).get("how")  # not the method's usual way (make_fx on fake tensors)
+    how = graph_info(capture.gm).how  # not the method's usual way (make_fx on fake tensors)
     rows[:0] = [("captured by", capture.about or capture.method), *([("traced", how)] if how else [])]
     return {"rows": rows, "method": capture.method, "tried": [list(pair) for pair in capture.attempts]}

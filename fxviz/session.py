@@ -26,6 +26,7 @@ from fxviz._torch_internals import is_fake, tree_leaves, uncompiled
 from fxviz.check import CheckResult, compare_outputs, random_like, run_outputs, seeded
 from fxviz.check_scope import check_all_graphs, check_graph
 from fxviz.capture import OPTIONS as TRACE_OPTIONS, export, keywords
+from fxviz.capture.graph_info import graph_info, own_graph_info
 from fxviz.errors import FxvizError, NoSuchStep, PassError, TraceError, UsageError
 from fxviz.passes.registry import PassSpec, resolve, selection_names
 from fxviz.shapes import annotated_run
@@ -106,11 +107,12 @@ class Session:
             gm = captured.gm
             if captured.reference is not None:
                 self._root = captured.reference
-            if "graph_inputs" in gm.meta["fxviz"]:  # one graph of several: checked against itself, on its own inputs
-                inputs = gm.meta["fxviz"]["graph_inputs"]
+            info = graph_info(gm)
+            if info.graph_inputs is not None:  # one graph of several: checked against itself, on its own inputs
+                inputs = info.graph_inputs
                 self._root = _cow.fork(gm)
             self.capture = captured
-            self.real_tensors = gm.meta["fxviz"]["real_tensors"] = not _has_fake_tensors(
+            self.real_tensors = own_graph_info(gm).real_tensors = not _has_fake_tensors(
                 self._program if self._root is None else self._root, inputs)
             n_random = n_random_inputs if self.real_tensors else 0
             check_inputs = (inputs, *(random_like(inputs, seed) for seed in range(1, n_random + 1)))

@@ -9,6 +9,7 @@ from typing import Any
 
 import torch.fx
 
+from fxviz.capture.graph_info import graph_info
 from fxviz.check import CheckResult
 from fxviz.check_scope import graph_scope
 from fxviz.errors import MeasureError
@@ -104,7 +105,7 @@ class Step:
         from fxviz.profiling import profile
 
         key = repr(sorted(kwargs.items()))
-        if self.gm.meta.get("fxviz", {}).get("real_tensors") is False:
+        if graph_info(self.gm).real_tensors is False:
             raise MeasureError(f"Cannot time this step: {NEEDS_REAL_TENSORS}")
         if key not in self._profiles:
             # Costs live on the annotated graph: annotation never touches ``gm`` itself.

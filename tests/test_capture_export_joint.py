@@ -6,6 +6,7 @@ from torch import nn
 import fxviz
 from fxviz.check import Gradients, compare_outputs
 from fxviz.layout_tree import build_tree
+from fxviz.capture.graph_info import graph_info
 
 
 class Loss(nn.Module):
@@ -40,7 +41,7 @@ def test_a_model_and_its_loss_open_as_exports_joint_graph_with_backward_clusters
     conv_bwd = next(n for n in gm.graph.nodes if "convolution_backward" in str(n.target))
     assert conv_bwd.meta["backward_of"] == "model.0"
     assert {n.target for n in gm.graph.find_nodes(op="get_attr")} >= {"model.0.weight", "model.1.running_mean"}
-    assert gm.meta["fxviz"]["backward_attribution"] == "seq_nr (aligned)"
+    assert graph_info(gm).backward_attribution == "seq_nr (aligned)"
     # BatchNorm's backward (decomposed into muls and sums) is BatchNorm's, ReLU's is ReLU's
     grads = gm.graph.output_node().args[0][1]
     assert grads["model.1.bias"].meta["backward_of"] == "model.1" and grads["model.1.weight"].meta["backward_of"] == "model.1"
@@ -96,7 +97,7 @@ def test_without_a_make_fx_trace_the_joint_graphs_backward_falls_back_to_the_heu
 
     monkeypatch.setattr(make_fx, "capture", refuse)
     gm = fxviz.trace(Loss().train(), (torch.randn(2, 3, 8, 8), torch.tensor([0, 1])), tracer="export (joint)")
-    assert gm.meta["fxviz"]["backward_attribution"] == "heuristic"
+    assert graph_info(gm).backward_attribution == "heuristic"
     conv_bwd = next(n for n in gm.graph.nodes if "convolution_backward" in str(n.target))
     assert conv_bwd.meta["module_path"] == "model.0 · backward"
 

@@ -6,6 +6,7 @@ import torch
 from torch import nn
 
 import fxviz
+from fxviz.capture.graph_info import graph_info
 
 
 class Encoder(nn.Module):
@@ -39,7 +40,7 @@ def test_graph_inputs_are_named_after_forwards_parameters(tracer):
 
 def test_dynamo_names_its_aot_graphs_inputs_too():
     session = fxviz.Session(Encoder(), (IDS, MASK), tracer="dynamo")
-    forward = session.capture.gm.meta["fxviz"]["aot_forward"]
+    forward = graph_info(session.capture.gm).aot_forward
     names = [n.name for n in forward.graph.find_nodes(op="placeholder")]
     assert "input_ids" in names and "attention_mask" in names
     assert any(n.meta.get("qualified_name") == "embed.weight" for n in forward.graph.find_nodes(op="placeholder"))

@@ -4,6 +4,7 @@ import pytest
 import torch
 
 import fxviz
+from fxviz.capture.graph_info import graph_info
 
 transformers = pytest.importorskip("transformers")
 timm = pytest.importorskip("timm")
@@ -44,7 +45,7 @@ def test_timm_training_step_gets_backward_clusters_and_a_gradient_check():
 
     session = fxviz.Session(train_step, (torch.randn(2, 3, 16, 16), torch.tensor([0, 3])), n_random_inputs=0)
     gm = session.current.gm
-    assert session.capture.method == "make_fx" and gm.meta["fxviz"]["backward_attribution"] == "seq_nr"
+    assert session.capture.method == "make_fx" and graph_info(gm).backward_attribution == "seq_nr"
     graph = session.current.graph
     paths = {d["module_path"] for _, d in graph.nodes(data=True)}
     assert {"layer2.0.downsample.0 · backward", "layer3.0.conv2 · backward", "fc · backward"} <= paths

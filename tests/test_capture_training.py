@@ -4,6 +4,7 @@ import torch
 from torch import nn
 
 import fxviz
+from fxviz.capture.graph_info import graph_info
 
 model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.ReLU(), nn.Flatten(), nn.Linear(4 * 6 * 6, 2))
 
@@ -70,9 +71,9 @@ def test_a_step_make_fx_cannot_trace_opens_as_dynamo_graphs_with_their_backward(
 
     session = fxviz.Session(train_step, (torch.randn(2, 3),))
     assert session.capture.method == "dynamo" and [m for m, _ in session.capture.attempts][-1] == "make_fx"
-    first = session.capture.graphs[0].meta["fxviz"]
-    assert first["graph_breaks"][0]["reason"] == "Data-dependent branching"
-    assert first["aot_backward"] is not None  # the step's gradients ran through the compiled graph
+    first = graph_info(session.capture.graphs[0])
+    assert first.graph_breaks[0]["reason"] == "Data-dependent branching"
+    assert first.aot_backward is not None  # the step's gradients ran through the compiled graph
     assert session.current.check.status == "match"
 
 
@@ -104,7 +105,7 @@ def test_a_step_over_a_model_that_skips_value_checks_when_traced_opens_as_one_ma
     assert {"lin", "lin · backward", "loss"} <= {d["module_path"] for _, d in graph.nodes(data=True)}
     assert any(d["target"] == "aten.mul.Tensor" for _, d in graph.nodes(data=True))  # the traced path
     assert session.current.check.status == "match"
-    how = session.capture.gm.meta["fxviz"]["how"]  # the Details tab says how (why not the graph that ran eagerly)
+    how = graph_info(session.capture.gm).how  # the Details tab says how (why not the graph that ran eagerly)
     assert how.startswith("on fake tensors") and "keep.all()" in how and "torch.export traces" not in how
 
 
@@ -139,7 +140,7 @@ def test_make_fx_takes_the_compiled_path_only_where_the_eager_one_cannot_be_trac
     targets = {d["target"] for _, d in session.current.graph.nodes(data=True)}
     assert ("aten.clone.default" in targets) == fails_on_fakes  # as eager runs it, where it can
     assert session.current.check.status == "match"
-    how = session.capture.gm.meta["fxviz"]["how"]
+    how = graph_info(session.capture.gm).how
     assert ("as torch.export traces" in how and "no fake kernel for this dtype" in how) == fails_on_fakes
     assert not torch.compiler.is_compiling()
 
@@ -157,7 +158,7 @@ def test_parameters_are_drawn_searched_and_listed_under_their_qualified_names():
 def test_backward_nodes_are_attributed_by_autograd_sequence_numbers():
     x, y = torch.randn(2, 3, 8, 8), torch.tensor([0, 1])
     gm = fxviz.trace(train_step, (x, y), tracer="make_fx")
-    assert gm.meta["fxviz"]["backward_attribution"] == "seq_nr"
+    assert graph_info(gm).backward_attribution == "seq_nr"
     backward = [n for n in gm.graph.nodes if n.meta.get("autograd_backward")]
     assert len(backward) > 20
     # every op the autograd engine ran is in a backward cluster, the loss's at top level
@@ -186,7 +187,7 @@ def test_without_autograd_marks_the_heuristic_still_attributes_backward_nodes():
         node.meta["module_path"] = (node.meta["module_path"] or "").removesuffix(" · backward") or (
             None if node.op == "output" else "")
     assert attribute_backward(gm) > 20
-    assert gm.meta["fxviz"]["backward_attribution"] == "heuristic"
+    assert graph_info(gm).backward_attribution == "heuristic"
     conv_bwd = next(n for n in gm.graph.nodes if "convolution_backward" in str(n.target))
     bn_bwd = next(n for n in gm.graph.nodes if "batch_norm_backward" in str(n.target))
     assert conv_bwd.meta["backward_of"] == "0" and bn_bwd.meta["module_path"] == "1 · backward"
@@ -262,7 +263,7 @@ def test_gradients_a_step_returns_are_judged_as_gradients_after_a_pass():
     # noise once run_decompositions reorders the arithmetic
     x, y = torch.randn(2, 3, 8, 8), torch.tensor([0, 1])
     session = fxviz.Session(train_step, (x, y))
-    assert session.current.gm.meta["fxviz"]["gradient_outputs"] == [()]  # the whole tuple of gradients
+    assert graph_info(session.current.gm).gradient_outputs == [()]  # the whole tuple of gradients
     step = session.apply("run_decompositions")
     assert step.check.status == "match", step.check.message
 
@@ -292,7 +293,7 @@ def test_a_comparison_of_two_steps_judges_gradients_as_the_check_does():
         return loss
 
     session = fxviz.Session(step, (torch.randn(4, 3, 8, 8), torch.tensor([0, 1, 2, 0])))
-    assert session.current.gm.meta["fxviz"]["gradient_outputs"] == [(1,)]  # the {name: gradient} dict
+    assert graph_info(session.current.gm).gradient_outputs == [(1,)]  # the {name: gradient} dict
     after = session.apply("run_decompositions")
     diff = session.compare(0, 1).output_diff
     assert diff.status == "match", diff.message

@@ -6,6 +6,7 @@ from torch import nn
 
 import fxviz
 from fxviz.errors import TraceError
+from fxviz.capture.graph_info import graph_info
 
 
 def paths(gm):
@@ -27,7 +28,7 @@ def test_resnet18_has_71_nodes_and_the_tutorial_module_paths(resnet18):
 def test_trace_shares_tensors_and_keeps_class_names(resnet18):
     gm = fxviz.trace(resnet18)
     assert gm.get_submodule("layer1.0.conv1").weight is resnet18.layer1[0].conv1.weight
-    assert gm.meta["fxviz"]["module_types"]["layer1.0"] == "BasicBlock"
+    assert graph_info(gm).module_types["layer1.0"] == "BasicBlock"
 
 
 class ReluNet(nn.Module):
@@ -86,7 +87,7 @@ def test_untraceable_model_names_module_line_and_fixes():
 def test_fallback_makes_failing_submodule_a_leaf_and_reports_it():
     model = Outer()
     gm = fxviz.trace(model, fallback=True)
-    assert gm.meta["fxviz"]["leaves_added"] == ["branch"]
+    assert graph_info(gm).leaves_added == ["branch"]
     assert [n.op for n in gm.graph.nodes if n.name == "branch"] == ["call_module"]
     x = torch.randn(2, 3)
     torch.testing.assert_close(gm(x), model(x))

@@ -27,6 +27,7 @@ from typing import Any
 
 import ipywidgets as w
 
+from fxviz.capture.graph_info import graph_info
 from fxviz.check import CheckResult
 from fxviz.check_scope import graph_checks
 from fxviz.markup import escape
@@ -194,8 +195,8 @@ def _why_html(compiled: Compiled) -> str:
 def _missing_parts_html(compiled: Compiled) -> str:
     """Why AOT's graphs are missing and how to get them: a run without gradients
     (``tracer="auto"``'s fallback) records no backward; a graph AOT cannot trace has none."""
-    lines = [f"graph {g.index}: AOT could not trace it ({escape(g.gm.meta['fxviz']['aot_error'])}); "
-             "its dynamo graph is shown" for g in compiled.graphs if g.gm.meta["fxviz"].get("aot_error")]
+    lines = [f"graph {g.index}: AOT could not trace it ({escape(error)}); its dynamo graph is shown"
+             for g in compiled.graphs if (error := graph_info(g.gm).aot_error)]
     if not any("backward" in g.parts for g in compiled.graphs):
         lines.append("No AOT backward graphs: the model ran without gradients. To see them, run "
                      "<code>fxviz.compiled(model, x)</code> or <code>explore(model, x, tracer=\"dynamo\")</code> "

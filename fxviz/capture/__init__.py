@@ -23,6 +23,7 @@ from fxviz.capture import dynamo, export, keywords, names
 from fxviz.capture.model_failure import own_failure
 from fxviz.capture._common import (Capture, FrontEnd, Request, as_inputs, auto_order, called_as, caller, choose,
                                    first_line, forget_front_end, front_end, front_ends, methods, torch_errors_quiet)
+from fxviz.capture.graph_info import GraphInfo, graph_info
 from fxviz.capture.places import cell_name, where
 from fxviz._gc import gc_paused
 from fxviz._runtime import containers_kept
@@ -34,8 +35,8 @@ MODULES = import_modules(__name__, __path__)
 #: Seconds ``tracer="auto"`` may spend: after a failure past it, later methods are not tried.
 CAPTURE_TIMEOUT = 60.0
 
-__all__ = ["CAPTURE_TIMEOUT", "OPTIONS", "Capture", "FrontEnd", "Request", "as_inputs", "auto_order", "called_as", "capture",
-           "cell_name", "forget_front_end", "front_end", "front_ends", "methods", "trace"]
+__all__ = ["CAPTURE_TIMEOUT", "OPTIONS", "Capture", "FrontEnd", "GraphInfo", "Request", "as_inputs", "auto_order", "called_as",
+           "capture", "cell_name", "forget_front_end", "front_end", "front_ends", "graph_info", "methods", "trace"]
 
 
 @torch_errors_quiet()
@@ -134,7 +135,7 @@ def _auto(model: Any, inputs: tuple, options: dict[str, Any], timeout: float | N
         if result.method == "dynamo":
             result.note = dynamo.split_note(getattr(model, "__name__", type(model).__name__), result, attempts)
         for gm in result.graphs:
-            gm.meta["fxviz"]["attempts"] = attempts
+            graph_info(gm).attempts = attempts
         return result
     raise _own_failure(model, inputs, options) or _all_failed(model, attempts, errors)
 
@@ -150,18 +151,18 @@ def trace(
     a ``.pt2`` path. ``example_inputs``: the positional inputs (a tuple, or one tensor);
     ``kwargs``: the keyword ones (``{"decoder_input_ids": ids}``); the graph takes them
     all positionally, the keyword ones last. ``tracer``: ``"auto"`` (default: symbolic, then torch.export
-    non-strict and strict, make_fx, dynamo; ``gm.meta["fxviz"]["attempts"]`` says why
+    non-strict and strict, make_fx, dynamo; ``graph_info(gm).attempts`` says why
     earlier ones failed), one of those by name, ``"export (joint)"`` (a model whose
     output is a scalar loss, as torch.export's forward+backward graph), or a
     ``torch.fx.Tracer`` subclass or instance (:func:`methods` lists the names). With dynamo
-    the first graph is returned; ``gm.meta["fxviz"]`` lists the graph breaks (use
+    the first graph is returned; ``graph_info(gm).graph_breaks`` lists the graph breaks (use
     :func:`capture` for all graphs). ``capture_timeout``: seconds ``"auto"`` may spend;
     once a method fails past them the later ones are not tried and the error says how long
     each took (None: no limit; a method is never interrupted).
 
     Symbolic only: ``leaf_modules`` (paths or types kept as one node), ``lower`` (types
     traced *through*), ``concrete_args``, ``fallback=True`` (retry with the failing
-    submodule as a leaf; ``gm.meta["fxviz"]["leaves_added"]``). ``module``: with make_fx
+    submodule as a leaf; ``graph_info(gm).leaves_added``). ``module``: with make_fx
     and a plain function, the model it calls (found in its closure when not given).
 
     The GraphModule shares parameters and buffers with ``model``; the model is never changed.
@@ -236,7 +237,8 @@ def _runs(result: Capture, inputs: tuple) -> None:
     from fxviz.shapes import annotated_run
 
     gm = result.gm
-    args = gm.meta["fxviz"].get("graph_inputs", inputs)
+    ran = graph_info(gm).graph_inputs
+    args = inputs if ran is None else ran
     try:
         with seeded(args):
             result.first_run = annotated_run(gm, args)

@@ -23,6 +23,7 @@ import torch.fx
 from torch import nn
 
 from fxviz._torch_internals import forget_last_trace
+from fxviz.capture.graph_info import GraphInfo, graph_info, set_graph_info
 from fxviz.capture.places import source_line
 from fxviz.errors import TraceError
 
@@ -131,7 +132,7 @@ class FrontEnd:
             reference = request.__dict__.get("plain")  # the front-end captured request.plain
             if request.keywords:  # the check calls it as the graph: keyword inputs last
                 reference = keywords_last(request.model if reference is None else reference, request.keywords)
-            gradients = result.meta["fxviz"].get("gradient_outputs")
+            gradients = graph_info(result).gradient_outputs
             if gradients and reference is not None and reference is not request.model:
                 reference.fxviz_gradient_outputs = gradients  # the check marks these outputs (run_outputs)
             result = Capture([result], self.name, reference=reference)
@@ -146,8 +147,8 @@ def name_graphs(graphs: list[torch.fx.GraphModule], name: str) -> None:
     "GraphModule" (torch.export's, dynamo's, AOT's): as the user named the model. Each
     GraphModule has a class of its own, so renaming it renames one graph."""
     for gm in graphs:
-        info = gm.meta.get("fxviz", {})
-        for part in (gm, info.get("aot_forward"), info.get("aot_backward")):
+        info = graph_info(gm)
+        for part in (gm, info.aot_forward, info.aot_backward):
             if part is not None and type(part).__name__ == "GraphModule":
                 type(part).__name__ = name
 
@@ -272,8 +273,8 @@ def path_from_stack(node: torch.fx.Node) -> str:
     return "" if path in ("L['self']", "L['fn']", "self") else path
 
 
-def finish(gm: torch.fx.GraphModule, method: str, root: Any, **extra: Any) -> torch.fx.GraphModule:
-    """Module paths and source lines on every node, and ``gm.meta["fxviz"]``."""
+def finish(gm: torch.fx.GraphModule, method: str, root: Any, **info: Any) -> torch.fx.GraphModule:
+    """Module paths and source lines on every node, and its :class:`GraphInfo` (``info`` its fields)."""
     forget_last_trace()  # every front end but symbolic tracing runs make_fx, which keeps its graph
     for node in gm.graph.nodes:
         if node.op == "output":
@@ -283,7 +284,7 @@ def finish(gm: torch.fx.GraphModule, method: str, root: Any, **extra: Any) -> to
         line = source_line(node)
         if line:
             node.meta["source"] = line
-    gm.meta["fxviz"] = {"tracer": method, "leaves_added": [], "module_types": module_types(root), **extra}
+    set_graph_info(gm, GraphInfo(tracer=method, module_types=module_types(root), **info))
     return gm
 
 

@@ -26,6 +26,7 @@ import torch.fx.traceback as fx_traceback
 from torch.fx.experimental.proxy_tensor import get_proxy_mode
 
 from fxviz._torch_internals import TorchDispatchMode, current_autograd_node
+from fxviz.capture.graph_info import graph_info, own_graph_info
 
 MARK = " · backward"
 #: the cluster of a training step's loss: the step's own ops after the model's last one
@@ -98,8 +99,8 @@ def attribute_backward(gm: torch.fx.GraphModule, backward: set[torch.fx.Node] | 
     """Set ``module_path`` (forward path + ``MARK``) and ``meta["backward_of"]`` on the
     backward nodes of ``gm`` (``backward``, when the caller knows them, with the module
     ``known`` for some), the step's loss first (:func:`loss_cluster`); returns how many
-    were attributed. ``gm.meta["fxviz"]["backward_attribution"]`` says how: "seq_nr",
-    "seq_nr (aligned)" or "heuristic"; ``["gradient_outputs"]``: :func:`gradient_outputs`."""
+    were attributed. Its :class:`GraphInfo`'s ``backward_attribution`` says how: "seq_nr",
+    "seq_nr (aligned)" or "heuristic"; ``gradient_outputs``: :func:`gradient_outputs`."""
     marked = {n for n in gm.graph.nodes if n.meta.get("autograd_backward")}
     if marked:
         loss_cluster(gm)
@@ -131,7 +132,8 @@ def attribute_backward(gm: torch.fx.GraphModule, backward: set[torch.fx.Node] | 
             continue  # told from the forward only by a missing stack trace: maybe the loss
         _mark(gm, node, path or "")  # nothing to go by: at the top level
         count += 1
-    gm.meta.setdefault("fxviz", {}).update(backward_attribution=how, gradient_outputs=gradient_outputs(gm))
+    info = own_graph_info(gm)
+    info.backward_attribution, info.gradient_outputs = how, gradient_outputs(gm)
     return count
 
 
@@ -152,7 +154,7 @@ def _from_inputs(node: torch.fx.Node, backward: set[torch.fx.Node], order: dict[
 def _mark(gm: torch.fx.GraphModule, node: torch.fx.Node, path: str) -> None:
     node.meta["backward_of"] = path
     node.meta["module_path"] = path + MARK if path else "backward"
-    types = gm.meta.get("fxviz", {}).get("module_types", {})
+    types = graph_info(gm).module_types
     if path in types:
         types.setdefault(path + MARK, types[path])
 

@@ -14,17 +14,18 @@ import torch.fx
 from fxviz._torch_internals import dynamo as api
 from fxviz._torch_internals import tree_leaves
 from fxviz.capture._common import Capture, finish, first_line, front_end, path_from_stack
+from fxviz.capture.graph_info import graph_info
 from fxviz.capture.places import package_relative, where
 from fxviz.capture.backward import MARK
 from fxviz.capture.names import name_ends
 from fxviz.errors import TraceError
 
-#: ``gm.meta["fxviz"]`` keys of a dynamo graph's AOT graphs (GraphModules, or None)
+#: :class:`GraphInfo` fields of a dynamo graph's AOT graphs (GraphModules, or None)
 AOT_PARTS = ("aot_forward", "aot_backward")
 
 
 def capture(fn: Callable[..., Any], inputs: tuple, *, aot: bool = True, backward: bool = False,
-            kwargs: dict[str, Any] | None = None) -> Capture:
+            kwargs: dict[str, Any] | None = None, compiler: Callable[..., Any] | None = None) -> Capture:
     """Run ``fn(*inputs, **kwargs)`` under ``torch.compile`` with a recording backend: every graph
     in the order it ran (with the inputs it was first called with), its guards, and
     each graph break's reason and user line. ``aot``: each graph also goes through AOT
@@ -33,7 +34,9 @@ def capture(fn: Callable[..., Any], inputs: tuple, *, aot: bool = True, backward
     ``tracer="auto"``'s fallback has it too)
     and, with ``backward`` (run as ``torch.autograd.grad``: no ``.grad`` is written),
     its backward graph. A graph AOT cannot trace keeps its dynamo graph, with the reason
-    in ``meta["fxviz"]["aot_error"]``."""
+    in its ``graph_info(gm).aot_error``. ``compiler(forward, backward)``: the backend that hands
+    AOT's graphs to those recorders instead of AOT autograd alone (inductor's, which runs
+    its own code); its errors are raised."""
     ran: list[torch.fx.GraphModule] = []  # in the order they first ran (a graph compiled, never run: not shown)
     guards: dict[str | None, list[str]] = {}
     root = _model_of(fn)
@@ -46,8 +49,11 @@ def capture(fn: Callable[..., Any], inputs: tuple, *, aot: bool = True, backward
         if aot:
             try:
                 with messages.quiet():
-                    run = api.aot_backend(_recorder(gm, "aot_forward"), _recorder(gm, "aot_backward"))(gm, example_inputs)
+                    run = (compiler or api.aot_backend)(_recorder(gm, "aot_forward"),
+                                                        _recorder(gm, "aot_backward"))(gm, example_inputs)
             except Exception as exc:  # the dynamo graph still opens; the list says why it has no AOT parts
+                if compiler is not None:
+                    raise
                 gm.meta["fxviz_aot_error"] = first_line(exc)
 
         def recorded(*args: Any) -> Any:
@@ -88,7 +94,7 @@ def capture(fn: Callable[..., Any], inputs: tuple, *, aot: bool = True, backward
         _name_inputs(gm, names)
         parts = {part: _finished_part(gm, part, root, index, names) for part in AOT_PARTS}
         finish(gm, "dynamo", root, graph_index=index, graph_count=len(graphs), graph_breaks=breaks,
-               graph_inputs=tuple(gm.meta["fxviz_inputs"]), guards=guards.get(cid, []),
+               graph_inputs=tuple(gm.meta["fxviz_inputs"]), guards=tuple(guards.get(cid, ())),
                guard_tree=trees.get(cid, ""), graph_break=gm.meta["fxviz_break"],
                aot_error=gm.meta.pop("fxviz_aot_error", None), **parts)
     name_ends(graphs, fn, (*inputs, *(kwargs or {}).values()), tuple(kwargs or {}))  # fxviz.compiled's too
@@ -115,14 +121,15 @@ def split_note(name: str, result: Capture, attempts: list[tuple[str, str]]) -> s
 
 def _recorder(owner: torch.fx.GraphModule, part: str) -> Callable[..., Any]:
     """An AOT compiler that keeps the graph it is given (on ``owner``'s meta) and the
-    real inputs of its first call."""
+    real inputs of its first call; it runs the graph, or ``call`` (the code a compiler made of it)."""
 
-    def compile_part(gm: torch.fx.GraphModule, _example_inputs: list) -> Callable[[list], Any]:
+    def compile_part(gm: torch.fx.GraphModule, _example_inputs: list,
+                     call: Callable[..., Any] | None = None) -> Callable[[list], Any]:
         owner.meta[f"fxviz_{part}"] = gm
 
         def run(*args: Any) -> Any:
             gm.meta.setdefault("fxviz_inputs", _kept(args))
-            return gm.forward(*args)
+            return (call or gm.forward)(*args)
 
         return api.boxed(run)
 
@@ -241,7 +248,7 @@ def _finished_part(owner: torch.fx.GraphModule, part: str, root: Any, index: int
     _backward_modules(gm)
     finish(gm, f"dynamo · AOT {part.removeprefix('aot_')}", root, graph_index=index,
            graph_inputs=tuple(gm.meta["fxviz_inputs"]))
-    types = gm.meta["fxviz"]["module_types"]
+    types = graph_info(gm).module_types
     for path in {n.meta["backward_of"] for n in gm.graph.nodes if n.meta.get("backward_of") in types}:
         types[path + MARK] = types[path]
     return gm

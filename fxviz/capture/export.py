@@ -14,6 +14,7 @@ import torch.fx
 from torch import nn
 
 from fxviz.capture._common import finish, first_line, front_end
+from fxviz.capture.graph_info import graph_info
 from fxviz.capture.keywords import keywords_last
 from fxviz.capture.places import where
 from fxviz._torch_internals import call_inputs
@@ -127,7 +128,7 @@ def from_program(ep: torch.export.ExportedProgram, method: str = "exported progr
         for path, type_name in (node.meta.get("nn_module_stack") or {}).values():
             types.setdefault(str(path).removeprefix("L['self']."), str(type_name).rpartition(".")[2])
     gm = finish(gm, method, None)
-    gm.meta["fxviz"]["module_types"] = {p: t for p, t in types.items() if p}
+    graph_info(gm).module_types = {p: t for p, t in types.items() if p}
     for node in gm.graph.find_nodes(op="get_attr"):
         node.meta["module_path"] = str(node.target).rpartition(".")[0]
         node.meta["qualified_name"] = str(node.target)

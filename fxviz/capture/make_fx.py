@@ -48,7 +48,7 @@ def capture(fn: Callable[..., Any], inputs: tuple, module: nn.Module | None = No
         ) from exc
     # make_fx names the graph's class "<lambda>" (its own wrapper): name it as the user did.
     gm.__class__.__name__ = type(fn).__name__ if isinstance(fn, nn.Module) else getattr(fn, "__name__", "step")
-    finish(gm, "make_fx", root, **({"how": how} if how else {}))
+    finish(gm, "make_fx", root, how=how)
     if root is not None:
         _name_parameters(gm, root)
         attribute_backward(gm)

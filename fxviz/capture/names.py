@@ -11,6 +11,7 @@ import torch.fx
 
 from fxviz._torch_internals import tree_leaves
 from fxviz._torch_internals.fx_io import output_structure, rename_inputs
+from fxviz.capture.graph_info import graph_info
 from fxviz.capture.keywords import input_names
 
 
@@ -20,8 +21,8 @@ def name_ends(graphs: Sequence[torch.fx.GraphModule], model: Any, inputs: tuple,
     and describe their outputs. Running it again changes nothing."""
     names = input_names(model, inputs, keywords)
     for gm in graphs:
-        info = gm.meta.get("fxviz", {})
-        for part in (gm, info.get("aot_forward"), info.get("aot_backward")):
+        info = graph_info(gm)
+        for part in (gm, info.aot_forward, info.aot_backward):
             if part is not None:
                 name_inputs(part, inputs, names)
                 describe_outputs(part)
@@ -36,7 +37,7 @@ def name_inputs(gm: torch.fx.GraphModule, inputs: tuple, names: Sequence[str | N
               for name, value in zip(names, inputs) if name
               for held in [_leaves(value)] for j, value in enumerate(held)]
     placeholders = [n for n in gm.graph.find_nodes(op="placeholder") if "qualified_name" not in n.meta]
-    ran = gm.meta.get("fxviz", {}).get("graph_inputs")
+    ran = graph_info(gm).graph_inputs
     if ran is not None:
         by_id = {id(value): name for name, value in leaves if isinstance(value, torch.Tensor)}
         pairs = [(node, by_id.get(id(value))) for node, value in
@@ -80,7 +81,7 @@ def describe_outputs(gm: torch.fx.GraphModule) -> str:
     tensor, "logits, past_key_values ×8" for a dict (a ModelOutput), "3 outputs" for a
     tuple, and for a training step "loss, gradients ×142" (the gradients being the
     outputs ``gradient_outputs`` marks)."""
-    gradients = {tuple(p) for p in gm.meta.get("fxviz", {}).get("gradient_outputs") or ()}
+    gradients = {tuple(p) for p in graph_info(gm).gradient_outputs}
     about = _about(output_structure(gm.graph), (), gradients)
     gm.graph.output_node().meta["outputs_about"] = about
     return about

@@ -11,6 +11,7 @@ from torch import nn
 
 from fxviz._cow import skeleton
 from fxviz.capture._common import caller, first_line, front_end, module_types
+from fxviz.capture.graph_info import GraphInfo, set_graph_info
 from fxviz.capture.places import where
 from fxviz.errors import TraceError
 
@@ -64,11 +65,7 @@ def capture(
             "is the usual cause: rename it (nn.Module.add_module) and trace again."
         ) from exc
     gm.graph.output_node().meta["module_path"] = None  # the output belongs to no module
-    gm.meta["fxviz"] = {
-        "tracer": type(tracer_obj).__name__,
-        "leaves_added": added,
-        "module_types": module_types(model),
-    }
+    set_graph_info(gm, GraphInfo(tracer=type(tracer_obj).__name__, leaves_added=added, module_types=module_types(model)))
     return gm
 
 

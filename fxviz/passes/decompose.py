@@ -1,6 +1,7 @@
 """torch.export's ``run_decompositions`` as a step: watch torch IR turn into core ATen."""
 from __future__ import annotations
 
+import dataclasses
 import functools
 from typing import Any, Literal
 
@@ -9,6 +10,7 @@ import torch.fx
 from torch.fx.passes.infra.pass_base import PassResult
 
 from fxviz._torch_internals import FLASH_CPU, OpOverload, as_called
+from fxviz.capture.graph_info import graph_info, set_graph_info
 from fxviz.passes.registry import NothingToDo, register
 
 
@@ -39,9 +41,9 @@ def run_decompositions(gm: torch.fx.GraphModule, *, table: Literal["core_aten"] 
     args, kwargs = as_called(gm.graph, flat)
     before = {str(n.target) for n in gm.graph.nodes if n.op == "call_function"}
     program = torch.export.export(gm, args, kwargs, strict=False).run_decompositions(_table(gm))
-    lowered = from_program(program, gm.meta.get("fxviz", {}).get("tracer", "export"))
-    lowered.meta["fxviz"] = {**gm.meta.get("fxviz", {}), **lowered.meta["fxviz"],
-                             "module_types": gm.meta.get("fxviz", {}).get("module_types", {})}
+    before_info = graph_info(gm)
+    lowered = from_program(program, before_info.tracer or "export")
+    set_graph_info(lowered, dataclasses.replace(before_info, tracer=graph_info(lowered).tracer))
     after = {str(n.target) for n in lowered.graph.nodes if n.op == "call_function"}
     if after == before:
         raise NothingToDo(f"the graph is in {table.replace('_', ' ')} already")
