@@ -53,3 +53,10 @@ def human_bytes(size: float) -> str:
         if size >= scale:
             return f"{size / scale:.3g} {unit}"
     return f"{size:.0f} B"
+
+
+def error_column(previous: int) -> dict[str, Any]:
+    """The node table's column of each node's relative error against step ``previous``
+    (``Comparison.numerics``' max_rel), shown while the Explorer compares the two;
+    numbers in two significant digits, as small errors need."""
+    return {"key": "error", "label": f"error vs step {previous}", "numeric": True, "significant": 2}

@@ -1,33 +1,31 @@
 """The Explorer: a Session as one workbench widget.
 
-A header (model name, step, undo/redo, the step's numeric check, profiling progress,
-a status line), an error line, the graph view beside the Details / Code / Passes /
-Timing tabs, and the node table below. Ctrl+Z / Ctrl+Shift+Z undo and redo while the
-workbench has focus (the graph view catches the keys). It calls only fxviz's public API and follows
-the session (``session.subscribe``), so ``session.apply(...)`` in another cell
-refreshes it. Rendering never waits for profiling: timings fill in when known.
+A header (model name, step, undo/redo, the step's numeric check, profiling progress, a status
+line), an error line, the graph view beside the Details / Code / Passes / Timing / Memory tabs,
+and the node table below. Ctrl+Z / Ctrl+Shift+Z undo and redo while the workbench has focus (the
+graph view catches the keys). It calls only fxviz's public API and follows the session
+(``session.subscribe``), so ``session.apply(...)`` in another cell refreshes it. Rendering never
+waits for profiling: timings fill in when known.
 
 Stable CSS classes (browser tests and styling rely on them):
   fxviz-explorer        the whole widget; fxviz-header: its first row
-  fxviz-title, fxviz-step   model name; "step i of n · pass"
-  fxviz-undo, fxviz-redo    buttons
-  fxviz-badge           a step's numeric check (the first one: the current step's);
-                        inside it fxviz-badge-match | -expected | -mismatch (also a check error)
-                        | -unknown (nothing compared, not checked) | -pending
+  fxviz-title, fxviz-step, fxviz-undo, fxviz-redo: model name; "step i of n · pass"; buttons
+  fxviz-badge           a step's numeric check (the first one: the current step's); inside it fxviz-badge-match
+                        | -expected | -mismatch (also a check error) | -unknown (nothing compared, not checked)
+                        | -pending; beside the first, fxviz-show-where (step_error.py): its first divergent node
   fxviz-error           error line (empty when none; fxviz-error-node: its node); fxviz-status: info line
-  fxviz-progress        profiling progress bar (hidden when idle)
-  fxviz-graph           the GraphView;  fxviz-node-table: the TableView
-  fxviz-tabs            the Details / Code / Passes / Timing tabs; each panel fxviz-tab-panel
-  fxviz-details         node details table; fxviz-details-inputs / -users hold
-                        fxviz-node-link buttons; fxviz-details-aten: ATen operators
+  fxviz-progress        profiling progress bar (hidden when idle); fxviz-graph: the GraphView; fxviz-node-table
+  fxviz-tabs            the Details / Code / Passes / Timing / Memory tabs; each panel fxviz-tab-panel
+  fxviz-details         node details table; fxviz-details-inputs / -users hold fxviz-node-link buttons;
+                        fxviz-details-aten: ATen operators; fxviz-details-error, fxviz-details-memory: sections
   fxviz-code            highlighted code or diff (its scroller: fxviz-code-scroll);
                         fxviz-code-diff (toggle), fxviz-code-base, fxviz-code-layout
   fxviz-pass-select, fxviz-param, fxviz-pass-scope, fxviz-pass-nodes, fxviz-apply
-  fxviz-history         step list: fxviz-history-step buttons (fxviz-history-current)
-                        each beside a fxviz-badge
+  fxviz-history         step list: fxviz-history-step buttons (fxviz-history-current) each beside a fxviz-badge
   fxviz-timing-summary, fxviz-timing-table, fxviz-timing-chart, fxviz-profile (button),
   fxviz-compare-a, fxviz-compare-b, fxviz-compare (button), fxviz-compare-result, fxviz-compare-chart,
   fxviz-side-by-side-open (button): the two steps' graphs in fxviz-side-by-side (panel_side_by_side.py)
+  fxviz-memory-panel    the Memory tab (panel_memory.py): fxviz-memory-summary, -peak (button), -chart
 """
 from __future__ import annotations
 
@@ -52,10 +50,12 @@ from .graph_view import GraphView
 from .node_records import COLUMNS, show_nodes, time_columns
 from .panel_code import CodePanel
 from .panel_details import DetailsPanel
+from .panel_memory import MemoryPanel
 from .panel_passes import PassPanel, step_badge
 from .panel_side_by_side import SideBySide
 from .panel_timing import TimingPanel
 from .profiling import Profiler
+from .step_error import StepError
 from .report_button import ReportButton
 from ._later import after_cell
 from ._busy import OneAtATime, held
@@ -85,19 +85,22 @@ class Explorer(w.VBox):
         self.graph = GraphView(layout=w.Layout(width="60%")).add_class("fxviz-graph")
         self._drawing = GraphDrawing(self.graph, self._say)
         self.table = TableView(columns=COLUMNS, sort_by="index").add_class("fxviz-node-table")
-        self.details = DetailsPanel(select=self.select, show_source=self._show_source, capture=session.capture)
+        self.step_error = StepError(session, self.graph, self.table, self._act, self._say, lambda: self.details.again())
+        self.memory = MemoryPanel(self.select, lambda: session.current)
+        self.details = DetailsPanel(select=self.select, show_source=self._show_source, capture=session.capture,
+                                    sections=(self.step_error.details_html, self.memory.details_html))
         self.code = CodePanel()
         self.passes = PassPanel(goto=lambda index: self._act(session.goto, index))
         self.side_by_side = SideBySide(self.graph)  # shown full width under the main row by the Timing tab
         self.timing = TimingPanel(self.profiler, lambda: self._request_profiles(force=True), self.side_by_side.show)
-        for panel in (self.details, self.code, self.passes, self.timing):  # scroll beside the graph
+        for panel in (self.details, self.code, self.passes, self.timing, self.memory):  # scroll beside the graph
             panel.layout.max_height, panel.layout.overflow = "620px", "auto"  # its own Layout: a new one orphans it
             panel.add_class("fxviz-tab-panel")  # explorer.css: its rows keep their height
-        self.tabs = w.Tab([self.details, self.code, self.passes, self.timing], titles=("Details", "Code", "Passes",
-                          "Timing"), layout=w.Layout(width="40%")).add_class("fxviz-tabs")
-        name = title or type(session.steps[0].gm).__name__
+        self.tabs = w.Tab([self.details, self.code, self.passes, self.timing, self.memory], titles=(
+            "Details", "Code", "Passes", "Timing", "Memory"), layout=w.Layout(width="40%")).add_class("fxviz-tabs")
+        self.memory.follow(self.tabs, 4)
+        self._name = name = title or type(session.steps[0].gm).__name__
         self.title = w.HTML(f"<b>{escape(name)}</b>").add_class("fxviz-title")
-        self._name = name
         self.step_label = w.Label().add_class("fxviz-step")
         self.undo_redo = UndoRedo(session, self._act)
         self.undo_button, self.redo_button = self.undo_redo.undo, self.undo_redo.redo
@@ -108,7 +111,7 @@ class Explorer(w.VBox):
         self._report = ReportButton(session, name, self.profiler.paused, self._say)
         self.export_button, self.export_link = self._report.button, self._report.link
         header = w.HBox([self.title, self.step_label, self.undo_button, self.redo_button, self.badge,
-                         self.profiler.progress, self.status, self.export_button, self.export_link])
+                         self.step_error.where, self.profiler.progress, self.status, self.export_button, self.export_link])
         header.add_class("fxviz-header")
         style = w.HTML(f"<style>{CSS}</style>", layout=w.Layout(display="none"))
         super().__init__([style, header, self.error, w.HBox([self.graph, self.tabs]), self.side_by_side, self.table])
@@ -149,15 +152,13 @@ class Explorer(w.VBox):
                 self._say(f"The Explorer could not list the nodes: {type(exc).__name__}: {exc}")
 
     def export(self, path: str | pathlib.Path | None = None) -> pathlib.Path:
-        """Write the session as one self-contained HTML page with the timings measured so
-        far and link it (default path: ``<model>-report.html`` in the kernel's working
-        directory); see :class:`ReportButton`."""
+        """Write the session as one self-contained HTML page with the timings measured so far and link it
+        (default path: ``<model>-report.html`` in the kernel's working directory); see :class:`ReportButton`."""
         return self._report.write(path)
 
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
-        """The widget view plus, as text/html, a static copy (graph, node table, step) for
-        wherever the widget cannot run: a saved notebook, nbviewer, GitHub, nbconvert.
-        JupyterLab renders the widget view when it can (its renderer ranks first)."""
+        """The widget view plus, as text/html, a static copy (graph, node table, step) for wherever the widget
+        cannot run (a saved notebook, nbviewer, GitHub, nbconvert); JupyterLab shows the widget where it can."""
         bundle = super()._repr_mimebundle_(**kwargs)
         if bundle:
             step = self.session.current
@@ -171,8 +172,7 @@ class Explorer(w.VBox):
         return bundle
 
     def close(self) -> None:
-        """Unsubscribe, stop the profiler (cancelling a measurement in flight) and close
-        every widget of the workbench."""
+        """Unsubscribe, stop the profiler (cancelling a measurement in flight), close every widget of it."""
         if self._unsubscribe is not None:
             self._unsubscribe()
             self._unsubscribe = None
@@ -269,6 +269,8 @@ class Explorer(w.VBox):
         with self._ui:
             step = self.session.current
             self.badge.value = step_badge(step)
+            self.step_error.show_badge(step)
+            self.memory.refresh()
             self.passes.show_history(self.session)
             timings = self.profiler.known(step)
             self._draw()  # first: the browser draws while the node records (~0.5 s at 100k) are made
@@ -280,6 +282,7 @@ class Explorer(w.VBox):
     def _show_nodes(self) -> None:
         step = self.session.current  # made once per step: often nothing to send
         show_nodes(step.graph, self.profiler.known(step), self.graph, self.table)
+        self.step_error.show_column(step)  # after them: it adds its column to the table's
 
     def _draw(self, reveal: str = "", *, keep_on_error: bool = False) -> bool:
         """Draw the current step in the chosen colour mode (see ``GraphDrawing.draw``)."""

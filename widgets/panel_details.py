@@ -1,8 +1,9 @@
 """The node details panel: everything torch.fx and fxviz know about one node.
 
 Op, name, target, args/kwargs, users and module path (the FX tutorial's concepts),
-shape/dtype/stride/memory format and FLOPs (from ``step.graph``), and, once the step
-is profiled, its time and the ATen operators it ran. Input and user nodes are
+shape/dtype/stride/memory format and FLOPs (from ``step.graph``), the owner's
+``sections`` (the error against the previous step, memory) and, once the step is
+profiled, its time and the ATen operators it ran. Input and user nodes are
 buttons that select them; the model line a node came from is a button that shows
 that code (the Code tab's "model source").
 
@@ -12,7 +13,7 @@ it was captured and why ``tracer="auto"`` passed over the methods before that on
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import ipywidgets as w
@@ -33,11 +34,11 @@ ATEN_COLUMNS = ["aten_op", "count", "self_us", "total_us"]
 
 class DetailsPanel(w.VBox):
     """Shows one node of a step's annotated graph; ``select(name)`` is called when a
-    linked node is clicked."""
+    linked node is clicked; each of ``sections(name)`` gives HTML shown under its rows."""
 
     def __init__(self, select: Callable[[str], Any], show_source: Callable[[], Any] | None = None,
-                 capture: Any = None):
-        self._select = select
+                 capture: Any = None, sections: Sequence[Callable[[str], str]] = ()):
+        self._select, self._sections = select, sections
         self._capture = capture  # the session's Capture: how its graphs were made
         self._overview: tuple[nx.DiGraph | None, str] = (None, "")  # (graph, its overview): 100k nodes take 0.1 s
         self._timed: tuple[Any, dict[str, NodeTime]] = (None, {})  # (profile table, its times)
@@ -55,11 +56,13 @@ class DetailsPanel(w.VBox):
         self.aten = w.HTML()
         self.aten.add_class("fxviz-details-aten")
         self._links_source = show_source is not None
+        self._last: tuple[Any, ...] = (None, "", None)  # what show was given last, for again()
         super().__init__([self.body, self.source, self.inputs, self.users, self.aten])
         self.add_class("fxviz-details-panel")
 
     def show(self, graph: nx.DiGraph, name: str, timings: Timings | None) -> None:
         """Describe node ``name`` of ``graph`` ("" or unknown: a hint instead)."""
+        self._last = (graph, name, timings)
         self.source.layout.display = "none"
         if name not in graph:
             if self._overview[0] is not graph:
@@ -72,7 +75,8 @@ class DetailsPanel(w.VBox):
         attrs = graph.nodes[name]
         rows = node_rows(graph, name, *self._times(timings))
         cells = "".join(f"<tr><th>{escape(k)}</th><td>{escape(v)}</td></tr>" for k, v in rows)
-        self.body.value = f'<table class="fxviz-kv">{cells}</table>{weights_html(attrs.get("weights", ()))}'
+        more = "".join(section(name) for section in self._sections)
+        self.body.value = f'<table class="fxviz-kv">{cells}</table>{weights_html(attrs.get("weights", ()))}{more}'
         if attrs.get("source") and self._links_source:
             self.source.description = f"model code at {user_place(attrs['source'])}"
             self.source.layout.display = None
@@ -80,6 +84,11 @@ class DetailsPanel(w.VBox):
         replace_children(self.inputs, self._links("inputs", inputs))
         replace_children(self.users, self._links("users", [(u, u) for u in graph.successors(name)]))
         self.aten.value = _aten_html(name, timings)
+
+    def again(self) -> None:
+        """Show the last node again: what its ``sections`` say has changed."""
+        if self._last[0] is not None:
+            self.show(*self._last)
 
     def _times(self, timings: Timings | None) -> tuple[dict[str, NodeTime], str]:
         """Each node's time (made once per profile: a selection must not rescan 100k rows)

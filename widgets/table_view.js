@@ -4,7 +4,8 @@
 // (tested under node); nothing touches `document` until render() runs. User text
 // enters with textContent.
 
-/** @typedef {{key: string, label: string, numeric?: boolean, digits?: number, width?: number}} Column */
+/** @typedef {{key: string, label: string, numeric?: boolean, digits?: number, significant?: number, width?: number}} Column
+ * `significant`: numbers in that many significant digits (errors of 1e-7 and of 3), not fixed decimals */
 /** @typedef {Record<string, string | number | null>} Row  rows carry a unique `name` */
 
 import { addColumns, rowsOf } from "./columns.js";
@@ -64,6 +65,7 @@ export function nextSort(state, column) {
 export function formatCell(value, column) {
   if (isMissing(value)) return "";
   if (typeof value === "number" && column.numeric) {
+    if (column.significant) return value === 0 ? "0" : value.toPrecision(column.significant);
     const digits = column.digits ?? 0;
     return value.toLocaleString("en-US", { minimumFractionDigits: digits, maximumFractionDigits: digits });
   }

@@ -60,6 +60,10 @@ test("cells: numbers with the column's digits and separators, missing values bla
   assert.equal(formatCell(null, { key: "t", label: "t", numeric: true }), "");
   assert.equal(formatCell(Number.NaN, { key: "t", label: "t", numeric: true }), "");
   assert.equal(formatCell("<script>", { key: "n", label: "n" }), "<script>");
+  const error = { key: "e", label: "e", numeric: true, significant: 2 };
+  assert.equal(formatCell(0.000123456, error), "0.00012");
+  assert.equal(formatCell(1.5e-9, error), "1.5e-9");
+  assert.equal(formatCell(0, error), "0");
 });
 
 test("aria-sort names the direction of the sorted column only", () => {

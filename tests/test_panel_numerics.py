@@ -1,0 +1,147 @@
+"""Where a step goes wrong, in the Explorer: the mismatch badge's "show where", the error
+in Details and the node table, and the Memory tab (widgets/step_error.py, panel_memory.py)."""
+from __future__ import annotations
+
+import html
+import operator
+import re
+
+import pytest
+import torch
+from torch import nn
+
+from fxviz import passes
+from fxviz.widgets import explore
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1, self.bn1 = nn.Conv2d(3, 8, 3), nn.BatchNorm2d(8)
+        self.conv2 = nn.Conv2d(8, 4, 3)
+
+    def forward(self, x):
+        return self.conv2(self.bn1(self.conv1(x)).relu())
+
+
+def slip_after_conv1(gm, scale: float = 1.01):
+    """A user's pass with a bug: conv1's users read conv1 * scale."""
+    conv = next(n for n in gm.graph.nodes if n.name == "conv1")
+    with gm.graph.inserting_after(conv):
+        wrong = gm.graph.call_function(operator.mul, (conv, scale))
+    conv.replace_all_uses_with(wrong, delete_user_cb=lambda user: user is not wrong)
+    gm.recompile()
+    return gm
+
+
+def scale_output(gm, scale: float = 1.01):
+    """Every output times ``scale``: the output is the first node off."""
+    out = next(n for n in gm.graph.nodes if n.op == "output")
+    with gm.graph.inserting_before(out):
+        wrong = gm.graph.call_function(operator.mul, (out.args[0], scale))
+    out.args = (wrong,)
+    gm.recompile()
+    return gm
+
+
+def text(markup):
+    return " ".join(html.unescape(re.sub(r"<[^>]+>", " ", markup)).split())
+
+
+@pytest.fixture
+def explorer():
+    passes.register(slip_after_conv1)
+    passes.register(scale_output)
+    torch.manual_seed(0)
+    ex = explore(Net().eval(), torch.randn(1, 3, 10, 10), profile="off")
+    yield ex
+    ex.close()
+    passes.unregister("slip_after_conv1")
+    passes.unregister("scale_output")
+
+
+def apply(ex, name):
+    ex.passes.select.value = name
+    ex.passes.apply.click()
+    assert ex.session.current.pass_name == name, ex.error.value
+
+
+def test_show_where_selects_the_first_divergent_node_and_details_splits_its_error(explorer):
+    ex = explorer
+    assert ex.step_error.where.layout.display == "none"  # step 0: nothing to compare
+    apply(ex, "slip_after_conv1")
+    assert "fxviz-badge-mismatch" in ex.badge.value and ex.step_error.where.layout.display == ""
+    assert [c["key"] for c in ex.table.columns][-1] != "error"  # not compared until asked
+    ex.step_error.where.click()
+    assert ex.graph.selected == "bn1"  # the first node reading conv1 * 1.01
+    shown = text(ex.details.body.value)
+    rows = ex.session.compare(0, 1).numerics.set_index("node")
+    assert "Error vs step 0" in shown and "the first node beyond the check's tolerance" in shown
+    assert f"introduced here {rows.at['bn1', 'introduced']:.3g} (run on step 0's values" in shown
+    assert 5e-3 < rows.at["bn1", "introduced"] < 2e-2  # the slip's 1 %, all of it introduced here
+    assert "carried in nothing to compare: mul (added by the pass" in shown  # its one input, the slip
+    assert "SQNR 40.0 dB" in shown and "cosine 1.000000" in shown  # 1 % off: 40 dB; a scale keeps the direction
+    assert "bn1: the first node whose output differs from step 0's" in ex.status.value
+
+    ex.select("conv2")  # downstream: carried in, not introduced
+    shown = text(ex.details.body.value)
+    assert "verdict beyond the check's tolerance" in shown and "(the worst of its inputs: relu)" in shown
+    assert rows.at["conv2", "introduced"] < 1e-5 < rows.at["conv2", "max_rel"]
+    ex.select("mul")
+    assert "a node the pass added: nothing in step 0 stands for it" in text(ex.details.body.value)
+
+    errors = dict(zip(ex.table.rows.columns["name"], ex.table.rows.columns["error"]))
+    assert ex.table.columns[-1] == {"key": "error", "label": "error vs step 0", "numeric": True, "significant": 2}
+    assert errors["conv1"] == 0 and errors["mul"] is None
+    assert errors["conv2"] == pytest.approx(rows.at["conv2", "max_rel"])
+
+    ex.undo_button.click()  # step 0: no column, no link, no error rows
+    assert ex.table.columns[-1]["key"] != "error" and ex.step_error.where.layout.display == "none"
+    assert "Error vs" not in ex.details.body.value
+
+
+def test_a_mismatch_carried_from_an_earlier_step_is_said_so(explorer):
+    ex = explorer
+    apply(ex, "scale_output")  # step 1: outputs 1 % off
+    ex.step_error.where.click()
+    assert ex.graph.selected == "output"  # the first (and only) node beyond tolerance
+    ex.session.apply("scale_output", scale=1.0)  # step 2: exact against step 1, still off the original
+    assert ex.session.current.check.status == "mismatch"
+    ex.step_error.where.click()
+    assert not ex.session.compare(1, 2).numerics["diverged"].any()
+    assert ex.graph.selected == "output"  # left as it was: nothing to lead to
+    status = ex.status.value
+    assert status.startswith("No node of step 2 differs from step 1's beyond the check's tolerance"), status
+    assert "yet the outputs differ from the original model's" in status
+    assert "Step 1's own check: mismatch" in status and "the difference may come from there" in status
+
+
+def test_the_error_colour_mode_shows_the_errors_without_a_click(explorer):
+    ex = explorer
+    apply(ex, "slip_after_conv1")
+    ex.graph.color_mode = "error"
+    assert ex.table.columns[-1]["key"] == "error"
+    ex.select("bn1")
+    assert "introduced here" in text(ex.details.body.value)
+    ex.graph.color_mode = "op"
+    assert ex.table.columns[-1]["key"] != "error"
+
+
+def test_the_memory_tab_and_details_give_bytes_with_the_peak_selectable(explorer):
+    ex = explorer
+    memory = ex.session.current.memory
+    peak, where = memory.attrs["peak_bytes"], memory.attrs["peak_node"]
+    assert ex.memory.chart.value == ""  # drawn when opened
+    ex.tabs.selected_index = 4
+    assert "<svg" in ex.memory.chart.value and "activations alive (kB)" in ex.memory.chart.value
+    summary = text(ex.memory.summary.value)
+    assert f"Peak: {peak / 1e3:.3g} kB of activations alive, at {where}" in summary
+    ex.memory.peak.click()
+    assert ex.graph.selected == where
+    row = memory.set_index("node").loc["conv1"]
+    ex.select("conv1")
+    shown = text(ex.details.body.value)
+    assert row["output_bytes"] == 8 * 8 * 8 * 4 and f"output {row['output_bytes'] / 1e3:.3g} kB" in shown
+    assert f"alive after it {row['live_bytes'] / 1e3:.3g} kB of activations ({row['live_bytes'] / peak:.0%}" in shown
+    ex.select("x")
+    assert "an input or weight: alive throughout, counted apart" in text(ex.details.body.value)

@@ -1,0 +1,113 @@
+"""The Memory tab: the bytes of activations alive over the step's execution, where the
+peak is (a button selects that node), and what Details says of one node's memory.
+
+All from :attr:`fxviz.step.Step.memory` (shapes alone, so models on ``meta`` answer
+too). The chart is drawn when the tab is shown: matplotlib's first import takes half a
+second, which the first graph should not wait for.
+"""
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+import ipywidgets as w
+
+from fxviz.chart import chart_svg
+from fxviz.markup import escape
+from fxviz.node_table import human_bytes
+
+_UNITS = ((1e9, "GB"), (1e6, "MB"), (1e3, "kB"), (1, "B"))
+
+
+class MemoryPanel(w.VBox):
+    """The memory of the step ``current()`` gives; ``select(name)`` selects a node."""
+
+    def __init__(self, select: Callable[[str], Any], current: Callable[[], Any]):
+        self._select, self._current = select, current
+        self._open: Callable[[], bool] = lambda: True
+        self._shown: Any = None  # the step drawn
+        self._nodes: weakref.WeakKeyDictionary[Any, dict[str, tuple[int, int]]] = weakref.WeakKeyDictionary()
+        self.summary = w.HTML().add_class("fxviz-memory-summary")
+        self.peak = w.Button(icon="crosshairs", layout=w.Layout(width="auto"), tooltip="select the node at the peak")
+        self.peak.add_class("fxviz-memory-peak")
+        self.peak.on_click(lambda _: self._select(self._shown.memory.attrs["peak_node"]))
+        self.chart = w.HTML().add_class("fxviz-memory-chart")
+        super().__init__([self.summary, self.peak, self.chart])
+        self.add_class("fxviz-memory-panel")
+
+    def follow(self, tabs: w.Tab, index: int) -> None:
+        """Be drawn only while tab ``index`` of ``tabs`` is open (and when it opens)."""
+        self._open = lambda: tabs.selected_index == index
+        tabs.observe(lambda _: self.refresh(), "selected_index")
+
+    def refresh(self) -> None:
+        """Draw the current step, if it is not drawn and the tab is open."""
+        if self._open():
+            self.show(self._current())
+
+    def show(self, step: Any) -> None:
+        """Draw ``step``'s memory (once per step)."""
+        if step is self._shown:
+            return
+        self._shown = step
+        frame = step.memory
+        attrs = frame.attrs
+        peak, where = attrs["peak_bytes"], attrs["peak_node"]
+        self.peak.layout.display = "" if where else "none"
+        self.peak.description = f"select the peak: {where}"
+        unknown = attrs["unknown"]
+        missing = f" {len(unknown)} node(s) of unknown size counted as 0 (first: {unknown[0]})." if unknown else ""
+        self.summary.value = (
+            f"<p><b>Peak: {escape(human_bytes(peak))}</b> of activations alive, at <b>{escape(str(where))}</b> "
+            f"(node {frame.index[frame['node'] == where][0] + 1 if where else 0} of {len(frame)} in execution "
+            f"order). Inputs ({escape(human_bytes(attrs['input_bytes']))}) and weights "
+            f"({escape(human_bytes(attrs['weight_bytes']))}) live throughout and are counted apart.</p>"
+            '<p class="fxviz-hint">Estimated from shapes: a value dies after its last user; views and in-place '
+            f"ops share their input's memory. The allocator's caching and workspaces come on top.{escape(missing)}</p>")
+        self.chart.value = chart_svg(lambda ax: _draw(ax, frame), rows=8)
+
+    def details_html(self, name: str) -> str:
+        """Details' memory rows of node ``name`` of the current step."""
+        step = self._current()
+        if name not in step.graph:
+            return ""
+        if step not in self._nodes:
+            frame = step.memory
+            self._nodes[step] = dict(zip(frame["node"], zip(frame["output_bytes"], frame["live_bytes"])))
+        output, live = self._nodes[step][name]
+        attrs, record = step.memory.attrs, step.graph.nodes[name]
+        if name in attrs["unknown"]:
+            own = "unknown (its size is not known: counted as 0)"
+        elif record.get("weight") or record["op"] == "placeholder":
+            own = "an input or weight: alive throughout, counted apart"
+        elif output == 0 and record["op"] != "output":
+            own = "none of its own (a view or in-place op: its input's memory)"
+        else:
+            own = human_bytes(output)
+        peak = attrs["peak_bytes"]
+        share = f" ({live / peak:.0%} of the peak, at {attrs['peak_node']})" if peak else ""
+        rows = [("output", own), ("alive after it", f"{human_bytes(live)} of activations{share}")]
+        cells = "".join(f"<tr><th>{escape(k)}</th><td>{escape(v)}</td></tr>" for k, v in rows)
+        return f'<div class="fxviz-details-memory"><b>Memory</b><table class="fxviz-kv">{cells}</table></div>'
+
+
+def _draw(ax: Any, frame: Any) -> None:
+    """Bytes alive per node in execution order, in one unit, the peak marked."""
+    live = frame["live_bytes"].to_numpy(dtype=float)
+    scale, unit = next(((s, u) for s, u in _UNITS if live.max(initial=0) >= s), (1, "B"))
+    x = range(1, len(live) + 1)
+    ax.fill_between(x, live / scale, step="mid", color="#60a5fa", alpha=0.5, linewidth=0)
+    ax.step(x, live / scale, where="mid", color="#2563eb", linewidth=1)
+    where = frame.attrs["peak_node"]
+    if where:
+        at = int(frame.index[frame["node"] == where][0])
+        ax.plot([at + 1], [live[at] / scale], "o", color="#dc2626")
+        right = at > len(live) / 2  # the words on the side with room
+        ax.annotate(f"peak {human_bytes(live[at])} at {where}", (at + 1, live[at] / scale), color="#dc2626",
+                    textcoords="offset points", xytext=(-8 if right else 8, -4), ha="right" if right else "left",
+                    va="top")
+    ax.set_xlabel("nodes in execution order")
+    ax.set_ylabel(f"activations alive ({unit})")
+    ax.set_ylim(bottom=0)
+    ax.margins(x=0)

@@ -1,0 +1,158 @@
+"""Where the current step's numbers move, in the Explorer: the "show where" link beside
+its check badge, the error rows of Details and the node table's error column, all from
+one ``Comparison.numerics`` of the step against the step before it.
+
+That comparison runs both steps once, so it is made only when asked for (a click on
+"show where", or the "error" colour mode) and then kept for the step.
+"""
+from __future__ import annotations
+
+import math
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+import ipywidgets as w
+import pandas as pd
+
+from fxviz.columns import Columns
+from fxviz.comparison import compare
+from fxviz.markup import escape
+from fxviz.node_table import COLUMNS, error_column
+from fxviz.numerics import first_divergence
+
+from .graph_view import GraphView
+from .table_view import TableView
+
+#: check statuses whose badge gets the link: the outputs differ from the original model's
+DIFFERS = ("mismatch", "expected to differ")
+
+
+class StepError:
+    """The error of ``session``'s current step against its previous step, node by node,
+    shown in the Explorer's ``graph`` (selecting; coloured by "error": shown without a
+    click) and ``table``. ``act(fn)`` runs a click's work as the Explorer's actions run
+    (errors shown, measuring paused), ``say(text, error=False)`` writes its status line,
+    ``shown()`` shows the selected node's Details again (with its error, once asked for)."""
+
+    def __init__(self, session: Any, graph: GraphView, table: TableView, act: Callable[..., Any],
+                 say: Callable[..., Any], shown: Callable[[], Any]):
+        self._session, self._graph, self._table, self._say, self._shown = session, graph, table, say, shown
+        self._rows: weakref.WeakKeyDictionary[Any, tuple[int, pd.DataFrame]] = weakref.WeakKeyDictionary()
+        self._asked: weakref.WeakSet[Any] = weakref.WeakSet()  # steps whose errors the user asked for
+        self._sent: Columns | None = None  # the table's extra columns as this made them last
+        self.where = w.Button(description="show where", icon="crosshairs", layout=w.Layout(width="auto", display="none"),
+                              tooltip="select the first node whose output differs from the previous step's")
+        self.where.add_class("fxviz-show-where")
+        self.where.on_click(lambda _: act(self.show_where))
+
+    def show_badge(self, step: Any) -> None:
+        """The link beside ``step``'s badge, while its check says its outputs differ."""
+        differs = step.index > 0 and step.check_done and step.check.status in DIFFERS
+        self.where.layout.display = "" if differs else "none"
+
+    def active(self, step: Any) -> bool:
+        """Whether ``step``'s errors are shown: asked for, or coloured by."""
+        return step.index > 0 and (step in self._asked or self._graph.color_mode == "error")
+
+    def rows(self, step: Any) -> pd.DataFrame:
+        """``compare(previous, step).numerics`` indexed by node, made once per step."""
+        previous = self._session.steps[step.index - 1]
+        known = self._rows.get(step)
+        if known is None or known[0] != previous.index:
+            known = self._rows[step] = (previous.index, compare(previous, step).numerics.set_index("node"))
+        return known[1]
+
+    def _rows_or_why(self, step: Any) -> pd.DataFrame | str:
+        """:meth:`rows`, or why they could not be made (a panel must still show)."""
+        try:
+            return self.rows(step)
+        except Exception as exc:  # e.g. a model on meta: no values to compare
+            return f"not compared: {type(exc).__name__}: {exc}"
+
+    def show_where(self) -> None:
+        """Select the first node of the current step that diverges from the previous step
+        beyond the check's tolerance; say so when none does although the outputs differ."""
+        step = self._session.current
+        if step.index == 0:
+            return
+        self._asked.add(step)
+        rows = self.rows(step)
+        first = first_divergence(rows.reset_index())
+        self.show_column(step)
+        previous = self._session.steps[step.index - 1]
+        if first is not None:
+            self._graph.select(first)
+            self._shown()  # selected already: no change to follow
+            self._say(f"{first}: the first node whose output differs from step {previous.index}'s beyond the "
+                      "check's tolerance; Details says how much error it introduced and how much it carried in.",
+                      error=False)
+            return
+        self._shown()
+        carried = (f" Step {previous.index}'s own check: {previous.check.summary}; the difference may come from "
+                   "there (open it and click show where)." if previous.index and previous.check_done
+                   and previous.check.status != "match" else "")
+        self._say(f"No node of step {step.index} differs from step {previous.index}'s beyond the check's tolerance "
+                  f"(largest relative error {_number(rows['max_rel'].max())}), yet the outputs differ from the "
+                  f"original model's.{carried} The check also runs random inputs, which this comparison does not.",
+                  error=False)
+
+    def show_column(self, step: Any) -> None:
+        """The node table's error column while ``step``'s errors are shown (its other
+        columns as they are); none otherwise."""
+        table = self._table
+        if not self.active(step):
+            if table.columns != COLUMNS:
+                table.columns = COLUMNS
+            return
+        rows, graph = self._rows_or_why(step), step.graph
+        if table.extra is self._sent or isinstance(rows, str):
+            return
+        n = len(graph)
+        errors = rows["max_rel"].reindex(list(graph)).astype(object)
+        extra = table.extra.columns if len(table.extra) == n else {}
+        made = Columns({**extra, "error": errors.where(errors.notna(), None).tolist()}, n)
+        with table.hold_sync():
+            table.columns, table.extra = [*COLUMNS, error_column(step.index - 1)], made
+        self._sent = made
+
+    def details_html(self, name: str) -> str:
+        """The Details rows of node ``name``'s error, while the step's errors are shown."""
+        step = self._session.current
+        if not self.active(step) or name not in step.graph:
+            return ""
+        rows, previous = self._rows_or_why(step), step.index - 1
+        if isinstance(rows, str):
+            return _section(previous, [("error", rows)])
+        if name not in rows.index or math.isnan(rows.at[name, "max_rel"]):
+            why = ("a node the pass added: nothing in step {0} stands for it" if name in rows.index
+                   and not rows.at[name, "counterpart"] else "no tensor of the same shape to compare in step {0}")
+            return _section(previous, [("error", why.format(previous))])
+        row = rows.loc[name]
+        carried = [(p, rows.at[p, "max_rel"]) for p in step.graph.pred[name] if p in rows.index
+                   and not math.isnan(rows.at[p, "max_rel"])]
+        worst = max(carried, key=lambda item: item[1], default=None)
+        first = first_divergence(rows.reset_index())
+        verdict = ("the first node beyond the check's tolerance: the error starts here" if first == name else
+                   "beyond the check's tolerance" if row["diverged"] else "within the check's tolerance")
+        compared = "" if row["counterpart"] == name else f" (compared with its {row['counterpart']})"
+        return _section(previous, [
+            ("max rel", f"{_number(row['max_rel'])} (max abs {_number(row['max_abs'])}){compared}"),
+            ("SQNR", "exact" if row["sqnr_db"] == math.inf else f"{row['sqnr_db']:.1f} dB"),
+            ("cosine", f"{row['cosine']:.6f}" if row["cosine"] == row["cosine"] else "—"),
+            ("introduced here", f"{_number(row['introduced'])} (run on step {previous}'s values of its inputs)"),
+            ("carried in", f"{_number(worst[1])} (the worst of its inputs: {worst[0]})" if worst else
+             f"nothing to compare: {', '.join(step.graph.pred[name]) or 'no inputs'} (added by the pass, or no tensor)"),
+            ("verdict", verdict),
+        ])
+
+
+def _section(previous: int, rows: list[tuple[str, str]]) -> str:
+    cells = "".join(f"<tr><th>{escape(k)}</th><td>{escape(v)}</td></tr>" for k, v in rows)
+    return (f'<div class="fxviz-details-error"><b>Error vs step {previous}</b>'
+            f'<table class="fxviz-kv">{cells}</table></div>')
+
+
+def _number(value: float) -> str:
+    """An error in three significant digits ("0" when exact)."""
+    return "—" if value != value else "0" if value == 0 else f"{value:.3g}"
