@@ -20,6 +20,7 @@ from fxviz.errors import InputError
 from fxviz.graph_memo import derived
 from fxviz.layout_plan import Unit
 from fxviz.memory import live_bytes
+from fxviz.node_table import human_bytes
 
 #: node name -> value (an op kind, a number, a mark), for every node a mode knows about
 NodeData = Mapping[str, Any]
@@ -104,9 +105,9 @@ def by_mark(boxes: Boxes, data: NodeData, name: str) -> Fills:
     return fill, [{"label": MARK_MEANINGS[k], "color": c} for k, c in MARK_COLORS.items()]
 
 
-def heat(boxes: Boxes, data: NodeData, name: str) -> Fills:
+def heat(boxes: Boxes, data: NodeData, name: str, number: Callable[[float], str] = "{:.3g}".format) -> Fills:
     """A heat scale of each box's total; legend labels ``"<name> <number>"`` (the view
-    shows the number under a heading with the mode's unit)."""
+    shows the number under a heading with the mode's unit), written by ``number``."""
     from matplotlib import colormaps
 
     totals = {u: sum(float(data.get(m) or 0.0) for m in ms) for u, ms in boxes.items()}
@@ -118,16 +119,21 @@ def heat(boxes: Boxes, data: NodeData, name: str) -> Fills:
         return f"#{int(r * 255):02x}{int(g * 255):02x}{int(b * 255):02x}"
 
     fill = {u: hex_at(min(1.0, max(0.0, v / top))) if v == v else hex_at(0.0) for u, v in totals.items()}
-    legend = [{"label": f"{name} {top * i / (HEAT_STOPS - 1):.3g}", "color": hex_at(i / (HEAT_STOPS - 1))}
+    legend = [{"label": f"{name} {number(top * i / (HEAT_STOPS - 1))}", "color": hex_at(i / (HEAT_STOPS - 1))}
               for i in range(HEAT_STOPS)]
     return fill, legend
 
 
-def peak(boxes: Boxes, data: NodeData, name: str) -> Fills:
+def peak(boxes: Boxes, data: NodeData, name: str, number: Callable[[float], str] = "{:.3g}".format) -> Fills:
     """:func:`heat` of each box's largest value, not its total: bytes alive or an error
     of a collapsed module are its worst node's."""
     return heat({u: [max(ms, key=lambda m: float(data.get(m) or 0.0))] if ms else [] for u, ms in boxes.items()},
-                data, name)
+                data, name, number)
+
+
+def peak_bytes(boxes: Boxes, data: NodeData, name: str) -> Fills:
+    """:func:`peak` of sizes in bytes, its legend in kB, MB, GB (``human_bytes``)."""
+    return peak(boxes, data, name, human_bytes)
 
 
 def relative_errors(comparison: Any) -> NodeData:
@@ -166,7 +172,7 @@ MODES: dict[str, ColourMode] = {m.name: m for m in (
                unit="relative error, max |b − a| / max |a|",
                given_as="values={node name: relative error} (e.g. a Comparison's numerics max_rel)",
                note="relative error against step {previous}, node by node (a collapsed module: its worst)"),
-    ColourMode("memory", "memory alive", peak, live_bytes, unit="bytes of activations alive as the node runs",
+    ColourMode("memory", "memory alive", peak_bytes, live_bytes, unit="bytes of activations alive as the node runs",
                note="bytes alive as each node runs (inputs and weights apart; a collapsed module: its peak)"),
 )}
 

@@ -43,8 +43,8 @@ def test_render_reads_the_table_and_names_the_modes_when_asked_for_an_unknown_on
         render(gm, color_by="time")
     with pytest.raises(ValueError, match="No colour mode 'tmie'; the modes are: op, time, flops, diff, error, memory"):
         render(gm, color_by="tmie")
-    # any other name with values is a heat scale of them
-    assert render(gm, color_by="memory", values={"conv1": 3.0}).legend[-1]["label"] == "memory 3"
+    # values given to a mode are coloured as the mode colours them: memory in bytes
+    assert render(gm, color_by="memory", values={"conv1": 3.0}).legend[-1]["label"] == "memory 3 B"
 
 
 def test_a_mode_added_to_the_table_is_offered_drawn_and_measured_end_to_end(gm, monkeypatch):

@@ -64,5 +64,5 @@ def test_step_memory_needs_shapes_only_so_a_meta_model_answers_the_same():
 def test_memory_colour_mode_shows_bytes_alive():
     gm, graph = annotated(Chain(), torch.randn(100))
     drawn = render(graph, color_by="memory")
-    assert drawn.legend[-1]["label"] == "memory 3.2e+03"
+    assert drawn.legend[-1]["label"] == "memory 3.2 kB"  # in the units a person reads
     assert fxviz.colour_modes.views()[-1]["unit"] == "bytes of activations alive as the node runs"
