@@ -1,0 +1,229 @@
+"""What inductor made of a compiled graph, kernel by kernel: the nodes of the ATen graph
+it was handed (the one ``Compiled.session(i, "forward")`` opens) that each kernel
+computes, their modules, the kernel's code, how often it runs and its measured time.
+
+Every node is computed by one kernel: a node that several kernels touch (a convolution
+whose inputs one kernel converts to channels-last before the extern call computes it)
+belongs to the extern call, else to the last kernel that touches it; the others list it
+under ``also``. Nodes in no kernel are views inductor makes by reinterpreting a buffer.
+"""
+from __future__ import annotations
+
+import contextlib
+import re
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+import pandas as pd
+import torch
+import torch.fx
+
+from fxviz.errors import InputError, MissingDependency
+
+#: what ``kind`` says: Triton or C++ code inductor wrote, a template it filled in
+#: (a matmul or convolution it tuned), or a call of a library kernel (ATen, oneDNN, cuBLAS)
+KINDS = ("triton", "cpp", "template", "extern")
+COLUMNS = ["graph", "part", "kernel", "kind", "nodes", "also", "modules", "calls", "time_us", "share", "code"]
+#: profiled runs per compiled graph (after one unprofiled warm-up run)
+RUNS = 10
+#: code an ATen operator turns into, to mark the lines of a fused kernel that compute a node
+#: (inductor writes no node names into kernels: matched by operator, so approximate)
+OP_CODE = {
+    "add": r" \+ |\+=", "sub": r" - ", "mul": r" \* ", "div": r" / ", "neg": r"-tmp|neg",
+    "relu": r"clamp_min|maximum|max\(", "rsqrt": r"rsqrt|1 / std::sqrt", "sqrt": r"sqrt", "exp": r"exp",
+    "tanh": r"tanh", "sigmoid": r"sigmoid|1 / \(1 \+", "gelu": r"erf|tanh", "erf": r"erf", "pow": r"pow|\*",
+    "amax": r"max", "maximum": r"max", "minimum": r"min", "sum": r"sum|reduction|acc", "mean": r"sum|acc|/",
+    "var_mean": r"welford|sum|acc", "where": r"where|\?", "clone": r"store|load", "copy": r"store|load",
+    "log": r"log", "abs": r"abs", "clamp": r"clamp",
+}
+
+
+@contextlib.contextmanager
+def inductor_compile(backend: str | None, inputs: tuple) -> Iterator[Callable[..., Any] | None]:
+    """For ``backend="inductor"``: inductor's settings while dynamo runs (restored after) and
+    the compiler to hand AOT's graphs to; None, changing nothing, for no backend."""
+    if backend is None:
+        yield None
+        return
+    if backend != "inductor":
+        raise InputError(f"backend={backend!r}: fxviz.compiled knows backend=\"inductor\", or none "
+                         "(AOT autograd's graphs alone).")
+    from fxviz._torch_internals import inductor
+
+    on_gpu = any(isinstance(t, torch.Tensor) and t.is_cuda for t in inputs)
+    why = None if on_gpu else inductor.missing_compiler()
+    if why:
+        raise MissingDependency(f"inductor writes CPU kernels in C++ and found no C++ compiler ({why}). "
+                                "Install one (apt install g++) or name yours in torch._inductor.config.cpp.cxx.")
+    with inductor.settings():
+        yield inductor.backend
+
+
+def inductor_failure(error: BaseException) -> str | None:
+    """What inductor said when it could not compile a graph, with the user's line whose
+    operator it failed on (when it names one); None when ``error`` is not inductor's."""
+    from fxviz._torch_internals.inductor import InductorFailed
+
+    while error is not None and not isinstance(error, InductorFailed):
+        error = error.__cause__ or error.__context__
+    if error is None:
+        return None
+    places = re.findall(r'File "(.+?)", line (\d+), in \S+\n\s*(.*)', error.stack)
+    if not places:
+        return str(error)
+    from fxviz.capture.places import package_relative
+
+    file, line, code = places[-1]
+    return f"{error}\n  at {package_relative(file)}:{line}: {code.strip()}"
+
+
+def rows(index: int, part: str, gm: torch.fx.GraphModule, lowered: Any) -> list[dict[str, Any]]:
+    """The kernels of graph ``index``'s ``part`` (``gm``: the graph fxviz shows, ``lowered``:
+    what inductor made of it), in the order they run, untimed."""
+    order = sorted(lowered.calls, key=lambda key: int(key.rpartition(":")[2]))
+    made = {key: _generated(key.rpartition(":")[0], lowered.source) for key in order}
+    shown = {key: _shown(lowered.calls[key], lowered.origins) for key in order}
+    owner: dict[str, str] = {}
+    for key in order:  # the last kernel that touches a node computes it, unless an extern call does
+        for name in shown[key]:
+            if owner.get(name) is None or made[owner[name]] is not None:
+                owner[name] = key
+    nodes = {n.name: n for n in gm.graph.nodes}
+    found: dict[str, dict[str, Any]] = {}
+    for key in order:
+        name = key.rpartition(":")[0]
+        code = made[key]
+        label = name if code is not None else f"{name} [{(shown[key] or ['?'])[0]}]"
+        row = found.setdefault(label, {"graph": index, "part": part, "kernel": label, "kind": _kind(name, code),
+                                       "nodes": [], "also": [], "calls": 0, "time_us": float("nan"),
+                                       "share": float("nan"), "code": code or _call_line(key, lowered.source),
+                                       "keys": []})
+        row["calls"] += 1
+        row["keys"].append(key)
+        for node in shown[key]:
+            bucket = row["nodes"] if owner[node] == key else row["also"]
+            if node not in bucket:
+                bucket.append(node)
+    for row in found.values():
+        row["nodes"] = sorted(row["nodes"], key=list(nodes).index)
+        row["also"] = [n for n in sorted(row["also"], key=list(nodes).index) if n not in row["nodes"]]
+        row["modules"] = sorted({nodes[n].meta.get("module_path") or "" for n in row["nodes"]} - {""})
+    return list(found.values())
+
+
+def time_rows(found: list[dict[str, Any]], lowered: Any, inputs: tuple, runs: int = RUNS) -> float:
+    """Time each kernel (``time_us``: mean µs per run of the graph) and its ``share`` of the
+    graph's own time, which is returned: the profiler's record of the compiled call on the
+    CPU; on a GPU, the device time of the kernels it launched."""
+    from torch.profiler import ProfilerActivity, profile
+
+    cuda = any(isinstance(t, torch.Tensor) and t.is_cuda for t in inputs)
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    with torch.no_grad():  # as AOT runs it (no autograd graph of its own)
+        lowered.compiled(_fresh(inputs))  # warm-up: the first run's one-time work is no kernel's time
+        with profile(activities=activities) as prof:
+            for _ in range(runs):
+                lowered.compiled(_fresh(inputs))
+            if cuda:
+                torch.cuda.synchronize()
+    events = list(prof.events())
+    regions = [e for e in events if e.name.startswith("## Call CompiledFxGraph")]
+    spent = {key: 0.0 for row in found for key in row["keys"]}
+    for region in regions:
+        _credit(region.cpu_children, found, spent, cuda)
+    if cuda:  # Triton kernels are launched from Python: their records are the device's own
+        by_name = {row["kernel"]: row for row in found if row["kind"] != "extern"}
+        for event in events:
+            if event.device_type == torch.autograd.DeviceType.CUDA and event.name in by_name:
+                spent[by_name[event.name]["keys"][0]] += event.device_time_total
+    total = sum((r.device_time_total if cuda else r.cpu_time_total) for r in regions) / max(len(regions), 1)
+    for row in found:
+        row["time_us"] = sum(spent[key] for key in row["keys"]) / runs
+        row["share"] = row["time_us"] / total if total else float("nan")
+    return total
+
+
+def _credit(children: Iterable[Any], found: list[dict[str, Any]], spent: dict[str, float], cuda: bool) -> None:
+    """Give each operator the compiled call ran to its kernel: a generated kernel by its name
+    (C++ kernels are recorded as ``graph_<id>_<name>``), an extern call by its operator, in order."""
+    generated = {row["kernel"]: row["keys"][0] for row in found if row["kind"] != "extern"}
+    pending = [key for row in found if row["kind"] == "extern" for key in row["keys"]]
+    pending.sort(key=lambda key: int(key.rpartition(":")[2]))
+    for event in children:
+        name = re.sub(r"^graph_\d+_", "", event.name)
+        time = event.device_time_total if cuda else event.cpu_time_total
+        if name in generated:
+            spent[generated[name]] += 0.0 if cuda else time
+            continue
+        op = event.name.rpartition("::")[2]
+        key = next((k for k in pending if op in k.rpartition(":")[0].split(".")), None)
+        if key is not None:
+            pending.remove(key)
+            spent[key] += time
+
+
+def code_lines(code: str, target: Any) -> list[int]:
+    """The lines (1-based) of a generated kernel's ``code`` that look like ATen operator
+    ``target`` (see :data:`OP_CODE`); [] when the operator has no pattern."""
+    op = getattr(target, "__name__", str(target)).split(".")[0].lstrip("_")
+    pattern = OP_CODE.get(op)
+    if pattern is None:
+        return []
+    found = re.compile(pattern)
+    return [i for i, line in enumerate(code.splitlines(), 1) if "tmp" in line and found.search(line)]
+
+
+def table(graphs: Iterable[Any]) -> tuple[pd.DataFrame, dict[tuple[int, str], float]]:
+    """The kernels of every AOT graph inductor compiled among ``graphs`` (CompiledGraph),
+    timed, and each graph's own time (µs per run) by ``(index, part)``."""
+    from fxviz._torch_internals.inductor import KEY
+
+    found, totals = [], {}
+    for graph in graphs:
+        for part in ("forward", "backward"):
+            gm = graph.part(part)
+            if gm is None or KEY not in gm.meta:
+                continue
+            lowered = gm.meta[KEY]
+            made = rows(graph.index, part, gm, lowered)
+            totals[(graph.index, part)] = time_rows(made, lowered, gm.meta["fxviz_inputs"])
+            found += made
+    return pd.DataFrame([{c: row[c] for c in COLUMNS} for row in found], columns=COLUMNS), totals
+
+
+def _fresh(inputs: tuple) -> list:
+    """The inputs for one run: a compiled graph may write into its buffers (a BatchNorm's
+    running statistics), never into the ones the capture recorded."""
+    return [t if isinstance(t, torch.nn.Parameter) or not isinstance(t, torch.Tensor) else t.clone() for t in inputs]
+
+
+def _generated(name: str, source: str) -> str | None:
+    """The source of kernel ``name`` as inductor's wrapper module defines it, or None
+    when it defines none (an extern call)."""
+    found = re.search(rf"^{re.escape(name)} = async_compile\.\w+\(.*?'''\n?(.*?)'''", source, re.M | re.S)
+    return found[1] if found else None
+
+
+def _call_line(key: str, source: str) -> str:
+    """The wrapper's line calling extern kernel ``key`` (after its provenance comment)."""
+    found = re.search(rf"# \[Provenance debug handles\] {re.escape(key)}\n(.*)", source)
+    return found[1].strip() if found else ""
+
+
+def _kind(name: str, code: str | None) -> str:
+    if code is None:
+        return "extern"
+    if "_tem_" in name or "template" in name.lower() or "template" in code[:2000].lower():
+        return "template"
+    return "triton" if name.startswith("triton") else "cpp"
+
+
+def _shown(post: list[str], origins: dict[str, list[str]]) -> list[str]:
+    """The shown graph's nodes a kernel computes, from the post-grad nodes it was made of."""
+    names: list[str] = []
+    for name in post:
+        for origin in origins.get(name, ()):
+            if origin not in names:
+                names.append(origin)
+    return names
+

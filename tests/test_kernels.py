@@ -1,0 +1,161 @@
+"""fxviz.compiled(..., backend="inductor"): inductor's kernels mapped to the AOT forward graph
+the Explorer opens, with their code and measured times, on one tiny CPU model compiled once
+(conv-bn-relu-linear, a small attention block and an MLP) with the cache in a temp dir."""
+import os
+
+import pytest
+import torch
+import torch._inductor.config as inductor_config
+from torch import nn
+
+import fxviz
+from fxviz._torch_internals import op_schema
+from fxviz.errors import InputError, MissingDependency, TraceError
+from fxviz.kernels import code_lines
+
+
+class Tiny(nn.Module):
+    """conv-bn-relu-linear into 4 tokens, one attention block, an MLP."""
+
+    def __init__(self, d=32):
+        super().__init__()
+        self.conv, self.bn = nn.Conv2d(3, 8, 3), nn.BatchNorm2d(8)
+        self.proj = nn.Linear(8 * 14 * 14, 4 * d)
+        self.qkv, self.out = nn.Linear(d, 3 * d), nn.Linear(d, d)
+        self.norm = nn.LayerNorm(d)
+        self.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
+
+    def forward(self, x):
+        h = self.proj(torch.relu(self.bn(self.conv(x))).flatten(1)).view(x.shape[0], 4, -1)
+        q, k, v = self.qkv(h).chunk(3, dim=-1)
+        h = self.norm(h + self.out(nn.functional.scaled_dot_product_attention(q, k, v)))
+        return self.mlp(h).mean()
+
+
+SETTINGS = ("trace.provenance_tracking_level", "cpp.enable_kernel_profile", "fx_graph_cache")
+
+
+@pytest.fixture(scope="module")
+def compiled(tmp_path_factory):
+    """The one compile (~15 s on 2 cores): no user cache dir, so fxviz uses a temporary one."""
+    torch.manual_seed(0)
+    model = Tiny().eval()
+    before = {name: inductor_config.get_config_copy()[name] for name in SETTINGS}
+    cache = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    with torch.no_grad():
+        made = fxviz.compiled(model, torch.randn(16, 3, 16, 16), backend="inductor")
+    after = {name: inductor_config.get_config_copy()[name] for name in SETTINGS}
+    return {"c": made, "config": (before, after), "cache": (cache, os.environ.get("TORCHINDUCTOR_CACHE_DIR")),
+            "model": model, "state": state}
+
+
+def _computing(gm):
+    """ATen operator calls (not the ``getitem`` that picks one output of several)."""
+    return [n for n in gm.graph.nodes if n.op == "call_function" and isinstance(n.target, torch._ops.OpOverload)]
+
+
+def _is_view(node):
+    returns = op_schema(node.target).returns
+    return bool(returns) and returns[0].alias_info is not None
+
+
+def test_every_computing_node_is_in_exactly_one_kernel(compiled):
+    c = compiled["c"]
+    kernels = c.kernels[c.kernels.part == "forward"]
+    gm = c.session(0, "forward").current.gm
+    counts = {}
+    for nodes in kernels.nodes:
+        for name in nodes:
+            counts[name] = counts.get(name, 0) + 1
+    names = {n.name for n in _computing(gm)}
+    assert set(counts) <= names
+    assert all(count == 1 for count in counts.values()), {k: v for k, v in counts.items() if v > 1}
+    uncovered = [n for n in _computing(gm) if n.name not in counts]
+    assert all(_is_view(n) for n in uncovered), [n.name for n in uncovered if not _is_view(n)]
+    externs = kernels[kernels.kind == "extern"]
+    assert len(externs) >= 3 and all(externs.nodes.map(len) >= 1)  # conv, matmuls (and attention)
+    assert {"cpp", "extern"} <= set(kernels.kind)
+
+
+def test_fusion_is_visible(compiled):
+    c = compiled["c"]
+    gm = c.session(0, "forward").current.gm
+    targets = {n.name: str(n.target) for n in gm.graph.nodes}
+    fused = c.kernels[c.kernels.nodes.map(len) >= 3]
+    assert len(fused) >= 2
+    bn_relu = [row for row in fused.itertuples() if "bn" in row.modules
+               and any("relu" in targets[n] for n in row.nodes)]
+    assert bn_relu, "the BatchNorm's arithmetic and the ReLU after it run as one kernel"
+    assert all(len(row.modules) >= 1 for row in fused.itertuples())
+
+
+def test_kernel_times_add_up_to_the_compiled_forward(compiled):
+    c = compiled["c"]
+    kernels = c.kernels
+    assert (kernels.time_us > 0).all() and kernels.calls.min() >= 1
+    total = c.kernel_totals[(0, "forward")]
+    ratio = kernels[kernels.part == "forward"].time_us.sum() / total
+    assert 0.2 <= ratio <= 3.0, ratio  # wrapper overhead below, profiler overlap above: loose under CPU load
+    assert kernels.share.sum() == pytest.approx(ratio)
+
+
+def test_generated_kernels_have_code_and_externs_their_call(compiled):
+    kernels = compiled["c"].kernels
+    for row in kernels.itertuples():
+        if row.kind == "extern":
+            assert row.kernel.split(" ")[0].rpartition(".")[2].split("_")[0] in row.code or "(" in row.code
+        else:
+            assert "extern \"C\"" in row.code and len(row.code.splitlines()) > 5
+
+
+def test_fused_relu_lines_are_marked(compiled):
+    c = compiled["c"]
+    gm = c.session(0, "forward").current.gm
+    relu = next(n for n in gm.graph.nodes if n.target == torch.ops.aten.relu.default)
+    row = next(r for r in c.kernels.itertuples() if relu.name in r.nodes)
+    lines = code_lines(row.code, relu.target)
+    assert lines and all("clamp_min" in row.code.splitlines()[i - 1] or "max" in row.code.splitlines()[i - 1]
+                         for i in lines)
+
+
+def test_config_and_cache_dir_restored_model_untouched(compiled):
+    before, after = compiled["config"]
+    assert before == after
+    assert compiled["cache"][0] == compiled["cache"][1]
+    assert all(torch.equal(v, compiled["state"][k]) for k, v in compiled["model"].state_dict().items())
+
+
+def test_unknown_backend_and_plain_compile_say_what_to_do():
+    with pytest.raises(InputError, match="inductor"):
+        fxviz.compiled(nn.Linear(2, 2), torch.randn(1, 2), backend="tvm")
+    with torch.no_grad():
+        plain = fxviz.compiled(nn.Linear(2, 2), torch.randn(1, 2))
+    with pytest.raises(InputError, match='backend="inductor"'):
+        plain.kernels
+
+
+def test_missing_cpp_compiler_is_a_clear_error():
+    with inductor_config.patch({"cpp.cxx": ("no-such-cxx-for-fxviz",)}), \
+            pytest.raises(MissingDependency, match="C\\+\\+ compiler"):
+        fxviz.compiled(nn.Linear(2, 2), torch.randn(1, 2), backend="inductor")
+
+
+class Sig(nn.Module):
+    def forward(self, x):
+        return torch.sigmoid(x * 2)  # LOWERING FAILS
+
+
+def test_inductor_failure_says_what_and_where(monkeypatch):
+    from torch._inductor import lowering
+
+    def refuse(*args, **kwargs):
+        raise NotImplementedError("no lowering for this test")
+
+    monkeypatch.setitem(lowering.lowerings, torch.ops.aten.sigmoid.default, refuse)
+    with pytest.raises(TraceError) as info, torch.no_grad():
+        fxviz.compiled(Sig(), torch.randn(3), backend="inductor")
+    text = str(info.value)
+    assert "inductor could not compile it" in text and "no lowering for this test" in text
+    assert "test_kernels.py" in text and "LOWERING FAILS" in text
+    assert inductor_config.trace.provenance_tracking_level == 0
