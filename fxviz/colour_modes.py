@@ -58,6 +58,7 @@ MARK_MEANINGS = {
     "slower": "slower (timed, beyond noise)",
 }
 COLLAPSED_COLOR = "#f3f4f6"
+NOT_COMPARED = "#9ca3af"
 HEAT_STOPS = 5
 
 
@@ -131,9 +132,47 @@ def peak(boxes: Boxes, data: NodeData, name: str, number: Callable[[float], str]
                 data, name, number)
 
 
+def peak_error(boxes: Boxes, data: NodeData, name: str) -> Fills:
+    """:func:`peak` of errors; a box with no node compared (one the pass added) in grey,
+    listed first in the legend: the scale's lightest colour would read as exact."""
+    fill, legend = peak(boxes, data, name)
+    for unit, members in boxes.items():
+        if members and not any(m in data for m in members):
+            fill[unit] = NOT_COMPARED
+    return fill, [{"label": "not compared (no counterpart)", "color": NOT_COMPARED}, *legend]
+
+
 def peak_bytes(boxes: Boxes, data: NodeData, name: str) -> Fills:
     """:func:`peak` of sizes in bytes, its legend in kB, MB, GB (``human_bytes``)."""
     return peak(boxes, data, name, human_bytes)
+
+
+#: a colour per kernel computing several nodes (inductor fused them), in the order they run
+KERNEL_COLORS = ("#60a5fa", "#f87171", "#34d399", "#fbbf24", "#a78bfa", "#f472b6", "#2dd4bf", "#fb923c",
+                 "#a3e635", "#818cf8", "#e879f9", "#facc15")
+ONE_NODE_KERNEL = "#dbeafe"
+NO_KERNEL = "#f9fafb"
+
+
+def by_kernel(boxes: Boxes, data: NodeData, name: str) -> Fills:
+    """Nodes in the colour of the inductor kernel that computes them (``data``: node ->
+    kernel): each fused kernel its own (cycling after a dozen), one-node kernels (an extern
+    call) in one pale colour, nodes in no kernel (views, inputs) near white. A collapsed
+    module takes its kernel's colour when all of its nodes run in one."""
+    sizes: dict[str, int] = {}
+    for kernel in data.values():
+        sizes[kernel] = sizes.get(kernel, 0) + 1
+    fused = [k for k in dict.fromkeys(data.values()) if sizes[k] > 1]
+    colors = {k: KERNEL_COLORS[i % len(KERNEL_COLORS)] for i, k in enumerate(fused)}
+    fill = {}
+    for unit, members in boxes.items():
+        kernels = {data.get(m) for m in members}
+        kernel = kernels.pop() if len(kernels) == 1 else ""
+        fill[unit] = (colors.get(kernel, ONE_NODE_KERNEL) if kernel else
+                      NO_KERNEL if kernel is None or unit[0] == "node" else COLLAPSED_COLOR)
+    legend = [{"label": k, "color": colors[k]} for k in fused[:len(KERNEL_COLORS)]]
+    return fill, [*legend, {"label": "one-node kernel (an extern call)", "color": ONE_NODE_KERNEL},
+                  {"label": "no kernel (a view or an input)", "color": NO_KERNEL}]
 
 
 def relative_errors(comparison: Any) -> NodeData:
@@ -168,12 +207,15 @@ MODES: dict[str, ColourMode] = {m.name: m for m in (
     ColourMode("diff", "diff vs previous", by_mark, lambda comparison: comparison.node_marks(), needs="pair",
                given_as="marks={node name: 'added'|'removed'|'changed'|'unchanged'|'faster'|'slower'}",
                note="diff against step {previous} (structure; timing: A/B, beyond noise)"),
-    ColourMode("error", "error vs previous", peak, relative_errors, needs="pair",
+    ColourMode("error", "error vs previous", peak_error, relative_errors, needs="pair",
                unit="relative error, max |b − a| / max |a|",
                given_as="values={node name: relative error} (e.g. a Comparison's numerics max_rel)",
                note="relative error against step {previous}, node by node (a collapsed module: its worst)"),
     ColourMode("memory", "memory alive", peak_bytes, live_bytes, unit="bytes of activations alive as the node runs",
                note="bytes alive as each node runs (inputs and weights apart; a collapsed module: its peak)"),
+    ColourMode("kernel", "inductor kernel", by_kernel, graph_attr("kernel"),
+               given_as="values={node name: kernel} (a graph of fxviz.compiled(..., backend='inductor'))",
+               note="the inductor kernel computing each node (fused kernels in their own colours)"),
 )}
 
 

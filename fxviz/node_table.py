@@ -59,4 +59,4 @@ def error_column(previous: int) -> dict[str, Any]:
     """The node table's column of each node's relative error against step ``previous``
     (``Comparison.numerics``' max_rel), shown while the Explorer compares the two;
     numbers in two significant digits, as small errors need."""
-    return {"key": "error", "label": f"error vs step {previous}", "numeric": True, "significant": 2}
+    return {"key": "error", "label": f"error vs step {previous}", "numeric": True, "significant": 2, "width": 124}

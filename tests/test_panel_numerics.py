@@ -10,7 +10,7 @@ import pytest
 import torch
 from torch import nn
 
-from fxviz import passes
+from fxviz import colour_modes, passes
 from fxviz.widgets import explore
 
 
@@ -79,7 +79,7 @@ def test_show_where_selects_the_first_divergent_node_and_details_splits_its_erro
     assert "Error vs step 0" in shown and "the first node beyond the check's tolerance" in shown
     assert f"introduced here {rows.at['bn1', 'introduced']:.3g} (run on step 0's values" in shown
     assert 5e-3 < rows.at["bn1", "introduced"] < 2e-2  # the slip's 1 %, all of it introduced here
-    assert "carried in nothing to compare: mul (added by the pass" in shown  # its one input, the slip
+    assert "carried in nothing to compare: its input mul was added by the pass" in shown  # the slip itself
     assert "SQNR 40.0 dB" in shown and "cosine 1.000000" in shown  # 1 % off: 40 dB; a scale keeps the direction
     assert "bn1: the first node whose output differs from step 0's" in ex.status.value
 
@@ -91,7 +91,8 @@ def test_show_where_selects_the_first_divergent_node_and_details_splits_its_erro
     assert "a node the pass added: nothing in step 0 stands for it" in text(ex.details.body.value)
 
     errors = dict(zip(ex.table.rows.columns["name"], ex.table.rows.columns["error"]))
-    assert ex.table.columns[-1] == {"key": "error", "label": "error vs step 0", "numeric": True, "significant": 2}
+    assert ex.table.columns[-1] == {"key": "error", "label": "error vs step 0", "numeric": True, "significant": 2,
+                                    "width": 124}
     assert errors["conv1"] == 0 and errors["mul"] is None
     assert errors["conv2"] == pytest.approx(rows.at["conv2", "max_rel"])
 
@@ -121,6 +122,14 @@ def test_the_error_colour_mode_shows_the_errors_without_a_click(explorer):
     apply(ex, "slip_after_conv1")
     ex.graph.color_mode = "error"
     assert ex.table.columns[-1]["key"] == "error"
+    legend = ex.graph.legend
+    assert legend[0] == {"label": "not compared (no counterpart)", "color": colour_modes.NOT_COMPARED}
+    worst = ex.session.compare(0, 1).numerics["max_rel"].max()
+    assert legend[-1]["label"] == f"error {worst:.3g}"
+    fills = dict(re.findall(r'<g id="fx&#45;(\w+)" class="node">\s*<title>\w+</title>\s*<path fill="(#\w+)"',
+                            ex.graph.svg))
+    assert fills["mul"] == colour_modes.NOT_COMPARED  # the pass's own node: never drawn as exact
+    assert fills["conv1"] != fills["bn1"] != colour_modes.NOT_COMPARED
     ex.select("bn1")
     assert "introduced here" in text(ex.details.body.value)
     ex.graph.color_mode = "op"

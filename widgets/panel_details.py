@@ -34,7 +34,8 @@ ATEN_COLUMNS = ["aten_op", "count", "self_us", "total_us"]
 
 class DetailsPanel(w.VBox):
     """Shows one node of a step's annotated graph; ``select(name)`` is called when a
-    linked node is clicked; each of ``sections(name)`` gives HTML shown under its rows."""
+    linked node is clicked; each of ``sections(name)`` gives HTML shown under its rows
+    (before its weights: a short section about the node itself)."""
 
     def __init__(self, select: Callable[[str], Any], show_source: Callable[[], Any] | None = None,
                  capture: Any = None, sections: Sequence[Callable[[str], str]] = ()):
@@ -76,7 +77,7 @@ class DetailsPanel(w.VBox):
         rows = node_rows(graph, name, *self._times(timings))
         cells = "".join(f"<tr><th>{escape(k)}</th><td>{escape(v)}</td></tr>" for k, v in rows)
         more = "".join(section(name) for section in self._sections)
-        self.body.value = f'<table class="fxviz-kv">{cells}</table>{weights_html(attrs.get("weights", ()))}{more}'
+        self.body.value = f'<table class="fxviz-kv">{cells}</table>{more}{weights_html(attrs.get("weights", ()))}'
         if attrs.get("source") and self._links_source:
             self.source.description = f"model code at {user_place(attrs['source'])}"
             self.source.layout.display = None

@@ -13,7 +13,7 @@ from typing import Any
 
 import ipywidgets as w
 
-from fxviz.chart import chart_svg
+from fxviz.chart import INK, chart_svg
 from fxviz.markup import escape
 from fxviz.node_table import human_bytes
 
@@ -103,11 +103,10 @@ def _draw(ax: Any, frame: Any) -> None:
     if where:
         at = int(frame.index[frame["node"] == where][0])
         ax.plot([at + 1], [live[at] / scale], "o", color="#dc2626")
-        right = at > len(live) / 2  # the words on the side with room
-        ax.annotate(f"peak {human_bytes(live[at])} at {where}", (at + 1, live[at] / scale), color="#dc2626",
-                    textcoords="offset points", xytext=(-8 if right else 8, -4), ha="right" if right else "left",
-                    va="top")
+        right = at > len(live) / 2  # the words on the side with room, above the curve, in the theme's ink
+        ax.annotate(f"peak {human_bytes(live[at])} at {where}", (at + 1, live[at] / scale), color=INK,
+                    textcoords="offset points", xytext=(0, 6), ha="right" if right else "left", va="bottom")
     ax.set_xlabel("nodes in execution order")
     ax.set_ylabel(f"activations alive ({unit})")
-    ax.set_ylim(bottom=0)
+    ax.set_ylim(0, live.max(initial=0) / scale * 1.2 or 1)  # room for the peak's words
     ax.margins(x=0)

@@ -141,8 +141,8 @@ class StepError:
             ("SQNR", "exact" if row["sqnr_db"] == math.inf else f"{row['sqnr_db']:.1f} dB"),
             ("cosine", f"{row['cosine']:.6f}" if row["cosine"] == row["cosine"] else "—"),
             ("introduced here", f"{_number(row['introduced'])} (run on step {previous}'s values of its inputs)"),
-            ("carried in", f"{_number(worst[1])} (the worst of its inputs: {worst[0]})" if worst else
-             f"nothing to compare: {', '.join(step.graph.pred[name]) or 'no inputs'} (added by the pass, or no tensor)"),
+            ("carried in", f"{_number(worst[1])} (the worst of its inputs: {worst[0]})" if worst
+             else _uncompared(rows, list(step.graph.pred[name]), previous)),
             ("verdict", verdict),
         ])
 
@@ -151,6 +151,17 @@ def _section(previous: int, rows: list[tuple[str, str]]) -> str:
     cells = "".join(f"<tr><th>{escape(k)}</th><td>{escape(v)}</td></tr>" for k, v in rows)
     return (f'<div class="fxviz-details-error"><b>Error vs step {previous}</b>'
             f'<table class="fxviz-kv">{cells}</table></div>')
+
+
+def _uncompared(rows: pd.DataFrame, inputs: list[str], previous: int) -> str:
+    """Why none of a node's inputs has an error to carry in."""
+    if not inputs:
+        return "nothing: it has no inputs"
+    added = [p for p in inputs if p in rows.index and not rows.at[p, "counterpart"]]
+    if added:
+        return (f"nothing to compare: its input{'s' if len(added) > 1 else ''} {', '.join(added)} "
+                f"{'were' if len(added) > 1 else 'was'} added by the pass (no counterpart in step {previous})")
+    return "nothing to compare: its inputs hold no tensors of the same shapes in both steps"
 
 
 def _number(value: float) -> str:

@@ -1,0 +1,119 @@
+"""Where a step goes wrong, and memory, as a person finds them in JupyterLab at 1600x1000
+(issue 30): a user's pass slips an error in after one conv; the step's badge says
+"mismatch" and its "show where" selects the first node past the check's tolerance,
+whose Details say how much error it introduced and how much it carried in; the graph
+coloured by error, then by memory (legends with their units); the Memory tab's chart,
+its peak selectable. Screenshots: test-artifacts/e2e-numerics-*.png, light and dark.
+"""
+from __future__ import annotations
+
+import pytest
+
+from labdriver import action_done, assert_no_js_error, kernel_json, open_notebook, run_all, shoot_themes
+
+pytestmark = pytest.mark.e2e
+
+SETUP = """\
+import json, operator, torch
+from torch import nn
+import fxviz
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1, self.bn1 = nn.Conv2d(3, 16, 3, padding=1), nn.BatchNorm2d(16)
+        self.conv2, self.bn2 = nn.Conv2d(16, 32, 3, stride=2, padding=1), nn.BatchNorm2d(32)
+        self.pool, self.fc = nn.AdaptiveAvgPool2d(1), nn.Linear(32, 10)
+
+    def forward(self, x):
+        x = self.bn1(self.conv1(x)).relu()
+        x = self.bn2(self.conv2(x)).relu()
+        return self.fc(self.pool(x).flatten(1))
+
+@fxviz.passes.register
+def slip_after_conv1(gm, scale: float = 1.01):
+    "A pass with a bug: conv1's users read conv1 * scale."
+    conv = next(n for n in gm.graph.nodes if n.name == "conv1")
+    with gm.graph.inserting_after(conv):
+        wrong = gm.graph.call_function(operator.mul, (conv, scale))
+    conv.replace_all_uses_with(wrong, delete_user_cb=lambda user: user is not wrong)
+    gm.recompile()
+    return gm
+
+torch.manual_seed(0)
+ex = fxviz.explore(Net().eval(), torch.randn(1, 3, 32, 32), profile="off")
+ex"""
+
+
+@pytest.fixture(scope="module")
+def explorer(desk_page, lab):
+    name = lab.write_notebook("e2e_numerics.ipynb", [SETUP])
+    open_notebook(desk_page, lab, name)
+    run_all(desk_page, timeout=180)
+    ex = desk_page.locator(".fxviz-explorer")
+    ex.locator(".fxviz-graph g.node#fx-conv1").wait_for(timeout=60_000)
+    return ex
+
+
+def _open_tab(ex, title: str) -> None:
+    ex.locator(".fxviz-tabs .lm-TabBar-tab", has_text=title).click()
+    ex.locator(".fxviz-tabs .lm-TabBar-tab.lm-mod-current", has_text=title).wait_for()
+
+
+def _colour_by(ex, mode: str, title: str) -> list[str]:
+    """Choose a colour mode; wait for its legend's heading; its labels."""
+    ex.locator(".fxviz-gv-select").select_option(mode)
+    ex.locator(".fxviz-gv-legend-title", has_text=title).wait_for(timeout=60_000)
+    return ex.locator(".fxviz-gv-legend-label").all_inner_texts()
+
+
+def test_the_mismatch_badge_leads_to_where_the_error_starts(desk, explorer):
+    ex = explorer
+    assert not ex.locator("button.fxviz-show-where").is_visible()  # step 0 matches itself
+    _open_tab(ex, "Passes")
+    ex.locator(".fxviz-pass-select select").select_option(label="slip_after_conv1")
+    ex.locator("button.fxviz-apply").click()
+    ex.locator(".fxviz-step", has_text="step 1 of 1 · slip_after_conv1").wait_for(timeout=60_000)
+    action_done(ex)
+    ex.locator(".fxviz-header .fxviz-badge .fxviz-badge-mismatch").wait_for(timeout=60_000)
+    ex.locator("button.fxviz-show-where").click()
+    ex.locator(".fxviz-graph g.node#fx-bn1.fxviz-selected").wait_for(timeout=60_000)
+    _open_tab(ex, "Details")
+    error = ex.locator(".fxviz-details .fxviz-details-error")
+    error.wait_for()
+    shown = error.inner_text()
+    facts = kernel_json(ex.page, "rows = ex.session.compare(0, 1).numerics.set_index('node'); "
+                                 "print(json.dumps({k: float(rows.at['bn1', k]) for k in ('max_rel', 'introduced')}))")
+    assert "Error vs step 0" in shown and "the first node beyond the check's tolerance" in shown, shown
+    assert f"{facts['introduced']:.3g} (run on step 0's values of its inputs)" in shown, (shown, facts)
+    assert "carried in" in shown and "nothing to compare: its input mul was added by the pass" in shown, shown
+    assert "bn1: the first node whose output differs" in ex.locator(".fxviz-status").inner_text()
+    # The node table's error column: bn1's row holds its relative error.
+    header = ex.locator(".fxviz-node-table th", has_text="error vs step 0")
+    header.wait_for()
+    row = ex.locator(".fxviz-node-table tr.fxviz-tv-selected td").last
+    assert float(row.inner_text()) == pytest.approx(facts["max_rel"], rel=0.05)
+    shoot_themes(ex.page, ex, "e2e-numerics-show-where")
+
+
+def test_colour_by_error_then_memory_with_units_and_the_memory_tab(desk, explorer):
+    ex = explorer
+    labels = _colour_by(ex, "error", "relative error")
+    assert labels and float(labels[-1]) > 1e-3, labels  # the worst node's error
+    ex.locator(".fxviz-graph g.node#fx-conv2").click()
+    ex.locator(".fxviz-details .fxviz-details-error", has_text="beyond the check's tolerance").wait_for()
+    shoot_themes(ex.page, ex, "e2e-numerics-colour-error")
+
+    labels = _colour_by(ex, "memory", "bytes")
+    assert len(labels) >= 2, labels
+    _open_tab(ex, "Memory")
+    chart = ex.locator(".fxviz-memory-chart svg")
+    chart.wait_for(timeout=60_000)
+    peak = kernel_json(ex.page, "print(json.dumps(ex.session.current.memory.attrs['peak_node']))")
+    assert f"at {peak}" in ex.locator(".fxviz-memory-summary").inner_text()
+    ex.locator("button.fxviz-memory-peak").click()
+    ex.locator(f".fxviz-graph g.node#fx-{peak}.fxviz-selected").wait_for()
+    shoot_themes(ex.page, ex, "e2e-numerics-memory")
+    _open_tab(ex, "Details")
+    assert "alive after it" in ex.locator(".fxviz-details .fxviz-details-memory").inner_text()
+    assert_no_js_error(ex.page)
