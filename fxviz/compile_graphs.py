@@ -28,7 +28,7 @@ from torch import nn
 
 from fxviz.capture.graph_info import graph_info, set_graph_info
 from fxviz.errors import InputError, NoSuchStep
-from fxviz.kernels import inductor_compile, inductor_failure
+from fxviz.kernels import inductor_compile, inductor_failure, mark
 from fxviz.markup import escape
 
 #: The views of one dynamo graph: the graph itself, and AOT autograd's ATen graphs.
@@ -225,4 +225,6 @@ def compiled(model: nn.Module | Callable[..., Any], *example_inputs: Any, backwa
     name_graphs(captured.graphs, type(model).__name__ if isinstance(model, nn.Module) else name)
     made = Compiled.from_capture(captured, name, n_random_inputs=n_random_inputs)
     made.backend = backend
+    if backend:
+        mark(made.graphs)
     return made

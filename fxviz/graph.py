@@ -195,6 +195,8 @@ def _to_networkx(gm: torch.fx.GraphModule, notes: Mapping[str, Mapping[str, Any]
         users = node.users
         record["index"], record["num_users"], record["users"] = index, len(users), tuple([u.name for u in users])
         record["module_path"], record["source"] = meta.get("module_path"), meta.get("source")
+        if "kernel" in meta:  # the inductor kernel computing it (fxviz.kernels.mark)
+            record["kernel"] = meta["kernel"]
         succ[name] = {}
         producers = pred[name] = {}
         if not kwargs and len(args) == 1 and args[0].__class__ is Node:  # most nodes: one input, nothing else

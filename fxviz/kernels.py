@@ -111,6 +111,20 @@ def rows(index: int, part: str, gm: torch.fx.GraphModule, lowered: Any) -> list[
     return list(found.values())
 
 
+def mark(graphs: Iterable[Any]) -> None:
+    """Name on each node of the AOT graphs inductor compiled (``meta["kernel"]``) the
+    kernel that computes it: what the "kernel" colour mode reads."""
+    from fxviz._torch_internals.inductor import KEY
+
+    for graph in graphs:
+        for gm in (graph.forward, graph.backward):
+            if gm is not None and KEY in gm.meta:
+                nodes = {n.name: n for n in gm.graph.nodes}
+                for row in rows(graph.index, "", gm, gm.meta[KEY]):
+                    for name in row["nodes"]:
+                        nodes[name].meta["kernel"] = row["kernel"]
+
+
 def time_rows(found: list[dict[str, Any]], lowered: Any, inputs: tuple, runs: int = RUNS) -> float:
     """Time each kernel (``time_us``: mean µs per run of the graph) and its ``share`` of the
     graph's own time, which is returned: the profiler's record of the compiled call on the

@@ -27,7 +27,7 @@ def fills(rendering) -> dict[str, str]:
 
 
 def test_every_mode_is_complete_and_listed_for_the_view():
-    assert list(MODES) == ["op", "time", "flops", "diff", "error", "memory"]
+    assert list(MODES) == ["op", "time", "flops", "diff", "error", "memory", "kernel"]
     for mode in MODES.values():
         assert mode.needs in colour_modes.NEEDS and mode.label and callable(mode.fill)
         assert mode.data is not None  # how the mode's node values come from what it needs
@@ -41,7 +41,7 @@ def test_render_reads_the_table_and_names_the_modes_when_asked_for_an_unknown_on
     assert render(gm, color_by="flops").legend[-1]["label"].startswith("flops ")
     with pytest.raises(ValueError, match="needs values=.*profile's share"):
         render(gm, color_by="time")
-    with pytest.raises(ValueError, match="No colour mode 'tmie'; the modes are: op, time, flops, diff, error, memory"):
+    with pytest.raises(ValueError, match="No colour mode 'tmie'; the modes are: op, time, flops, diff, error, memory, kernel"):
         render(gm, color_by="tmie")
     # values given to a mode are coloured as the mode colours them: memory in bytes
     assert render(gm, color_by="memory", values={"conv1": 3.0}).legend[-1]["label"] == "memory 3 B"

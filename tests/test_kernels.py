@@ -159,3 +159,22 @@ def test_inductor_failure_says_what_and_where(monkeypatch):
     assert "inductor could not compile it" in text and "no lowering for this test" in text
     assert "test_kernels.py" in text and "LOWERING FAILS" in text
     assert inductor_config.trace.provenance_tracking_level == 0
+
+
+def test_kernel_colour_mode_colours_fused_nodes_alike(compiled):
+    import re
+
+    from fxviz.colour_modes import NO_KERNEL, ONE_NODE_KERNEL
+    from fxviz.render import render
+
+    c = compiled["c"]
+    step = c.session(0, "forward").current
+    drawn = render(step.gm, color_by="kernel")
+    fill = dict(re.findall(r'id="fx-(\w+)".*?fillcolor="(#\w+)"', drawn.dot.source))
+    fused = next(r for r in c.kernels.itertuples() if "bn" in r.modules and len(r.nodes) >= 3)
+    drawn_fused = [n for n in fused.nodes if n in fill]
+    assert len(drawn_fused) >= 2 and len({fill[n] for n in drawn_fused}) == 1
+    assert fill[drawn_fused[0]] not in (ONE_NODE_KERNEL, NO_KERNEL)
+    conv = next(n.name for n in step.gm.graph.nodes if n.target == torch.ops.aten.convolution.default)
+    assert fill[conv] == ONE_NODE_KERNEL and fill["x"] == NO_KERNEL
+    assert fused.kernel in [entry["label"] for entry in drawn.legend]
