@@ -7,6 +7,8 @@ its peak selectable. Screenshots: test-artifacts/e2e-numerics-*.png, light and d
 """
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from labdriver import action_done, assert_no_js_error, kernel_json, open_notebook, run_all, shoot_themes
@@ -99,13 +101,13 @@ def test_the_mismatch_badge_leads_to_where_the_error_starts(desk, explorer):
 def test_colour_by_error_then_memory_with_units_and_the_memory_tab(desk, explorer):
     ex = explorer
     labels = _colour_by(ex, "error", "relative error")
-    assert labels and float(labels[-1]) > 1e-3, labels  # the worst node's error
+    assert labels[0] == "not compared (no counterpart)" and float(labels[-1]) > 1e-3, labels  # mul; the worst
     ex.locator(".fxviz-graph g.node#fx-conv2").click()
     ex.locator(".fxviz-details .fxviz-details-error", has_text="beyond the check's tolerance").wait_for()
     shoot_themes(ex.page, ex, "e2e-numerics-colour-error")
 
     labels = _colour_by(ex, "memory", "bytes")
-    assert len(labels) >= 2, labels
+    assert len(labels) >= 2 and all(re.fullmatch(r"[\d.]+ (B|kB|MB)", t) for t in labels), labels
     _open_tab(ex, "Memory")
     chart = ex.locator(".fxviz-memory-chart svg")
     chart.wait_for(timeout=60_000)
