@@ -178,3 +178,28 @@ def test_kernel_colour_mode_colours_fused_nodes_alike(compiled):
     conv = next(n.name for n in step.gm.graph.nodes if n.target == torch.ops.aten.convolution.default)
     assert fill[conv] == ONE_NODE_KERNEL and fill["x"] == NO_KERNEL
     assert fused.kernel in [entry["label"] for entry in drawn.legend]
+
+
+def test_compile_explorer_shows_kernels_and_follows_the_selection(compiled):
+    from fxviz.widgets.compile_view import CompileExplorer
+
+    c = compiled["c"]
+    view = CompileExplorer(c, index=0, part="forward", profile="off")
+    try:
+        panel, explorer = view.kernels, view.explorer
+        assert len(panel.table.rows) == len(c.kernels[c.kernels.part == "forward"])
+        gm = explorer.session.current.gm
+        relu = next(n.name for n in gm.graph.nodes if n.target == torch.ops.aten.relu.default)
+        fused = next(r for r in c.kernels.itertuples() if relu in r.nodes)
+        explorer.select(relu)
+        assert panel.table.selected == fused.kernel
+        html = panel.code.value
+        assert 'class="hll"' in html and "fxviz-kernel-fused" in html
+        assert all(f">{n}<" in html for n in fused.nodes if n != relu)
+        addmm = next(r for r in c.kernels.itertuples() if r.kind == "extern" and "addmm" in r.kernel)
+        panel.table.selected = addmm.kernel  # picking a kernel selects its node
+        assert explorer.graph.selected == addmm.nodes[0] and "extern_kernels.addmm" in panel.code.value
+        view.show(0, "dynamo")
+        assert view.kernels is None
+    finally:
+        view.close()

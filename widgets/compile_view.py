@@ -16,6 +16,8 @@ AOT graphs are missing and how to get them), fxviz-compile-ends (what ended a gr
 fxviz-compile-info (the chosen graph's break and guards), fxviz-compile-break,
 fxviz-compile-guards, fxviz-compile-check-all (the button checking every graph, when
 there are several: a check covers one) and fxviz-compile-checks (its results, one per graph).
+Under an AOT graph inductor compiled (``fxviz.compiled(..., backend="inductor")``), its
+kernels (widgets/panel_kernels.py, ``.kernels``), following the Explorer's selection.
 """
 from __future__ import annotations
 
@@ -37,6 +39,7 @@ from ._busy import working
 from ._tree import close_tree, replace_children
 from .explorer import Explorer
 from .panel_code import user_place
+from .panel_kernels import KernelsPanel
 from .panel_passes import badge_html
 
 CSS = (pathlib.Path(__file__).parent / "compile_view.css").read_text()
@@ -70,6 +73,7 @@ class CompileExplorer(w.VBox):
         self.compiled = compiled
         self._options = explorer_options
         self.explorer: Explorer | None = None
+        self.kernels: KernelsPanel | None = None
         self.current: tuple[int, str] | None = None
         count, breaks = len(compiled.graphs), len(compiled.graph_breaks)
         self.title = w.HTML(f"<b>{escape(compiled.name)}</b> · torch.compile made {count} graph{'s' * (count != 1)}, "
@@ -119,11 +123,23 @@ class CompileExplorer(w.VBox):
             return
         self.error.value = ""
         self.explorer = explorer
-        replace_children(self.holder, (explorer,))  # closes the Explorer it replaces
+        self.kernels = self._kernels_panel(index, part, explorer)
+        replace_children(self.holder, (explorer, self.kernels) if self.kernels else (explorer,))  # closes those replaced
         self.current = (index, part)
         for key, button in self._buttons.items():
             (button.add_class if key == self.current else button.remove_class)("fxviz-compile-current")
         self.info.value = _info_html(self.compiled.graphs[index])
+
+    def _kernels_panel(self, index: int, part: str, explorer: Explorer) -> KernelsPanel | None:
+        """The kernels inductor made of an AOT graph, following the Explorer's selection
+        (None for a graph it did not compile). Their times are profiled on first use."""
+        if self.compiled.backend != "inductor" or part == "dynamo":
+            return None
+        kernels = self.compiled.kernels
+        panel = KernelsPanel(kernels[(kernels.graph == index) & (kernels.part == part)],
+                             self.compiled.kernel_totals[(index, part)], explorer.session.current.gm, explorer.select)
+        explorer.graph.observe(lambda change: panel.show_node(change["new"]), "selected")
+        return panel
 
     def check_graphs(self) -> list[CheckResult]:
         """Check every dynamo graph (its Session's current step: the shown one's steps as

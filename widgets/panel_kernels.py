@@ -1,0 +1,116 @@
+"""The kernels panel of a graph inductor compiled (``fxviz.compiled(..., backend="inductor")``):
+its kernels in a table (time, share of the graph's time, the nodes each computes) and the
+chosen kernel's code. Selecting a node in the Explorer picks its kernel, marks the code's
+lines that look like the node's operator and names the nodes fused with it; picking a
+kernel selects its first node (the kernel colour mode shows the rest in its colour).
+
+Stable CSS classes: fxviz-kernels (the panel), fxviz-kernels-summary, fxviz-kernels-table
+(the TableView), fxviz-kernel-code (the chosen kernel: its title fxviz-kernel-title, the
+nodes fused with the selected one fxviz-kernel-fused, each fxviz-kernel-node, the code
+under fxviz-code-hl, marked lines ``.hll``).
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import ipywidgets as w
+import pandas as pd
+from pygments import highlight
+from pygments.formatters import HtmlFormatter
+from pygments.lexers import CppLexer, PythonLexer
+
+from fxviz.kernels import code_lines
+from fxviz.markup import escape
+
+from .table_view import TableView
+
+COLUMNS = [
+    {"key": "kernel", "label": "kernel"},
+    {"key": "kind", "label": "kind"},
+    {"key": "time_us", "label": "µs per run", "numeric": True, "digits": 1},
+    {"key": "percent", "label": "% of graph", "numeric": True, "digits": 1},
+    {"key": "count", "label": "nodes", "numeric": True, "digits": 0},
+    {"key": "computes", "label": "nodes it computes"},
+    {"key": "modules", "label": "modules"},
+]
+
+
+def table_rows(kernels: pd.DataFrame) -> list[dict[str, Any]]:
+    """The TableView's rows of ``kernels`` (one graph's part of ``Compiled.kernels``)."""
+    return [{"name": row.kernel, "kernel": row.kernel, "kind": row.kind, "time_us": row.time_us,
+             "percent": 100 * row.share, "count": len(row.nodes), "computes": ", ".join(row.nodes)
+             or (f"(helps: {', '.join(row.also)})" if row.also else ""), "modules": ", ".join(row.modules)}
+            for row in kernels.itertuples()]
+
+
+def code_html(code: str, kind: str, marked: list[int]) -> str:
+    """A kernel's code highlighted (C++ for cpp kernels, Python for Triton and calls), numbered, ``marked`` lines marked."""
+    lexer = CppLexer(stripnl=False) if kind in ("cpp", "template") and "#include" in code else PythonLexer(stripnl=False)
+    formatter = HtmlFormatter(cssclass="fxviz-code-hl", linenos="inline", hl_lines=marked, nobackground=True)
+    return highlight(code or "(no code)", lexer, formatter)
+
+
+class KernelsPanel(w.VBox):
+    """``kernels`` (the rows of one graph's part), ``total_us`` (that graph's own time per
+    run), ``gm`` (the graph the Explorer shows: the nodes' operators) and ``select(name)``
+    (selects a node in the Explorer). ``show_node(name)`` follows the Explorer's selection."""
+
+    def __init__(self, kernels: pd.DataFrame, total_us: float, gm: Any, select: Callable[[str], Any]):
+        self.kernels = kernels.set_index("kernel", drop=False)
+        self._select, self._targets = select, {n.name: n.target for n in gm.graph.nodes}
+        self._kernel_of = {node: row.kernel for row in kernels.itertuples() for node in row.nodes}
+        self._following = False  # a kernel chosen because a node was selected: its node stays selected
+        self.summary = w.HTML(_summary(kernels, total_us)).add_class("fxviz-kernels-summary")
+        self.table = TableView(columns=COLUMNS, sort_by="time_us", descending=True).add_class("fxviz-kernels-table")
+        self.table.rows = table_rows(kernels)
+        self.code = w.HTML('<p class="fxviz-hint">Select a kernel, or a node in the graph, to read its code.</p>')
+        self.code.add_class("fxviz-kernel-code")
+        self.code.layout.max_height, self.code.layout.overflow = "420px", "auto"
+        self.table.observe(self._on_kernel, "selected")
+        super().__init__([self.summary, self.table, self.code])
+        self.add_class("fxviz-kernels")
+
+    def show_node(self, name: str) -> None:
+        """The kernel computing node ``name``: chosen in the table, its code shown with the
+        node's lines marked and the nodes fused with it named."""
+        kernel = self._kernel_of.get(name)
+        if kernel is None:
+            if name:
+                self.code.value = (f'<p class="fxviz-hint">{escape(name)} is computed by no kernel: a view '
+                                   "inductor makes by reinterpreting a buffer, or an input.</p>")
+            return
+        self._following = True
+        try:
+            self.table.selected = kernel
+        finally:
+            self._following = False
+        self._show(kernel, name)
+
+    def _on_kernel(self, change: dict[str, Any]) -> None:
+        if self._following or not change["new"]:
+            return
+        nodes = self.kernels.loc[change["new"], "nodes"]
+        self._show(change["new"], "")
+        if nodes:
+            self._select(nodes[0])
+
+    def _show(self, kernel: str, node: str) -> None:
+        row = self.kernels.loc[kernel]
+        marked = code_lines(row.code, self._targets.get(node)) if node and row.kind != "extern" else []
+        fused = [n for n in row.nodes if n != node]
+        title = (f'<div class="fxviz-kernel-title"><b>{escape(kernel)}</b> · {escape(row.kind)} · '
+                 f"{row.time_us:.1f} µs per run · {int(row.calls)} call{'s' * (int(row.calls) != 1)}</div>")
+        names = "".join(f'<code class="fxviz-kernel-node">{escape(n)}</code> ' for n in fused)
+        what = f"fused with {escape(node)}" if node else "computes"
+        listing = f'<div class="fxviz-kernel-fused">{what}: {names}</div>' if fused else ""
+        how = (f'<p class="fxviz-hint">Marked: {len(marked)} lines that look like {escape(node)}\'s operator '
+               "(inductor names no nodes in its code).</p>" if marked else "")
+        self.code.value = title + listing + how + code_html(row.code, row.kind, marked)
+
+
+def _summary(kernels: pd.DataFrame, total_us: float) -> str:
+    fused = int((kernels.nodes.map(len) > 1).sum())
+    return (f"<b>{len(kernels)} kernels</b> inductor made of this graph ({fused} fused, "
+            f"{int((kernels.kind == 'extern').sum())} extern calls) · {total_us:.1f} µs per run, "
+            f"{kernels.time_us.sum():.1f} µs of it in kernels (profiled)")
