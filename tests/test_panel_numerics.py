@@ -154,3 +154,18 @@ def test_the_memory_tab_and_details_give_bytes_with_the_peak_selectable(explorer
     assert f"alive after it {row['live_bytes'] / 1e3:.3g} kB of activations ({row['live_bytes'] / peak:.0%}" in shown
     ex.select("x")
     assert "an input or weight: alive throughout, counted apart" in text(ex.details.body.value)
+
+
+def test_the_colouring_and_the_panels_share_one_run_of_both_steps(explorer, monkeypatch):
+    from fxviz import comparison
+    from fxviz.numerics import numerics
+
+    runs = []
+    monkeypatch.setattr(comparison, "numerics", lambda *args: runs.append(args) or numerics(*args))
+    ex = explorer
+    apply(ex, "slip_after_conv1")
+    ex.graph.color_mode = "error"
+    ex.step_error.where.click()
+    ex.select("conv2")
+    assert ex.graph.selected == "conv2" and "Error vs step 0" in ex.details.body.value
+    assert len(runs) == 1

@@ -55,16 +55,26 @@ def coloring(mode: str, session: Any, step: Any, profiler: Profiler) -> tuple[di
     return {"color_by": chosen.name, "values": data}, chosen.note.format(previous=step.index - 1)
 
 
-_pairs: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # step -> {what: (id of previous, data)}
+_pairs: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # step -> (id of previous, Comparison, {what: data})
+
+
+def comparison(previous: Any, step: Any) -> Any:
+    """``compare(previous, step)``, made once per pair: what it works out (the structure,
+    the numerics: both steps run) serves the colour modes and the Explorer's panels alike."""
+    known = _pairs.get(step)
+    if known is None or known[0] != id(previous):
+        known = _pairs[step] = (id(previous), compare(previous, step), {})
+    return known[1]
 
 
 def _of_pair(previous: Any, step: Any, what: str, data: Any) -> Any:
-    """``data(compare(previous, step))`` (the structural diff marks, the error per node),
+    """``data(comparison(previous, step))`` (the structural diff marks, the error per node),
     once per pair and ``what``."""
-    known = _pairs.setdefault(step, {})
-    if what not in known or known[what][0] != id(previous):
-        known[what] = (id(previous), data(compare(previous, step)))
-    return known[what][1]
+    found = comparison(previous, step)
+    made = _pairs[step][2]
+    if what not in made:
+        made[what] = data(found)
+    return made[what]
 
 
 def _why_untimed(profiler: Profiler, timings: Any) -> str:

@@ -16,11 +16,11 @@ import ipywidgets as w
 import pandas as pd
 
 from fxviz.columns import Columns
-from fxviz.comparison import compare
 from fxviz.markup import escape
 from fxviz.node_table import COLUMNS, error_column
 from fxviz.numerics import first_divergence
 
+from .coloring import comparison
 from .graph_view import GraphView
 from .table_view import TableView
 
@@ -56,11 +56,12 @@ class StepError:
         return step.index > 0 and (step in self._asked or self._graph.color_mode == "error")
 
     def rows(self, step: Any) -> pd.DataFrame:
-        """``compare(previous, step).numerics`` indexed by node, made once per step."""
+        """The step's numerics against the previous step's, indexed by node, made once per
+        step (from the comparison the "error" colouring reads: both steps run once)."""
         previous = self._session.steps[step.index - 1]
         known = self._rows.get(step)
         if known is None or known[0] != previous.index:
-            known = self._rows[step] = (previous.index, compare(previous, step).numerics.set_index("node"))
+            known = self._rows[step] = (previous.index, comparison(previous, step).numerics.set_index("node"))
         return known[1]
 
     def _rows_or_why(self, step: Any) -> pd.DataFrame | str:
