@@ -18,6 +18,7 @@ import pandas as pd
 import torch
 import torch.fx
 
+from fxviz.capture.graph_info import graph_info
 from fxviz.errors import InputError, MissingDependency
 
 #: what ``kind`` says: Triton or C++ code inductor wrote, a template it filled in
@@ -187,21 +188,32 @@ def code_lines(code: str, target: Any) -> list[int]:
     return [i for i, line in enumerate(code.splitlines(), 1) if "tmp" in line and found.search(line)]
 
 
+def timed(gm: torch.fx.GraphModule) -> tuple[list[dict[str, Any]], float] | None:
+    """The kernels of ``gm`` (an AOT graph inductor compiled, or a Session's step of it)
+    timed, with the graph's own time (µs per run); measured once, then kept with what
+    inductor made of it. None for a graph inductor did not compile."""
+    from fxviz._torch_internals.inductor import KEY
+
+    lowered = gm.meta.get(KEY)
+    if lowered is None:
+        return None
+    if lowered.timed is None:
+        made = rows(graph_info(gm).graph_index, lowered.part, gm, lowered)
+        lowered.timed = (made, time_rows(made, lowered, gm.meta["fxviz_inputs"]))
+    return lowered.timed
+
+
 def table(graphs: Iterable[Any]) -> tuple[pd.DataFrame, dict[tuple[int, str], float]]:
     """The kernels of every AOT graph inductor compiled among ``graphs`` (CompiledGraph),
     timed, and each graph's own time (µs per run) by ``(index, part)``."""
-    from fxviz._torch_internals.inductor import KEY
-
     found, totals = [], {}
     for graph in graphs:
         for part in ("forward", "backward"):
             gm = graph.part(part)
-            if gm is None or KEY not in gm.meta:
-                continue
-            lowered = gm.meta[KEY]
-            made = rows(graph.index, part, gm, lowered)
-            totals[(graph.index, part)] = time_rows(made, lowered, gm.meta["fxviz_inputs"])
-            found += made
+            made = timed(gm) if gm is not None else None
+            if made is not None:
+                found += made[0]
+                totals[(graph.index, part)] = made[1]
     return pd.DataFrame([{c: row[c] for c in COLUMNS} for row in found], columns=COLUMNS), totals
 
 

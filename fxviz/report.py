@@ -44,6 +44,7 @@ from fxviz.graph import shape_text
 from fxviz.node_table import COLUMNS
 from fxviz.overview import graph_overview
 from fxviz.presentation import NodeTime, check_text, node_times
+from fxviz.report_kernels import kernels_section
 from fxviz.report_views import WORKERS, draw_all, variant_record
 
 TOP_NODES = 15  # rows of each step's timing table and chart
@@ -97,6 +98,7 @@ def report_html(session: Any, *, title: str | None = None, profile: bool = False
         '<link rel="icon" href="data:,">',
         f"<style>{styles}</style></head>",
         '<body><div id="fxviz-report" class="fxviz-report">Loading the report…</div>',
+        kernels_section(steps[0].gm),  # a graph inductor compiled: its kernels, code and times
         f'<script type="application/json" id="fxviz-report-data">{_json(data)}</script>',
         f'<script type="application/json" id="fxviz-graph-view-esm">{_json(assets.join(assets.GRAPH_VIEW, folder))}</script>',
         f'<script type="application/json" id="fxviz-table-view-esm">{_json(assets.join(assets.TABLE_VIEW, folder))}</script>',

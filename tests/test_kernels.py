@@ -203,3 +203,21 @@ def test_compile_explorer_shows_kernels_and_follows_the_selection(compiled):
         assert view.kernels is None
     finally:
         view.close()
+
+
+def test_report_of_a_compiled_graph_carries_kernels_code_and_times(compiled, tmp_path):
+    import html
+    import re
+
+    c = compiled["c"]
+    page = c.session(0, "forward").to_html(tmp_path / "kernels.html").read_text()
+    section = page[page.index('<section class="fxviz-report-kernels">'):]
+    forward = c.kernels[c.kernels.part == "forward"]
+    for row in forward.itertuples():
+        assert html.escape(row.kernel) in section and f"{row.time_us:.1f}" in section
+    text = html.unescape(re.sub(r"<[^>]+>", "", section))
+    fused = next(r for r in forward.itertuples() if len(r.nodes) >= 3)
+    assert ", ".join(fused.nodes) in text and "extern \"C\"" in text  # nodes and C++ code
+    assert section.count("<details") == len(forward)
+    plain = fxviz.Session(nn.Linear(2, 2), torch.randn(1, 2))
+    assert "fxviz-report-kernels" not in plain.to_html(tmp_path / "plain.html").read_text()

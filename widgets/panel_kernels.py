@@ -18,10 +18,10 @@ import ipywidgets as w
 import pandas as pd
 from pygments import highlight
 from pygments.formatters import HtmlFormatter
-from pygments.lexers import CppLexer, PythonLexer
 
 from fxviz.kernels import code_lines
 from fxviz.markup import escape
+from fxviz.report_kernels import code_lexer
 
 from .table_view import TableView
 
@@ -44,11 +44,10 @@ def table_rows(kernels: pd.DataFrame) -> list[dict[str, Any]]:
             for row in kernels.itertuples()]
 
 
-def code_html(code: str, kind: str, marked: list[int]) -> str:
-    """A kernel's code highlighted (C++ for cpp kernels, Python for Triton and calls), numbered, ``marked`` lines marked."""
-    lexer = CppLexer(stripnl=False) if kind in ("cpp", "template") and "#include" in code else PythonLexer(stripnl=False)
+def code_html(code: str, marked: list[int]) -> str:
+    """A kernel's code highlighted, numbered, ``marked`` lines marked."""
     formatter = HtmlFormatter(cssclass="fxviz-code-hl", linenos="inline", hl_lines=marked, nobackground=True)
-    return highlight(code or "(no code)", lexer, formatter)
+    return highlight(code or "(no code)", code_lexer(code), formatter)
 
 
 class KernelsPanel(w.VBox):
@@ -106,7 +105,7 @@ class KernelsPanel(w.VBox):
         listing = f'<div class="fxviz-kernel-fused">{what}: {names}</div>' if fused else ""
         how = (f'<p class="fxviz-hint">Marked: {len(marked)} lines that look like {escape(node)}\'s operator '
                "(inductor names no nodes in its code).</p>" if marked else "")
-        self.code.value = title + listing + how + code_html(row.code, row.kind, marked)
+        self.code.value = title + listing + how + code_html(row.code, marked)
 
 
 def _summary(kernels: pd.DataFrame, total_us: float) -> str:

@@ -25,14 +25,17 @@ KEY = "fxviz_inductor"
 
 @dataclass
 class Lowered:
-    """What inductor made of one ATen graph: the wrapper module's ``source``, its kernel
-    calls (``"name:handle"`` -> post-grad node names), the graph's node names each
-    post-grad node came from, and the compiled callable (boxed: one list argument)."""
+    """What inductor made of one ATen graph (``part``: "forward" or "backward"): the wrapper
+    module's ``source``, its kernel calls (``"name:handle"`` -> post-grad node names), the
+    graph's node names each post-grad node came from, the compiled callable (boxed: one
+    list argument) and, once measured, its kernels timed (``fxviz.kernels.timed``)."""
 
+    part: str
     source: str
     calls: dict[str, list[str]]
     origins: dict[str, list[str]]
     compiled: Callable[[list], Any] = field(repr=False)
+    timed: Any = field(default=None, repr=False)
 
 
 @contextlib.contextmanager
@@ -93,7 +96,8 @@ def backend(forward: Callable[..., Any], backward: Callable[..., Any]) -> Callab
         out.current_callable = record(shown, example_inputs, lambda *args: compiled(list(args)))
         mapping = json.loads(getattr(out, "inductor_provenance_mapping_str", None) or "{}")
         calls = next((v for k, v in mapping.items() if k.endswith("CodeToPost")), {})
-        shown.meta[KEY] = Lowered(out.source_code, calls, _origins(gm, {n.name for n in shown.graph.nodes}), out)
+        part = "backward" if kwargs.get("is_backward") else "forward"
+        shown.meta[KEY] = Lowered(part, out.source_code, calls, _origins(gm, {n.name for n in shown.graph.nodes}), out)
         return out
 
     return lambda gm, example_inputs: compile_fx(gm, example_inputs, inner_compile=inner)
