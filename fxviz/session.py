@@ -28,6 +28,7 @@ from fxviz.check_scope import check_all_graphs, check_graph
 from fxviz.capture import OPTIONS as TRACE_OPTIONS, export, keywords
 from fxviz.capture.graph_info import graph_info, own_graph_info
 from fxviz.errors import FxvizError, NoSuchStep, PassError, TraceError, UsageError
+from fxviz.known_shapes import NOT_RUN, unrun
 from fxviz.passes.registry import PassSpec, resolve, selection_names
 from fxviz.shapes import annotated_run
 from fxviz.step import NEEDS_REAL_TENSORS, Action, Step
@@ -234,7 +235,9 @@ class Session:
                    differs: bool, what: str, error: type[FxvizError], first_run: tuple | None = None) -> Step:
         """One annotated run on the example inputs proves the graph runs (else ``error``,
         and nothing changes), notes what its drawing shows, and is the check's first output;
-        ``first_run``: that run, made already (the capture's, :attr:`Capture.first_run`)."""
+        ``first_run``: that run, made already (the capture's, :attr:`Capture.first_run`), or
+        for step 0 of a graph that carries its shapes, those (:func:`~fxviz.known_shapes.unrun`)."""
+        first_run = first_run or (unrun(gm, check_inputs[0]) if index == 0 else None)
         try:
             with gc_paused(), seeded(check_inputs[0]):  # linear cost on graphs of 100k nodes
                 first, notes = first_run or annotated_run(gm, check_inputs[0])  # notes, not gm's meta
@@ -254,7 +257,7 @@ class Session:
                 return CheckResult("not checked", math.nan, math.nan, 0.0, 0.0, 0, NEEDS_REAL_TENSORS)
             # The model (whose tensors the steps share) may have been trained since:
             # then the first output is stale and everything runs again, now.
-            fresh = _cow.tensor_versions(gm) == versions
+            fresh = first is not NOT_RUN and _cow.tensor_versions(gm) == versions
             result, outputs = check_graph(gm, check_inputs, self._reference, first, fresh, differs,
                                           lambda: index == 0 or self._steps[0].check.status == "example only")
             return self._grad_mode_note(result, outputs) if outputs and result.status == "mismatch" and index == 0 else result

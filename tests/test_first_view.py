@@ -84,9 +84,9 @@ def test_an_exported_program_makes_its_reference_only_for_the_check(monkeypatch)
     monkeypatch.setattr(type(ep), "module", lambda self, *a, **k: made.append(1) or module(self, *a, **k))
     session = fxviz.Session(ep, (x,))
     assert fxviz.to_svg(session.current.graph).startswith("<svg")
-    assert len(made) == 1 and session.real_tensors  # the step's graph only
+    assert not made and session.real_tensors  # the step's graph is unlifted without ep.module()
     check = session.current.check
-    assert (check.status, check.n_inputs, len(made)) == ("match", 3, 2), check.message
+    assert (check.status, check.n_inputs, len(made)) == ("match", 3, 1), check.message
 
 
 def test_an_exported_program_on_the_meta_device_is_not_checked_without_making_its_reference(monkeypatch):
@@ -99,7 +99,7 @@ def test_an_exported_program_on_the_meta_device_is_not_checked_without_making_it
     session = fxviz.Session(ep, (x,))
     assert not session.real_tensors
     assert session.current.check.status == "not checked"
-    assert len(made) == 1
+    assert not made
 
 
 def test_import_fxviz_leaves_pandas_and_matplotlib_until_a_part_that_needs_them_is_read():
@@ -114,3 +114,105 @@ def test_a_name_fxviz_does_not_have_is_an_attribute_error_that_says_so():
     assert not hasattr(fxviz, "no_such_thing")
     with pytest.raises(fxviz.NoSuchAttribute, match="no attribute 'no_such_thing'"):
         fxviz.no_such_thing
+
+
+@torch.library.custom_op("fxviz_first_view::counted_scale", mutates_args=())
+def counted_scale(x: torch.Tensor) -> torch.Tensor:
+    """Counts the runs that reach real tensors; its fake kernel (shapes only) does not."""
+    CALLS.append(tuple(x.shape))
+    return x * 2
+
+
+@counted_scale.register_fake
+def _(x):
+    return torch.empty_like(x)
+
+
+class Scaled(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 3)
+
+    def forward(self, x):
+        return counted_scale(self.lin(x)).relu()
+
+
+def test_an_exported_program_is_drawn_from_its_shapes_without_running_it_or_making_code(monkeypatch):
+    x = torch.randn(2, 4)
+    ep = torch.export.export(Scaled().eval(), (x,))
+    CALLS.clear()
+    made = []
+    python_code = torch.fx.Graph.python_code
+    monkeypatch.setattr(torch.fx.Graph, "python_code", lambda self, *a, **k: made.append(1) or python_code(self, *a, **k))
+    session = fxviz.Session(ep, (x,))
+    svg = fxviz.to_svg(session.current.graph)
+    assert svg.startswith("<svg") and CALLS == [] and made == []  # not run, no code generated
+    graph = session.current.graph
+    linear = next(n for n, a in graph.nodes(data=True) if "linear" in a["target"])
+    assert graph.nodes[linear]["shape"] == (2, 3) and graph.nodes[linear]["flops"] == 2 * 2 * 4 * 3
+    check = session.current.check  # the check runs the graph, on the example too
+    assert (check.status, check.n_inputs) == ("match", 3), check.message
+    assert CALLS.count((2, 3)) == 6  # the program's and the graph's outputs on 3 inputs
+
+
+def test_notes_read_from_shapes_are_those_of_the_run():
+    from fxviz.known_shapes import known_notes
+    from fxviz.shapes import annotated_run
+
+    model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.ReLU(), nn.Flatten(), nn.Linear(144, 5)).eval()
+    x = torch.randn(2, 3, 8, 8)
+    gm = fxviz.trace(torch.export.export(model, (x,)))
+    known, (_, ran) = known_notes(gm, (x,)), annotated_run(gm, (x,))
+    assert known.keys() == ran.keys()
+    for name, note in ran.items():
+        assert {k: known[name].get(k) for k in ("flops", "macs", "bytes")} == \
+               {k: note.get(k) for k in ("flops", "macs", "bytes")}, name
+        shapes = [getattr(n.get("tensor_meta"), "shape", None) for n in (known[name], note)]
+        assert shapes[0] == shapes[1], name
+    assert known_notes(gm, (torch.randn(3, 3, 8, 8),)) is None  # other shapes than noted: run it
+
+
+def test_a_program_that_writes_a_buffer_back_is_unlifted_by_torch():
+    from fxviz._torch_internals.unlift import unlifted
+
+    model = nn.Sequential(nn.Linear(4, 4), nn.BatchNorm1d(4)).train()
+    x = torch.randn(3, 4)
+    ep = torch.export.export(model, (x,)).run_decompositions()  # running stats: outputs written back
+    assert unlifted(ep) is None
+    assert fxviz.Session(ep, (x,)).current.check.status in ("match", "expected to differ")
+
+
+def test_unlifted_program_is_the_graph_and_weights_of_ep_module():
+    from fxviz._torch_internals.unlift import unlifted
+
+    model = nn.Sequential(nn.Linear(4, 4), nn.BatchNorm1d(4), nn.ReLU()).eval()
+    x = torch.randn(3, 4)
+    ep = torch.export.export(model, (x,))
+    ours, torchs = unlifted(ep), ep.module()
+    nodes = [(n.op, n.name, n.target) for n in torchs.graph.nodes if n.target != "_guards_fn"]
+    assert [(n.op, n.name, n.target) for n in ours.graph.nodes] == nodes
+    assert dict(ours.named_parameters()).keys() == dict(torchs.named_parameters()).keys()
+    assert dict(ours.named_buffers()).keys() == dict(torchs.named_buffers()).keys()
+    torch.testing.assert_close(ours(x), model(x))
+    assert ours.graph is not ep.graph and len(ep.graph.find_nodes(op="get_attr")) == 0  # the program untouched
+
+
+def test_symbolic_tracing_finds_weights_in_its_table_as_torch_finds_them():
+    class Tied(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed = nn.Embedding(5, 4)
+            self.head = nn.Linear(4, 5, bias=False)
+            self.head.weight = self.embed.weight  # one tensor, two names: the first is kept
+            self.register_buffer("scale", torch.tensor(2.0))
+            self.norm = nn.LayerNorm(4)
+
+        def forward(self, ids):
+            h = self.norm(self.embed(ids)) * self.scale
+            return self.head(h) + self.head.weight.sum() + self.scale
+
+    model = Tied()
+    ours = fxviz.trace(model, torch.tensor([[1, 2]]), tracer="symbolic")
+    torchs = torch.fx.symbolic_trace(model)
+    assert [(n.op, str(n.target)) for n in ours.graph.nodes] == [(n.op, str(n.target)) for n in torchs.graph.nodes]
+    assert {n.target for n in ours.graph.find_nodes(op="get_attr")} == {"embed.weight", "scale"}

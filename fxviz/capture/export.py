@@ -18,6 +18,7 @@ from fxviz.capture.graph_info import graph_info
 from fxviz.capture.keywords import keywords_last
 from fxviz.capture.places import where
 from fxviz._torch_internals import call_inputs
+from fxviz._torch_internals.unlift import unlifted
 from fxviz.errors import InputError, TraceError
 
 
@@ -105,8 +106,10 @@ def without_partial_graph() -> Iterator[None]:
 
 def from_program(ep: torch.export.ExportedProgram, method: str = "exported program") -> torch.fx.GraphModule:
     """``ep.module()``: lifted parameters, buffers and constants become attributes under
-    their qualified names (``conv1.weight``), so the graph runs as a module does."""
-    gm = ep.module()
+    their qualified names (``conv1.weight``), so the graph runs as a module does. Made by
+    :func:`unlifted` (one graph copy, code made on first call) where the program only
+    reads its weights; ``ep.module()`` itself where it writes some back."""
+    gm = unlifted(ep) or ep.module()
     if call_inputs(ep)[1]:  # fxviz calls a graph positionally, keyword inputs last (the generated
         gm.validate_inputs = False  # forward takes them so): the hook checking (args, kwargs) would refuse it
     # The graph fixed train/eval behaviour at export (batch_norm's training flag, dropout
