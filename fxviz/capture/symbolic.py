@@ -148,6 +148,25 @@ class _ModulePathMixin:
         proxy.node.meta["module_path"] = self.scope.module_path
         return proxy
 
+    def getattr(self, attr: str, attr_val: Any, parameter_proxy_cache: dict[str, Any]) -> Any:
+        """torch's Tracer.getattr, with each weight found in a table made once: torch's walks
+        every parameter of the model for each one read (a fifth of convnext_nano's trace)."""
+        if not isinstance(attr_val, torch.Tensor):
+            return attr_val
+        if "_fxviz_weights" not in self.__dict__:  # id -> (name, tensor): the tensor tells a reused id
+            buffers = self.root.named_buffers() if self.proxy_buffer_attributes else ()
+            self._fxviz_weights = ({id(t): (n, t) for n, t in self.root.named_parameters()},
+                                   {id(t): (n, t) for n, t in buffers})
+        parameters, buffers = self._fxviz_weights
+        found = parameters.get(id(attr_val)) if isinstance(attr_val, nn.Parameter) else None
+        found = found or buffers.get(id(attr_val))
+        if found is None or found[1] is not attr_val:  # a tensor made since (tracing stores some on the root)
+            return super().getattr(attr, attr_val, parameter_proxy_cache)
+        name = found[0]
+        if name not in parameter_proxy_cache:
+            parameter_proxy_cache[name] = self.create_proxy("get_attr", name, (), {})
+        return parameter_proxy_cache[name]
+
     def _in_lowered_module(self) -> bool:
         module_type = self.scope.module_type
         return module_type is not None and any(
