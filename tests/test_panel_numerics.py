@@ -169,3 +169,16 @@ def test_the_colouring_and_the_panels_share_one_run_of_both_steps(explorer, monk
     ex.select("conv2")
     assert ex.graph.selected == "conv2" and "Error vs step 0" in ex.details.body.value
     assert len(runs) == 1
+
+
+def test_a_differing_step_in_the_history_leads_there_and_to_where_it_starts(explorer):
+    ex = explorer
+    apply(ex, "slip_after_conv1")
+    ex.session.apply("scale_output", scale=1.0)  # step 2; step 1 is the one that slipped
+    links = {row.children[0].description: row.children[2] for row in ex.passes.history.children
+             if len(row.children) == 3}
+    assert list(links) == ["1 · slip_after_conv1", "2 · scale_output"]  # both differ from the original
+    assert "fxviz-history-where" in links["1 · slip_after_conv1"]._dom_classes
+    links["1 · slip_after_conv1"].click()
+    assert ex.session.index == 1 and ex.graph.selected == "bn1"
+    assert "introduced here" in text(ex.details.body.value)

@@ -21,7 +21,7 @@ Stable CSS classes (browser tests and styling rely on them):
   fxviz-code            highlighted code or diff (its scroller: fxviz-code-scroll);
                         fxviz-code-diff (toggle), fxviz-code-base, fxviz-code-layout
   fxviz-pass-select, fxviz-param, fxviz-pass-scope, fxviz-pass-nodes, fxviz-apply
-  fxviz-history         step list: fxviz-history-step buttons (fxviz-history-current) each beside a fxviz-badge
+  fxviz-history         step list: fxviz-history-step buttons (fxviz-history-current), fxviz-badge, fxviz-history-where
   fxviz-timing-summary, fxviz-timing-table, fxviz-timing-chart, fxviz-profile (button),
   fxviz-compare-a, fxviz-compare-b, fxviz-compare (button), fxviz-compare-result, fxviz-compare-chart,
   fxviz-side-by-side-open (button): the two steps' graphs in fxviz-side-by-side (panel_side_by_side.py)
@@ -90,7 +90,7 @@ class Explorer(w.VBox):
         self.details = DetailsPanel(select=self.select, show_source=self._show_source, capture=session.capture,
                                     sections=(self.step_error.details_html, self.memory.details_html))
         self.code = CodePanel()
-        self.passes = PassPanel(goto=lambda index: self._act(session.goto, index))
+        self.passes = PassPanel(goto=lambda index: self._act(session.goto, index), where=self.step_error.show_step)
         self.side_by_side = SideBySide(self.graph)  # shown full width under the main row by the Timing tab
         self.timing = TimingPanel(self.profiler, lambda: self._request_profiles(force=True), self.side_by_side.show)
         for panel in (self.details, self.code, self.passes, self.timing, self.memory):  # scroll beside the graph

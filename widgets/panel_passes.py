@@ -23,6 +23,8 @@ from ._busy import working
 from ._tree import replace_children
 
 WHOLE, SELECTED = "whole graph", "selected nodes"
+#: check statuses whose badge gets a "show where": the outputs differ from the original model's
+DIFFERS = ("mismatch", "expected to differ")
 BADGE_SLUGS = {"match": "match", "expected to differ": "expected", "mismatch": "mismatch", "error": "mismatch",
                "nothing compared": "unknown", "not checked": "unknown"}
 PENDING_BADGE = '<span class="fxviz-badge-pending" title="comparing outputs with the original model">checking…</span>'
@@ -48,10 +50,11 @@ AUTOCOMPLETE_NODES = 5000
 
 class PassPanel(w.VBox):
     """Pass picker, parameter form, scope, apply button and the step history.
-    ``goto(index)`` is called when a step in the history is clicked."""
+    ``goto(index)`` is called when a step in the history is clicked; ``where(index)``
+    when the "show where" beside a step's differing outputs is (none: no such link)."""
 
-    def __init__(self, goto: Callable[[int], Any]):
-        self._goto = goto
+    def __init__(self, goto: Callable[[int], Any], where: Callable[[int], Any] | None = None):
+        self._goto, self._where = goto, where
         self.select = w.Dropdown(description="pass", layout=w.Layout(width="auto"))
         self.select.add_class("fxviz-pass-select")
         self.doc = w.Label()
@@ -190,7 +193,14 @@ class PassPanel(w.VBox):
         button.on_click(lambda _, index=step.index: self._goto(index))
         badge = w.HTML(step_badge(step))
         badge.add_class("fxviz-badge")
-        return w.HBox([button, badge])
+        if self._where is None or not step.index or not step.check_done or step.check.status not in DIFFERS:
+            return w.HBox([button, badge])
+        where = w.Button(description="show where", icon="crosshairs", layout=w.Layout(width="auto"),
+                         tooltip=f"go to step {step.index} and select its first node that differs from step "
+                                 f"{step.index - 1}'s")
+        where.add_class("fxviz-history-where")
+        where.on_click(lambda _, index=step.index: self._where(index))
+        return w.HBox([button, badge, where])
 
 
 def _action_text(step: Any) -> str:

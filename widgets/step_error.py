@@ -22,10 +22,9 @@ from fxviz.numerics import first_divergence
 
 from .coloring import comparison
 from .graph_view import GraphView
+from .panel_passes import DIFFERS
 from .table_view import TableView
 
-#: check statuses whose badge gets the link: the outputs differ from the original model's
-DIFFERS = ("mismatch", "expected to differ")
 
 
 class StepError:
@@ -38,13 +37,14 @@ class StepError:
     def __init__(self, session: Any, graph: GraphView, table: TableView, act: Callable[..., Any],
                  say: Callable[..., Any], shown: Callable[[], Any]):
         self._session, self._graph, self._table, self._say, self._shown = session, graph, table, say, shown
+        self._act = act
         self._rows: weakref.WeakKeyDictionary[Any, tuple[int, pd.DataFrame]] = weakref.WeakKeyDictionary()
         self._asked: weakref.WeakSet[Any] = weakref.WeakSet()  # steps whose errors the user asked for
         self._sent: Columns | None = None  # the table's extra columns as this made them last
         self.where = w.Button(description="show where", icon="crosshairs", layout=w.Layout(width="auto", display="none"),
                               tooltip="select the first node whose output differs from the previous step's")
         self.where.add_class("fxviz-show-where")
-        self.where.on_click(lambda _: act(self.show_where))
+        self.where.on_click(lambda _: self._act(self.show_where))
 
     def show_badge(self, step: Any) -> None:
         """The link beside ``step``'s badge, while its check says its outputs differ."""
@@ -70,6 +70,14 @@ class StepError:
             return self.rows(step)
         except Exception as exc:  # e.g. a model on meta: no values to compare
             return f"not compared: {type(exc).__name__}: {exc}"
+
+    def show_step(self, index: int) -> None:
+        """Go to step ``index`` and :meth:`show_where` there (the step history's link)."""
+        self._act(self._goto_and_show, index)
+
+    def _goto_and_show(self, index: int) -> None:
+        self._session.goto(index)
+        self.show_where()
 
     def show_where(self) -> None:
         """Select the first node of the current step that diverges from the previous step
