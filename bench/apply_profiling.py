@@ -57,7 +57,7 @@ def child(stage: str, nodes: int, action: str) -> dict:
     explorer.passes.select.value = "replace_op"
     start = time.perf_counter()
     if STAGES[stage]:
-        worker = lambda: explorer.profiler._worker  # noqa: E731
+        worker = lambda: explorer.profiler.jobs.worker  # noqa: E731
         while not (_in(worker(), STAGES[stage]) and not (stage == "compile" and _in(worker(), STAGES["python_code"]))):
             time.sleep(0.002)
     waited = time.perf_counter() - start

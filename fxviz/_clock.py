@@ -24,7 +24,7 @@ import numpy as np
 import torch
 import torch.fx
 
-from fxviz._cancel import pause_point, runs_no_model, stop_if_cancelled
+from fxviz.jobs import pause_point, runs_no_model, stop_if_cancelled
 from fxviz._gc import gc_paused
 from fxviz._torch_internals import share_codegen
 

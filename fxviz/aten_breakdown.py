@@ -11,7 +11,7 @@ import pandas as pd
 import torch
 import torch.fx
 
-from fxviz._cancel import runs_no_model, stop_if_cancelled
+from fxviz.jobs import runs_no_model, stop_if_cancelled
 from fxviz._gc import gc_paused
 from fxviz._clock import instrument
 from fxviz._runtime import kineto_notes_dropped, preserved_buffers

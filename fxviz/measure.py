@@ -6,18 +6,15 @@ A UI asks for what it needs (:meth:`Scheduler.request`) and reads what is known
 calls back ("background"), the caller's thread does ("sync"), or timings wait for a
 click ("off"; checks still run). Every job ends in a state: a result, or an error
 saying what to do. A profile disturbed (:meth:`disturb`) or noisy is measured once
-more. :meth:`Scheduler.close` and the program's end cancel the job in flight
-(:mod:`fxviz._cancel`) within a forward or a node, leaving nothing behind. A script (or a
-test) that needs the results waits for :meth:`Scheduler.wait_idle`, not for the clock.
+more. The queue, its worker and the rule of who waits for whom are :mod:`fxviz.jobs`':
+:meth:`Scheduler.close` and the program's end cancel the job in flight within a forward
+or a node, leaving nothing behind. A script (or a test) that needs the results waits for
+:meth:`Scheduler.wait_idle`, not for the clock.
 """
 from __future__ import annotations
 
-import atexit
-import contextlib
 import dataclasses
 import logging
-import threading
-import time
 import weakref
 from collections.abc import Callable, Iterable, Mapping
 from contextlib import AbstractContextManager
@@ -26,32 +23,13 @@ from typing import Any
 
 import pandas as pd
 
-from fxviz._cancel import cancellable
-from fxviz._turns import Turns
 from fxviz.aten_breakdown import profile_aten
 from fxviz.comparison import Comparison, compare, measure_steps
 from fxviz.errors import Cancelled, FxvizError, InputError
+from fxviz.jobs import Jobs, Progress
 
 MODES = ("background", "sync", "off")
-START_DELAY_S = 0.5
 _log = logging.getLogger(__name__)
-Progress = Callable[[str, int, int], Any]  # (what, done, total); total 0: idle
-_RUNNING: weakref.WeakSet[Scheduler] = weakref.WeakSet()  # those with a worker thread
-
-
-@atexit.register
-def _close_all(timeout: float = 5.0) -> None:
-    """At interpreter exit, cancel the workers' jobs and wait up to ``timeout`` s in all
-    for them to stop: a daemon thread killed inside a torch op aborts the process
-    ("terminate called without an active exception")."""
-    running = list(_RUNNING)
-    for scheduler in running:  # all told first: their runs end together
-        scheduler._stop()
-    deadline = time.monotonic() + timeout
-    for scheduler in running:
-        worker = scheduler._worker
-        if worker is not None and worker is not threading.current_thread():
-            worker.join(max(0.0, deadline - time.monotonic()))
 
 
 @dataclass(frozen=True)
@@ -84,15 +62,10 @@ class Scheduler:
             raise InputError(f"profile must be one of {', '.join(map(repr, MODES))}, not {mode!r}.")
         self.mode = mode
         self.kwargs = dict(profile_kwargs or {})
-        self._progress = progress or (lambda *_: None)
         self._timings: weakref.WeakKeyDictionary[Any, dict[str, Timings]] = weakref.WeakKeyDictionary()
         self._pairs: weakref.WeakKeyDictionary[Any, dict[tuple, Compared]] = weakref.WeakKeyDictionary()
-        self._turns = Turns()  # the kernel's actions go first
-        self._wake = threading.Condition()  # guards the queue below
-        self._pending: list[tuple[list, list, Callable[[], Any]]] = []
-        self._idle = True  # no batch taken from the queue is being measured
-        self._worker: threading.Thread | None = None
-        self._closed = False
+        #: The queue of (steps, pairs, then) requests and its worker.
+        self.jobs = Jobs(self._batch, progress)
 
     @property
     def _settings(self) -> str:
@@ -124,21 +97,14 @@ class Scheduler:
                 self._check(step)
             return False
         if self.mode == "sync":
-            self._stages(steps, pairs, contextlib.nullcontext)
+            self._stages(steps, pairs)
             return False
-        self._progress("queued", 0, 1)  # at once: the worker may be busy with earlier jobs
-        with self._wake:
-            self._pending.append((steps, pairs, then))
-            self._wake.notify_all()  # the worker and wait_idle() both wait on it
-        if self._worker is None:
-            self._worker = threading.Thread(target=self._serve, name="fxviz-measure", daemon=True)
-            _RUNNING.add(self)
-            self._worker.start()
+        self.jobs.submit((steps, pairs, then))
         return True
 
     def disturb(self) -> None:
         """Other work ran (e.g. a pass was applied): a profile in flight is measured again."""
-        self._turns.disturb()
+        self.jobs.turns.disturb()
 
     def paused(self, alone: bool = True) -> AbstractContextManager:
         """The kernel runs the model (a pass's check) alone, at once: the measurement in
@@ -146,30 +112,18 @@ class Scheduler:
         timed code waits at its next node) and runs again after; no other starts meanwhile.
         ``alone=False``: an action that runs no model (an undo's redraw) does not wait for
         the stop, and what ends meanwhile is shown after it."""
-        return self._turns.kernel(alone)
+        return self.jobs.paused(alone)
 
     def wait_idle(self) -> None:
         """Block until nothing is queued or measured (or the scheduler is closed), the
         callbacks of what was included. Not from inside :meth:`paused`: the worker waits
         for that action to end."""
-        with self._wake:
-            self._wake.wait_for(lambda: self._closed or (self._idle and not self._pending))
+        self.jobs.wait_idle()
 
     def close(self, timeout: float = 10.0) -> None:
         """Cancel pending jobs and the one in flight, and wait (up to ``timeout`` s) for
         the worker, so no torch work is left running at exit."""
-        self._stop()
-        worker = self._worker
-        if worker is not None and worker is not threading.current_thread():
-            worker.join(timeout)
-
-    def _stop(self) -> None:
-        """Cancel pending jobs and the one in flight (:meth:`_cancelled` turns true)."""
-        with self._wake:
-            self._closed = True
-            self._pending.clear()
-            self._wake.notify_all()  # the worker and wait_idle() both wait on it
-        self._turns.close()
+        self.jobs.close(timeout)
 
     def _stale(self, step: Any, force: bool) -> bool:
         known = self.known(step)
@@ -179,67 +133,41 @@ class Scheduler:
         known = self.compared(*pair)
         return known is None or (force and bool(known.error))
 
-    def _serve(self) -> None:
-        while True:
-            with self._wake:
-                self._wake.wait_for(lambda: self._pending or self._closed)
-                # Measuring holds the GIL often; a pause first lets the kernel send the
-                # redraw it just made to the browser (close() ends the pause at once).
-                if self._closed or self._wake.wait_for(lambda: self._closed, START_DELAY_S):
-                    return
-            self._turns.after_kernel()  # a kernel action first: what it asks for joins this batch
-            with self._wake:
-                if self._closed:
-                    return
-                batch, self._pending, self._idle = self._pending, [], False
-            # The newest request first: the step the user looks at now, not one a kernel action preempted.
-            steps = list(dict.fromkeys(s for b in reversed(batch) for s in b[0]))
-            pairs = list(dict.fromkeys(p for b in reversed(batch) for p in b[1]))
-            try:
-                self._stages(steps, pairs, self._turns.worker, [b[2] for b in batch])
-            finally:
-                del batch, steps, pairs  # while idle, hold no steps and no UI alive
-                with self._wake:
-                    self._idle = True
-                    self._wake.notify_all()
+    def _batch(self, batch: list[tuple[list, list, Callable[[], Any]]]) -> None:
+        """The worker's: the newest request first (the step the user looks at now, not one
+        a kernel action preempted)."""
+        steps = list(dict.fromkeys(s for b in reversed(batch) for s in b[0]))
+        pairs = list(dict.fromkeys(p for b in reversed(batch) for p in b[1]))
+        self._stages(steps, pairs, [b[2] for b in batch])
 
-    def _stages(self, steps: list, pairs: list, turn: Callable[[], Any], callbacks: Iterable = ()) -> None:
-        worker = turn == self._turns.worker  # else the caller's thread measures: nothing to step aside for
+    def _stages(self, steps: list, pairs: list, callbacks: Iterable = ()) -> None:
+        jobs = self.jobs
         for items, measure, label in ((steps, self._check, "checking"), (steps, self._table, "profiling"),
                                       (steps, self._aten, "ATen ops"), (pairs, self._pair, "comparing")):
             if not items:
                 continue
             try:
                 for k, item in enumerate(items):
-                    if self._closed:
+                    if jobs.closed:
                         return
-                    self._progress(label, k, len(items))
-                    with turn(), cancellable(self._cancelled, self._turns.aside if worker else None,
-                                             self._turns.hold if worker else None):
+                    jobs.progress(label, k, len(items))
+                    with jobs.turn():
                         measure(item)
             except Cancelled:  # nothing of the job is kept, nothing more runs now
-                if not self._closed:  # a kernel action preempted it: its turn comes again
-                    with self._wake:
-                        self._pending[:0] = [(steps, pairs, then) for then in callbacks]
-                        self._wake.notify_all()  # the worker and wait_idle() both wait on it
+                if not jobs.closed:  # a kernel action preempted it: its turn comes again
+                    jobs.submit(*[(steps, pairs, then) for then in callbacks], first=True)
                 return
             finally:
-                self._progress(label, 0, 0)
-            if worker:  # a kernel action first: the UI it redraws would wait for these callbacks
-                self._turns.after_kernel()
-            if self._closed:  # an item that cannot be cancelled (a check) ended after close(): no redraw
+                jobs.progress(label, 0, 0)
+            if jobs.on_worker:  # a kernel action first: the UI it redraws would wait for these callbacks
+                jobs.turns.after_kernel()
+            if jobs.closed:  # an item that cannot be cancelled (a check) ended after close(): no redraw
                 return
             for callback in callbacks:
                 try:
                     callback()
                 except Exception:  # a bug in a panel must not kill the worker
                     _log.exception("fxviz: updating after %s failed", label)
-
-    def _cancelled(self) -> bool:
-        """Whether the job in flight is to stop (read by the measuring loops, :mod:`fxviz._cancel`):
-        the scheduler is closed, or the kernel waits to run the model (:meth:`paused`) while
-        the worker measures (not a "sync" measurement, which the kernel itself runs)."""
-        return self._closed or (self._turns.waiting > 0 and threading.current_thread() is self._worker)
 
     def _check(self, step: Any) -> None:
         """The numeric check (it ends in a state, "error" included), in the same queue."""
@@ -252,9 +180,9 @@ class Scheduler:
         if not self._stale(step, force=True):
             return
         for attempt in range(2):
-            generation = self._turns.generation
+            generation = self.jobs.turns.generation
             table, error = _attempt(lambda: step.profile(**self.kwargs), "profiling")
-            other_work = generation != self._turns.generation
+            other_work = generation != self.jobs.turns.generation
             if table is not None:  # recorded with the profile's other conditions
                 table.attrs.setdefault("conditions", {})["other_work"] = other_work
             disturbed = other_work or (table is not None and table.attrs.get("noisy", False))

@@ -18,7 +18,7 @@ import pandas as pd
 import torch
 import torch.fx
 
-from fxviz._cancel import stop_if_cancelled
+from fxviz.jobs import stop_if_cancelled
 from fxviz._clock import Clock, instrument, plain
 from fxviz._gc import gc_paused
 from fxviz._runtime import preserved_buffers
@@ -58,7 +58,7 @@ def profile(
     of the budget overruns it). Runs under ``torch.no_grad()``; buffers (e.g.
     BatchNorm running stats in training mode) are restored afterwards, also after
     Ctrl-C, and when a scheduler's job is cancelled (:class:`~fxviz.errors.Cancelled`
-    between forwards, see :mod:`fxviz._cancel`). ``flops`` and ``moved`` map node
+    between forwards, see :mod:`fxviz.jobs`). ``flops`` and ``moved`` map node
     names to FLOPs and bytes moved where ``node.meta`` has none.
 
     Columns: ``node``, ``op``, ``target`` (readable), ``kind`` (module class, function

@@ -23,7 +23,7 @@ import pandas as pd
 import torch
 import torch.fx
 
-from fxviz._cancel import stop_if_cancelled
+from fxviz.jobs import stop_if_cancelled
 from fxviz._clock import Clock, instrument, plain
 from fxviz.errors import InputError, UsageError
 from fxviz.graph import readable_target
@@ -74,7 +74,7 @@ def measure_pair(gm_a: torch.fx.GraphModule, inputs_a: tuple, gm_b: torch.fx.Gra
     """Time every node of both graphs, ``repeats`` rounds of A then B (order
     alternating; each side a plain forward, then a timed one), after ``warmup`` rounds;
     ``budget_s`` stops earlier (but after at least :data:`VERDICT_ROUNDS`). A cancelled scheduler job stops between rounds with
-    :class:`~fxviz.errors.Cancelled` (see :mod:`fxviz._cancel`)."""
+    :class:`~fxviz.errors.Cancelled` (see :mod:`fxviz.jobs`)."""
     runs = []
     for gm, inputs in ((gm_a, inputs_a), (gm_b, inputs_b)):
         if not isinstance(gm, torch.fx.GraphModule):

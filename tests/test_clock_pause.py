@@ -14,8 +14,8 @@ import torch.fx
 from torch import nn
 
 from fxviz import _clock
-from fxviz._cancel import cancellable
-from fxviz._turns import Turns
+from fxviz.jobs import cancellable
+from fxviz.jobs import Turns
 from fxviz.errors import Cancelled
 
 

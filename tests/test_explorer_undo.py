@@ -119,9 +119,9 @@ def test_profiling_waits_while_an_action_runs(explorer, monkeypatch):
     """A background job making a large graph's timed code would share the interpreter
     with the undo (a pass, an export): it waits for the action's end (Scheduler.paused)."""
     waiting, real = [], explorer.session.undo
-    monkeypatch.setattr(explorer.session, "undo", lambda: (waiting.append(explorer.profiler._turns.waiting), real()))
+    monkeypatch.setattr(explorer.session, "undo", lambda: (waiting.append(explorer.profiler.jobs.turns.waiting), real()))
     explorer.undo_button.click()
-    assert waiting == [1] and explorer.profiler._turns.waiting == 0 and explorer.session.index == 0
+    assert waiting == [1] and explorer.profiler.jobs.turns.waiting == 0 and explorer.session.index == 0
 
 
 def test_undo_and_redo_take_no_click_while_a_pass_applies(explorer, monkeypatch):

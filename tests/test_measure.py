@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from fxviz import Session
-from fxviz._cancel import cancellable
+from fxviz.jobs import cancellable
 from fxviz.errors import Cancelled
 from fxviz.measure import Scheduler
 
@@ -138,7 +138,7 @@ def test_background_jobs_call_back_and_close_cancels_an_ab_run(session):
         endless.request(pairs=[(a, b)])
         forwards.reached.wait()  # the A/B run is in its forwards
         endless.close()
-        endless._worker.join()  # endless unless cancelled: a hang here is the failure
+        endless.jobs.worker.join()  # endless unless cancelled: a hang here is the failure
     finally:
         forwards.remove()
     assert endless.compared(a, b) is None  # nothing kept of it
@@ -177,7 +177,7 @@ def test_closing_cancels_a_profile_in_flight_and_keeps_nothing_of_it():
     scheduler.request([step])
     forwards.reached.wait()  # into the timed forwards
     scheduler.close()
-    scheduler._worker.join()
+    scheduler.jobs.worker.join()
     # Run to its end (30 s, within the wait), the profile would be known: cancelled, nothing is.
     assert scheduler.known(step) is None and step.measured_profile is None  # neither a number nor an error
     again = Scheduler("sync", FAST)
@@ -188,22 +188,22 @@ def test_closing_cancels_a_profile_in_flight_and_keeps_nothing_of_it():
 def test_a_check_that_ends_after_close_calls_nothing_back(monkeypatch):
     """A check cannot be cancelled: when it ends after close(), the panels are not
     redrawn (on the worker, while close() waits for it) and nothing is profiled."""
-    import fxviz.measure
+    import fxviz.jobs
 
-    monkeypatch.setattr(fxviz.measure, "START_DELAY_S", 0.0)
+    monkeypatch.setattr(fxviz.jobs, "START_DELAY_S", 0.0)
     scheduler = Scheduler("background")
 
     class SlowCheck(FakeStep):
         @property
         def check(self):  # ends once the scheduler is closed
-            scheduler._turns.wait_until(lambda: scheduler._turns.closed)
+            scheduler.jobs.turns.wait_until(lambda: scheduler.jobs.turns.closed)
             return "match"
 
     step, called = SlowCheck(), []
     step.check_done = False
     scheduler.request([step], lambda: called.append("redrawn"))
     scheduler.close()
-    scheduler._worker.join()
+    scheduler.jobs.worker.join()
     assert called == [] and step.calls == 0
 
 
@@ -213,12 +213,12 @@ def test_what_the_worker_measured_is_shown_after_a_kernel_action_not_during_it(m
     step on the worker, holding the Explorer's lock the undo's own redraw waited for: the
     worker's callbacks now wait for the action's end. An action that runs the model
     (``alone``) waits for the check to end; one that runs none (an undo) starts at once."""
-    import fxviz.measure
+    import fxviz.jobs
 
-    monkeypatch.setattr(fxviz.measure, "START_DELAY_S", 0.0)
+    monkeypatch.setattr(fxviz.jobs, "START_DELAY_S", 0.0)
     checking, release, ended, acting = threading.Event(), threading.Event(), threading.Event(), [False]
     scheduler = Scheduler("background", FAST)
-    turns = scheduler._turns
+    turns = scheduler.jobs.turns
 
     class SlowCheck(FakeStep):
         @property
@@ -252,9 +252,9 @@ def test_a_kernel_action_preempts_a_profile_in_flight_which_runs_again_after(mon
     """Applying a pass while a step profiles used to wait for the whole profile (11 s at
     100k nodes); the profile stops at its next forward instead, keeps nothing, and is
     measured again once the kernel is done."""
-    import fxviz.measure
+    import fxviz.jobs
 
-    monkeypatch.setattr(fxviz.measure, "START_DELAY_S", 0.0)
+    monkeypatch.setattr(fxviz.jobs, "START_DELAY_S", 0.0)
     step = deep_session().current
     starts, forwards = [], Forwards(step)
 
@@ -285,9 +285,9 @@ def test_a_kernel_action_runs_beside_a_job_making_timed_code_which_is_kept(monke
     """Generating and compiling a timed copy's code runs no model and cannot stop (5-8 s
     at 100k nodes): an apply need not wait for it. The job stops after it and runs
     again, with the code kept, not made twice."""
-    import fxviz.measure
+    import fxviz.jobs
 
-    monkeypatch.setattr(fxviz.measure, "START_DELAY_S", 0.0)
+    monkeypatch.setattr(fxviz.jobs, "START_DELAY_S", 0.0)
     step = deep_session().current
     generating, release, generated = threading.Event(), threading.Event(), threading.Event()
     python_code = torch.fx.Graph.python_code
@@ -323,9 +323,9 @@ def test_a_kernel_action_beside_a_pair_in_the_making_may_compare_steps_itself(mo
     3.11 their lock is one per class, and a kernel action comparing two other steps
     beside the pair's code generation waited for it, while the worker waited for the
     action (a deadlock)."""
-    import fxviz.measure
+    import fxviz.jobs
 
-    monkeypatch.setattr(fxviz.measure, "START_DELAY_S", 0.0)
+    monkeypatch.setattr(fxviz.jobs, "START_DELAY_S", 0.0)
     session = Session(nn.Sequential(*[m for _ in range(5) for m in (nn.Linear(16, 16), nn.ReLU())]),
                       (torch.randn(2, 16),))
     session.apply("lower_modules", types=("ReLU",))
@@ -363,9 +363,9 @@ def test_a_kernel_action_runs_beside_the_parse_of_an_aten_trace_which_goes_on(mo
     """Parsing torch.profiler's trace (8 s at 100k nodes) runs no model and cannot stop:
     an apply runs beside it, and the breakdown, recorded before, is kept, not redone."""
     import fxviz.aten_breakdown
-    import fxviz.measure
+    import fxviz.jobs
 
-    monkeypatch.setattr(fxviz.measure, "START_DELAY_S", 0.0)
+    monkeypatch.setattr(fxviz.jobs, "START_DELAY_S", 0.0)
     step = deep_session().current
     parsing, release, parsed, calls = threading.Event(), threading.Event(), threading.Event(), []
     attribute = fxviz.aten_breakdown.attribute_events
@@ -398,13 +398,13 @@ def test_a_kernel_action_runs_beside_the_parse_of_an_aten_trace_which_goes_on(mo
 def test_after_a_kernel_action_the_newest_request_is_measured_first(monkeypatch):
     """The step an apply made (the one on screen) is profiled before the re-run of the
     one the apply preempted."""
-    import fxviz.measure
-    from fxviz._cancel import stop_if_cancelled
+    import fxviz.jobs
+    from fxviz.jobs import stop_if_cancelled
 
-    monkeypatch.setattr(fxviz.measure, "START_DELAY_S", 0.0)
+    monkeypatch.setattr(fxviz.jobs, "START_DELAY_S", 0.0)
     order, started = [], threading.Event()
     scheduler = Scheduler("background")
-    turns = scheduler._turns
+    turns = scheduler.jobs.turns
 
     class Named(FakeStep):
         def __init__(self, name):
@@ -448,7 +448,7 @@ def test_closing_the_explorer_mid_profile_cancels_the_profile():
     shown.append(explorer)
     forwards.reached.wait()  # the Explorer's bar says "profiling", and its timed forwards run
     explorer.close()
-    explorer.profiler._worker.join()  # stopped by the close: run to its end (30 s), the profile would be kept
+    explorer.profiler.jobs.worker.join()  # stopped by the close: run to its end (30 s), the profile would be kept
     assert session.current.measured_profile is None
 
 
@@ -467,7 +467,7 @@ def test_a_script_that_ends_while_the_worker_measures_exits_cleanly(stage):
     script = f"""
 import atexit, threading, time
 def report():  # registered before fxviz's exit handler: runs after it
-    print(f"worker alive: {{scheduler._worker.is_alive()}} after {{time.monotonic() - exiting:.2f}} s", flush=True)
+    print(f"worker alive: {{scheduler.jobs.worker.is_alive()}} after {{time.monotonic() - exiting:.2f}} s", flush=True)
 atexit.register(report)
 import torch
 from torch import nn

@@ -17,7 +17,7 @@ import torch.fx
 import torchvision
 from torch import nn
 
-from fxviz._cancel import cancellable
+from fxviz.jobs import cancellable
 from fxviz import _clock
 from fxviz._clock import instrument
 from fxviz.errors import Cancelled, FxvizError

@@ -11,7 +11,7 @@ import torch.fx
 from torch import nn
 
 import fxviz._clock
-from fxviz._cancel import cancellable
+from fxviz.jobs import cancellable
 from fxviz._clock import Clock, instrument
 from fxviz.errors import Cancelled, FxvizError
 from fxviz.timing_ab import NOISY, PairedTimes, _drop_preempted, measure_pair, paired_timing
