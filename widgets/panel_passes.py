@@ -195,7 +195,7 @@ class PassPanel(w.VBox):
         badge.add_class("fxviz-badge")
         if self._where is None or not step.index or not step.check_done or step.check.status not in DIFFERS:
             return w.HBox([button, badge])
-        where = w.Button(description="show where", icon="crosshairs", layout=w.Layout(width="auto"),
+        where = w.Button(description="where", icon="crosshairs", layout=w.Layout(width="auto"),
                          tooltip=f"go to step {step.index} and select its first node that differs from step "
                                  f"{step.index - 1}'s")
         where.add_class("fxviz-history-where")

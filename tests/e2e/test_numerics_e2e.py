@@ -96,6 +96,12 @@ def test_the_mismatch_badge_leads_to_where_the_error_starts(desk, explorer):
     row = ex.locator(".fxviz-node-table tr.fxviz-tv-selected td").last
     assert float(row.inner_text()) == pytest.approx(facts["max_rel"], rel=0.05)
     shoot_themes(ex.page, ex, "e2e-numerics-show-where")
+    _open_tab(ex, "Passes")  # the step history: the slipped step's badge, with its own way there
+    history = ex.locator(".fxviz-history")
+    assert history.locator("button.fxviz-history-where").count() == 1
+    assert history.locator(".fxviz-badge-mismatch").count() == 1
+    shoot_themes(ex.page, ex.locator(".fxviz-tabs"), "e2e-numerics-history")
+    _open_tab(ex, "Details")
 
 
 def test_colour_by_error_then_memory_with_units_and_the_memory_tab(desk, explorer):
