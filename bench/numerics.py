@@ -1,15 +1,21 @@
 """What ``Comparison.numerics`` costs: time and peak memory as ratios to plain forwards.
 
 Cases: resnet50 (random weights, eval, 1x3x64x64) before and after ``fuse_conv_bn``
-(every node after the first conv differs in rounding, so every node is also shadow-run),
-and a 30k-node synthetic graph of small elementwise ops against a copy whose first op is
-scaled by 1.001 (every node differs: the worst case for the shadow run).
-Time: the median of 3 ``numerics`` runs over the median of 3 runs of both plain
-forwards (one of each step's GraphModule), measured in the same process. Memory: the
-process's peak resident memory above what it held just before (VmHWM, reset through
-/proc/self/clear_refs), in a fresh process per measurement, with glibc's mmap threshold fixed at 64 KiB so that freed
-tensors go back to the system (RSS then follows the tensors torch's CPU allocator holds;
-tracemalloc does not see them); the ratio is ``numerics``' over one forward of step a.
+(every fused conv is run again on the first step's values: the shadow run), and a
+30k-node synthetic graph of small elementwise ops (1x16 values: per-node overhead at its
+worst) against a copy whose first op is scaled by 1.001 (every node differs).
+Time: ``numerics`` given the two steps' structure, as ``Comparison.numerics`` is (the
+structure, which the comparison shows first, is timed apart), over both plain forwards
+(one of each step's GraphModule), alternating, the minimum of 5 each (the machine is
+shared: the minimum is the least disturbed run), in the same process; the first call
+on fresh steps is what is timed each time (nothing is cached between calls).
+Memory, two ways, each the numerics call's peak over one forward of step a's:
+tensors: the peak of the bytes torch's CPU allocator holds beyond what it held before,
+from the profiler's memory events (the values both runs hold: what the target is about);
+RSS: the process's peak resident memory above what it held just before (VmHWM, reset
+through /proc/self/clear_refs), in a fresh process per measurement, with glibc's mmap
+threshold fixed at 64 KiB; it counts Python objects too (the result's table, a closure
+per node), which a plain forward of a 30k-node graph of 64-byte values does not have.
 Targets: <= 3x time, <= 2x memory. Run: ``.venv/bin/python bench/numerics.py``.
 """
 from __future__ import annotations
@@ -17,7 +23,6 @@ from __future__ import annotations
 import copy
 import operator
 import os
-import statistics
 import subprocess
 import sys
 import time
@@ -27,6 +32,7 @@ import torch
 
 import fxviz
 from fxviz.numerics import numerics
+from fxviz.structure import structure
 
 OPS = (torch.sin, torch.relu, torch.tanh)
 
@@ -71,15 +77,6 @@ def forward(step):
         return step.gm(*step.example_inputs)
 
 
-def median_time(fn, repeats: int = 3) -> float:
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
-
-
 def peak_rss(case: str, what: str) -> int:
     """Run in a child: bytes of resident memory the measured call added at its peak."""
     env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536"}
@@ -90,11 +87,12 @@ def peak_rss(case: str, what: str) -> int:
 
 def _measure_memory(case: str, what: str) -> None:
     step_a, step_b = CASES[case]()
+    shape = structure(step_a.gm, step_b.gm)
     forward(step_a), forward(step_b)  # code and kernels loaded before the baseline
     with open("/proc/self/clear_refs", "w") as clear:  # the peak (VmHWM) starts again from now
         clear.write("5")
     before = _status("VmRSS")
-    forward(step_a) if what == "forward" else numerics(step_a, step_b)
+    forward(step_a) if what == "forward" else numerics(step_a, step_b, shape)
     print(_status("VmHWM") - before)
 
 
@@ -105,16 +103,42 @@ def _status(field: str) -> int:
     return int(line.split()[1]) * 1024
 
 
+def peak_tensor_bytes(fn) -> int:
+    """The most bytes torch's allocators held during ``fn()`` beyond what they held before."""
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], profile_memory=True) as prof:
+        fn()
+    events = sorted((e.start_ns(), e.nbytes()) for e in prof.profiler.kineto_results.events() if e.name() == "[memory]")
+    total = peak = 0
+    for _, size in events:
+        total += size
+        peak = max(peak, total)
+    return peak
+
+
 def main() -> None:
     torch.set_num_threads(1)
-    print(f"{'case':32} {'numerics / 2 forwards':>22} {'peak memory / 1 forward':>24}")
+    print(f"{'case':30} {'numerics / 2 forwards':>22} {'tensors / 1 forward':>20} {'RSS / 1 forward':>16}")
     for case, make in CASES.items():
-        step_a, step_b = make()
-        numerics(step_a, step_b)  # warm
-        plain = median_time(lambda: (forward(step_a), forward(step_b)))
-        took = median_time(lambda: numerics(step_a, step_b))
-        memory = peak_rss(case, "numerics") / max(peak_rss(case, "forward"), 1)
-        print(f"{case:32} {took / plain:21.2f}x {memory:23.2f}x   ({took:.3f} s vs {plain:.3f} s)")
+        times = {"numerics": [], "forwards": [], "structure": []}
+        for _ in range(5):
+            step_a, step_b = make()  # fresh steps: nothing of an earlier call reused
+            start = time.perf_counter()
+            shape = structure(step_a.gm, step_b.gm)
+            times["structure"].append(time.perf_counter() - start)
+            start = time.perf_counter()
+            forward(step_a), forward(step_b)
+            times["forwards"].append(time.perf_counter() - start)
+            start = time.perf_counter()
+            numerics(step_a, step_b, shape)
+            times["numerics"].append(time.perf_counter() - start)
+        took, plain, shape_s = (min(times[k]) for k in ("numerics", "forwards", "structure"))
+        tensors = peak_tensor_bytes(lambda: numerics(step_a, step_b, shape))
+        one = peak_tensor_bytes(lambda: forward(step_a))
+        rss = peak_rss(case, "numerics") / max(peak_rss(case, "forward"), 1)
+        print(f"{case:30} {took / plain:21.2f}x {tensors / max(one, 1):19.2f}x {rss:15.2f}x   "
+              f"({took:.3f} s vs {plain:.3f} s; tensors {tensors / 1024:.0f} KiB vs {one / 1024:.1f} KiB; "
+              f"structure {shape_s:.3f} s apart)")
+    print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
 
 
 if __name__ == "__main__":

@@ -7,30 +7,31 @@ nor b's comparisons need it, so the two runs hold about two forwards' live value
 every activation. A node's error is *propagated* (``max_rel``: its value against its
 counterpart's, error carried in included) and *introduced* (a shadow run, as torch's
 numeric suite's: the node fed step a's values of its inputs, against the same
-counterpart), where a pass's error starts. Small values are compared in batches.
+counterpart), where a pass's error starts. A node that is a's own op on a's own inputs
+(unchanged, its inputs standing for a's) adds none: it is not run twice. Small values
+are compared in batches (:mod:`fxviz._numerics_stats`), within a budget.
 """
 from __future__ import annotations
 
 import math
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import torch
 import torch.fx
-from torch.fx.node import map_arg
 
-from fxviz._runtime import fresh_containers, preserved_buffers
-from fxviz._torch_internals import tree_leaves
+from fxviz._gc import gc_paused
+from fxviz._node_runner import NodeRunner
+from fxviz._numerics_stats import BATCH, PENDING, SMALL, Stats, results
+from fxviz._runtime import preserved_buffers
 from fxviz.capture import as_inputs
-from fxviz.check import tf32_enabled, tolerance
-from fxviz.shapes import _last_uses, _may_write_inputs
+from fxviz.check import tf32_enabled
 from fxviz.structure import structure as structure_of
 
 __all__ = ["numerics", "first_divergence", "stands_for", "COLUMNS"]
 
 COLUMNS = ["node", "counterpart", "max_abs", "max_rel", "sqnr_db", "cosine", "introduced", "diverged"]
-SMALL = 1 << 14  # elements: a value this small waits to be compared with others in one batch
-BATCH = 512  # values per batch
 
 
 def numerics(step_a: Any, step_b: Any, structure: pd.DataFrame | None = None) -> pd.DataFrame:
@@ -38,16 +39,20 @@ def numerics(step_a: Any, step_b: Any, structure: pd.DataFrame | None = None) ->
     of ``step_a`` it stands for, "" for none), ``max_abs`` (max |b - a|), ``max_rel``
     (``max_abs`` over max |a|), ``sqnr_db`` (10 log10 of a's energy over the error's),
     ``cosine``, ``introduced`` (``max_rel`` of the node run on a's inputs: the error it
-    adds itself) and ``diverged`` (``max_rel`` beyond the step check's tolerance for the
-    dtype, :func:`fxviz.check.tolerance`). NaN where there is nothing to compare (no
+    adds itself; 0 for a node that is a's own op on a's own inputs) and ``diverged``
+    (``max_rel`` beyond the step check's tolerance for the dtype,
+    :func:`fxviz.check.tolerance`). NaN where there is nothing to compare (no
     counterpart, no tensor, other shapes). ``structure``: :func:`fxviz.structure.structure`
     of the two graphs, when known. Neither model is changed (buffers restored)."""
     gm_a, gm_b = step_a.gm, step_b.gm
-    matched = stands_for(structure_of(gm_a, gm_b) if structure is None else structure, gm_a)
-    lockstep = _Lockstep(gm_a, as_inputs(step_a.example_inputs), gm_b, as_inputs(step_b.example_inputs), matched)
-    with torch.no_grad(), preserved_buffers(gm_a), preserved_buffers(gm_b):
-        lockstep.run()
-    return lockstep.rows()
+    structure = structure_of(gm_a, gm_b) if structure is None else structure
+    unchanged = set(structure.loc[structure["mark"] == "unchanged", "node"])
+    with gc_paused():  # a closure per node: collections meanwhile would rescan them all
+        runners = NodeRunner(gm_a, as_inputs(step_a.example_inputs)), NodeRunner(gm_b, as_inputs(step_b.example_inputs))
+        lockstep = _Lockstep(*runners, stands_for(structure, gm_a), unchanged)
+        with torch.no_grad(), preserved_buffers(gm_a), preserved_buffers(gm_b):
+            lockstep.run()
+        return lockstep.rows()
 
 
 def first_divergence(rows: pd.DataFrame) -> str | None:
@@ -63,142 +68,151 @@ def stands_for(structure: pd.DataFrame, gm_a: torch.fx.GraphModule) -> dict[str,
     pass added that took nothing over has none."""
     order = {n.name: i for i, n in enumerate(gm_a.graph.nodes)}
     found = {}
-    for node, mark, took in zip(structure["node"], structure["mark"], structure["counterpart"]):
-        absorbed = [name for name in took.split(", ") if name in order]
+    for node, mark, took in zip(*(structure[c].tolist() for c in ("node", "mark", "counterpart"))):
+        absorbed = [name for name in took.split(", ") if name in order] if took else ()
         if mark != "removed" and absorbed:
             found[node] = max(absorbed, key=order.__getitem__)
-        elif mark in ("changed", "unchanged"):
+        elif mark == "changed" or mark == "unchanged":
             found[node] = node
     return found
 
 
-class _Graph:
-    """One graph run node by node: its values by node, and how a node is run."""
-
-    def __init__(self, gm: torch.fx.GraphModule, inputs: tuple):
-        self.gm, self.nodes, self.pos, self.env = gm, list(gm.graph.nodes), 0, {}
-        self.interpreter = torch.fx.Interpreter(gm, garbage_collect_values=False)
-        self.interpreter.args_iter = iter(gm.graph.process_inputs(*inputs))
-        self.dies_after = _last_uses(gm.graph)
-
-    def call(self, node: torch.fx.Node, value_of: Any) -> Any:
-        """``node`` run on its inputs' values as ``value_of(input node)`` gives them."""
-        if node.op == "placeholder":
-            return self.interpreter.placeholder(node.target, node.args, {})
-        args = map_arg(node.args, value_of)
-        if node.op == "output":
-            return args[0]
-        kwargs = map_arg(node.kwargs, value_of) if node.kwargs else {}
-        return getattr(self.interpreter, node.op)(node.target, fresh_containers(args), fresh_containers(kwargs))
-
-    def writes(self, node: torch.fx.Node) -> bool:
-        """Whether running ``node`` may change its inputs in place (``add_``, an in-place ReLU,
-        a module of the user's own, whose forward could do anything)."""
-        if node.op != "call_module":
-            return _may_write_inputs(node)
-        module = self.gm.get_submodule(str(node.target))
-        return bool(getattr(module, "inplace", False)) or not type(module).__module__.startswith("torch.nn")
+_PROPAGATED, _SHADOWED, _ZERO, _FAILED = range(4)  # where a node's introduced error comes from
 
 
 class _Lockstep:
     """Step b run node by node, step a run just far enough ahead, and a shadow run of b's
-    nodes on a's values where those differ from b's own."""
+    nodes on a's values where b's node is not a's own computation on a's own inputs."""
 
-    def __init__(self, gm_a, inputs_a, gm_b, inputs_b, matched: dict[str, str]):
-        self.a, self.b = _Graph(gm_a, inputs_a), _Graph(gm_b, inputs_b)
-        by_name = {n.name: n for n in self.a.nodes}
-        self.cp = {n: by_name[matched[n.name]] for n in self.b.nodes if n.name in matched}
-        position = {n: i for i, n in enumerate(self.a.nodes)}
-        self.last_need: dict[torch.fx.Node, int] = {}  # a's node -> the last b position that reads it
-        self.ahead: list[int] = []  # b position -> how far a must have run
-        self.inputs = [node.all_input_nodes for node in self.b.nodes]
-        for j, node in enumerate(self.b.nodes):
-            needed = [self.cp[n] for n in (node, *self.inputs[j]) if n in self.cp]
-            self.last_need.update(dict.fromkeys(needed, j))
-            self.ahead.append(max((position[n] for n in needed), default=-1))
-        self.released: list[list[torch.fx.Node]] = [[] for _ in self.b.nodes]  # b position -> a's nodes read last
-        for node, j in self.last_need.items():
-            self.released[j].append(node)
-        self.kept: dict[torch.fx.Node, Any] = {}  # a's values b still needs, saved before a wrote them
-        self.a_done: set[torch.fx.Node] = set()  # a's nodes a itself no longer needs
-        self.shadow: dict[torch.fx.Node, Any] = {}  # b's nodes with no counterpart: their value on a's inputs
-        self.exact: dict[torch.fx.Node, bool] = {}  # b's node -> its shadow input equals its own value
-        self.j, self.stats = 0, _Stats(tf32_enabled())
+    def __init__(self, a: NodeRunner, b: NodeRunner, matched: dict[str, str], unchanged: set[str]):
+        self.a, self.b = a, b
+        by_name = {n.name: i for i, n in enumerate(a.nodes)}
+        cp = self.cp = [by_name.get(matched.get(n.name), -1) for n in b.nodes]  # b -> a position, -1: none
+        last_need = [-1] * len(a.nodes)  # a's position -> the last b position that reads it
+        ahead: list[int] = []  # b position -> how far a must have run
+        kind: list[int] = []  # b position -> where its introduced error comes from
+        for j, (node, ins, i) in enumerate(zip(b.nodes, b.inputs, cp)):
+            needed = [cp[k] for k in ins]
+            same = i >= 0 and -1 not in needed and needed == a.inputs[i] and node.name in unchanged
+            needed = [k for k in needed if k >= 0] + ([i] if i >= 0 else [])
+            for k in needed:
+                last_need[k] = j
+            ahead.append(max(needed, default=-1))
+            kind.append(_PROPAGATED if not ins else _ZERO if same else _SHADOWED)
+        self.ahead, self.kind = ahead, kind
+        # When each of a's values is freed: as a runs the last node that reads it, or once b has read it last
+        self.a_free: list[list[int]] = [[] for _ in a.nodes]  # a position -> values to free after it ran
+        self.b_free: list[list[int]] = [[] for _ in b.nodes]  # b position -> a's values to free after it ran
+        runs_at, position = [len(b.nodes)] * len(a.nodes), 0  # a position -> the b position it runs before
+        for j, far in enumerate(self.ahead):
+            while position <= far:
+                runs_at[position], position = j, position + 1
+        for p, dead in enumerate(a.dies):
+            for i in dead:
+                (self.a_free[p] if last_need[i] < runs_at[p] else self.b_free[last_need[i]]).append(i)
+        self.last_need = last_need
+        self.kept: dict[int, Any] = {}  # a's values b still needs, saved before a wrote them
+        self.shadow: dict[int, Any] = {}  # b's nodes with no counterpart: their value on a's inputs
+        self.fits = [False] * len(b.nodes)  # b's node -> a's counterpart value can stand in for it as it is
+        self.stats = Stats(2 * len(b.nodes), tf32_enabled())
 
     def run(self) -> None:
-        b = self.b
-        for self.j, node in enumerate(b.nodes):
-            while self.a.pos <= self.ahead[self.j]:
-                self._step_a()
-            writes = b.writes(node)
-            if writes:
-                self.stats.flush()  # values waiting to be compared are the ones it could change
-            shadowed = None
-            if not all(self.exact.get(n, False) for n in self.inputs[self.j]):
-                feed = self._feed if not writes else lambda n: _copy(self._feed(n))
-                try:
-                    shadowed = b.call(node, feed)
-                except Exception:  # b's op cannot take a's values (a dtype it refuses): nothing introduced known
-                    shadowed = _FAILED
-            value = b.env[node] = b.call(node, b.env.__getitem__)
-            counterpart = self.cp.get(node)
-            if counterpart is not None:
-                reference = self._a_value(counterpart)
-                self.stats.add((self.j, "propagated"), reference, value)
+        """The lockstep, one loop: at 30k small nodes, every call and lookup per node shows."""
+        a, b, stats, cp, fits, kind, kept, shadow = self.a, self.b, self.stats, self.cp, self.fits, self.kind, \
+            self.kept, self.shadow
+        a_values, a_steps, a_writes, a_free = a.values, a.steps, a.writes, self.a_free
+        values, steps, dies, writes, inputs, b_free = b.values, b.steps, b.dies, b.writes, b.inputs, self.b_free
+        ahead, add, pending, tensor = self.ahead, stats.add, stats.pending, torch.Tensor
+        position = 0
+        for j in range(len(steps)):
+            while position <= ahead[j]:
+                if a_writes[position]:
+                    self._before_a_writes(position, j)
+                a_values[position] = a_steps[position]()
+                for done in a_free[position]:
+                    a_values[done] = None
+                    if kept:
+                        kept.pop(done, None)
+                position += 1
+            if writes[j]:
+                stats.flush()  # values waiting to be compared are the ones it could change
+            how, shadowed = kind[j], None
+            if how == _ZERO:
+                for k in inputs[j]:
+                    if not fits[k]:
+                        how = kind[j] = _SHADOWED
+                        break
+            if how == _SHADOWED:
+                shadowed = self._shadow(j)
+            value = values[j] = steps[j]()
+            i = cp[j]
+            if i >= 0:
+                reference = kept[i] if kept and i in kept else a_values[i]
+                if type(reference) is tensor and type(value) is tensor and reference.shape == value.shape:
+                    fits[j] = reference.dtype is value.dtype
+                    size = reference.numel()
+                    if size <= SMALL:  # Stats.add's common case, inline
+                        pending.append((2 * j, reference, value))
+                        stats.waiting += size
+                        if stats.waiting >= PENDING or len(pending) >= BATCH:
+                            stats.flush()
+                    else:
+                        add(2 * j, reference, value)
+                else:
+                    add(2 * j, reference, value)
+                    fits[j] = _fits(reference, value)
                 if shadowed is not None:
-                    self.stats.add((self.j, "introduced"), reference, shadowed)
-                self.exact[node] = shadowed is None and _same(value, reference)
+                    add(2 * j + 1, reference, shadowed)
             else:
-                self.shadow[node] = value if shadowed is None else shadowed
-                self.exact[node] = shadowed is None
-            for done in (*b.dies_after.get(node, ()), *(() if node.users else (node,))):
-                for held in (b.env, self.shadow, self.exact):
-                    held.pop(done, None)
-            for done in self.released[self.j]:
-                if done in self.a_done:
-                    self._drop_a(done)
-        self.stats.flush()
+                shadow[j] = value if shadowed is None else shadowed
+            for done in dies[j]:
+                values[done] = None
+            if shadow:
+                for done in dies[j]:
+                    shadow.pop(done, None)
+            for done in b_free[j]:
+                a_values[done] = None
+                if kept:
+                    kept.pop(done, None)
+        stats.flush()
 
     def rows(self) -> pd.DataFrame:
-        rows, found = [], self.stats.found
-        for j, node in enumerate(self.b.nodes):
-            counterpart = self.cp.get(node)
-            propagated = self.stats.result((j, "propagated"))
-            shadowed = (j, "introduced") in found
-            introduced = self.stats.result((j, "introduced"), propagated[1]) if shadowed else propagated
-            rows.append((node.name, "" if counterpart is None else counterpart.name, propagated[0],
-                         propagated[2], propagated[3], propagated[4], introduced[2], propagated[5] > 1))
-        return pd.DataFrame(rows, columns=COLUMNS)
+        table = self.stats.table()
+        count = len(self.b.nodes)
+        error, relative, sqnr, cosine, worst, shadow_rel = results(table, np.arange(0, 2 * count, 2),
+                                                                   np.arange(1, 2 * count, 2))
+        kind = np.array(self.kind)
+        introduced = np.where(kind == _SHADOWED, shadow_rel, np.where(kind == _PROPAGATED, relative, math.nan))
+        introduced[(kind == _ZERO) & ~np.isnan(relative)] = 0.0
+        names = [node.name for node in self.b.nodes]
+        counterparts = [self.a.nodes[i].name if i >= 0 else "" for i in self.cp]
+        return pd.DataFrame(dict(zip(COLUMNS, (names, counterparts, error, relative, sqnr, cosine, introduced,
+                                                worst > 1))), columns=COLUMNS)
 
-    def _step_a(self) -> None:
-        a, node = self.a, self.a.nodes[self.a.pos]
-        if a.writes(node):
-            self.stats.flush()
-            for producer in node.all_input_nodes:  # b reads it later as a had it: save it first
-                if self.last_need.get(producer, -1) >= self.j and producer not in self.kept:
-                    self.kept[producer] = _copy(a.env[producer])
-        a.env[node] = a.call(node, a.env.__getitem__)
-        a.pos += 1
-        for done in (*a.dies_after.get(node, ()), *(() if node.users else (node,))):
-            self.a_done.add(done)
-            if self.last_need.get(done, -1) < self.j:
-                self._drop_a(done)
+    def _before_a_writes(self, position: int, j: int) -> None:
+        """a's node may write its inputs: compare what waits, and save what b reads later."""
+        self.stats.flush()
+        for i in self.a.inputs[position]:
+            if self.last_need[i] >= j and i not in self.kept:
+                self.kept[i] = _copy(self.a.values[i])
 
-    def _drop_a(self, node: torch.fx.Node) -> None:
-        self.a.env.pop(node, None), self.kept.pop(node, None)
-
-    def _a_value(self, node: torch.fx.Node) -> Any:
-        return self.kept[node] if node in self.kept else self.a.env[node]
+    def _shadow(self, j: int) -> Any:
+        """b's node j run on a's values of its inputs (their own shadow values for nodes with none)."""
+        feed = self._feed if not self.b.writes[j] else lambda n: _copy(self._feed(n))
+        try:
+            return self.b.call(self.b.nodes[j], feed)
+        except Exception:  # b's op cannot take a's values (a dtype it refuses): nothing introduced known
+            self.kind[j] = _FAILED
+            return None
 
     def _feed(self, node: torch.fx.Node) -> Any:
         """What the shadow run gives a node for input ``node``: a's value of its counterpart
         (in b's dtype), else its own shadow value; b's own where a's has another shape."""
-        counterpart = self.cp.get(node)
-        return self.shadow[node] if counterpart is None else _like(self._a_value(counterpart), self.b.env[node])
-
-
-
-_FAILED = object()
+        k = self.b.slot[node]
+        i = self.cp[k]
+        if i < 0:
+            return self.shadow[k]
+        return _like(self.kept[i] if i in self.kept else self.a.values[i], self.b.values[k])
 
 
 def _copy(value: Any) -> Any:
@@ -220,101 +234,13 @@ def _like(reference: Any, own: Any) -> Any:
     return own
 
 
-def _same(x: Any, y: Any) -> bool:
-    """Whether two values are equal, tensors bit for bit (shape and dtype too)."""
-    xs, ys = (tree_leaves(v) if not isinstance(v, torch.Tensor) else [v] for v in (x, y))
-    if len(xs) != len(ys):
+def _fits(reference: Any, own: Any) -> bool:
+    """Whether :func:`_like` gives ``reference`` itself: the same dtypes, shapes and other values."""
+    if isinstance(reference, torch.Tensor):
+        return isinstance(own, torch.Tensor) and reference.dtype == own.dtype and reference.shape == own.shape
+    if type(reference) in (tuple, list):
+        return type(own) is type(reference) and len(own) == len(reference) and all(map(_fits, reference, own))
+    try:
+        return type(reference) is type(own) and bool(reference == own)
+    except Exception:  # a value without a plain equality: cannot tell, so it does not fit
         return False
-    for p, q in zip(xs, ys):
-        if isinstance(p, torch.Tensor) or isinstance(q, torch.Tensor):
-            if not (isinstance(p, torch.Tensor) and isinstance(q, torch.Tensor) and p.shape == q.shape
-                    and p.dtype == q.dtype and torch.equal(p, q)):
-                return False
-        elif type(p) is not type(q) or p is not q and p != q:
-            return False
-    return True
-
-
-class _Stats:
-    """Error statistics per key, summed over a value's tensors: max |d|, max |ref|, |d|²,
-    |ref|², |out|² and the worst error over its tolerance (the check's rule)."""
-
-    def __init__(self, tf32: bool):
-        self.tf32, self.found, self.pending, self.segments = tf32, {}, [], {}
-
-    def add(self, key: Any, reference: Any, output: Any) -> None:
-        refs, outs = (tree_leaves(v) if not isinstance(v, torch.Tensor) else [v] for v in (reference, output))
-        pairs = [(r, o) for r, o in zip(refs, outs) if isinstance(r, torch.Tensor)]
-        if len(refs) != len(outs) or not pairs or any(not isinstance(o, torch.Tensor) or o.shape != r.shape
-                                                      for r, o in pairs):
-            self.found[key] = None  # nothing to compare
-            return
-        self.found[key] = [0.0] * 6
-        for r, o in pairs:
-            rtol = tolerance(r.dtype, tf32=self.tf32 and r.is_cuda)
-            r = _wide(r)
-            o = _wide(o).to(r.dtype)
-            if r.numel() > SMALL:
-                self._note(key, rtol, _errors(r, o))
-            else:
-                self.pending.append((key, rtol, r.reshape(-1), o.reshape(-1)))
-        if len(self.pending) >= BATCH:
-            self.flush()
-
-    def flush(self) -> None:
-        """Compare what waits, one batch per dtype."""
-        groups: dict[tuple, list] = {}
-        for item in self.pending:
-            groups.setdefault((item[2].dtype, item[2].device), []).append(item)
-        self.pending = []
-        for items in groups.values():
-            sizes = tuple(item[2].numel() for item in items)
-            segment = self.segments.get((sizes, device := items[0][2].device))
-            if segment is None:  # a graph repeats its few batch layouts: each made once
-                segment = self.segments[sizes, device] = torch.repeat_interleave(
-                    torch.arange(len(items)), torch.tensor(sizes)).to(device)
-            ref, out = torch.cat([item[2] for item in items]), torch.cat([item[3] for item in items])
-            diff = out - ref
-            zeros = torch.zeros(len(items), dtype=ref.dtype, device=ref.device)
-            columns = [zeros.clone().scatter_reduce_(0, segment, diff.abs(), "amax"),
-                       zeros.clone().scatter_reduce_(0, segment, ref.abs(), "amax"),
-                       *(zeros.clone().index_add_(0, segment, x * x) for x in (diff, ref, out))]
-            for item, numbers in zip(items, torch.stack(columns, 1).tolist()):
-                self._note(item[0], item[1], numbers)
-
-    def _note(self, key: Any, rtol: float, numbers: list[float]) -> None:
-        error, scale, error_sq, ref_sq, out_sq = numbers
-        total = self.found[key]
-        total[0], total[1] = max(total[0], error), max(total[1], scale)
-        total[2:5] = [total[2] + error_sq, total[3] + ref_sq, total[4] + out_sq]
-        allowed = rtol * scale
-        worst = error / allowed if allowed else math.inf if error else 0.0
-        total[5] = max(total[5], worst) if error == error else math.inf  # NaN: never within tolerance
-
-    def result(self, key: Any, scale: float | None = None) -> tuple[float, ...]:
-        """(max_abs, scale, max_rel, sqnr_db, cosine, worst error over tolerance); NaN for none."""
-        total = self.found.get(key)
-        if total is None:
-            return (math.nan,) * 5 + (0.0,)
-        error, own_scale, error_sq, ref_sq, out_sq, worst = total
-        scale = own_scale if scale is None else scale
-        relative = error / scale if scale else math.inf if error else 0.0
-        sqnr = math.inf if error_sq == 0 else 10 * math.log10(ref_sq / error_sq) if ref_sq else -math.inf
-        norms = math.sqrt(ref_sq * out_sq)
-        cosine = max(-1.0, min(1.0, (ref_sq + out_sq - error_sq) / (2 * norms))) if norms else math.nan
-        return error, scale, relative, sqnr, cosine, worst
-
-
-def _wide(t: torch.Tensor) -> torch.Tensor:
-    """The dtype errors are computed in: float64 for double, float32 for the rest (complex as pairs)."""
-    if t.is_complex():
-        t = torch.view_as_real(t)
-    return t if t.dtype in (torch.float64, torch.float32) else t.to(torch.float32)
-
-
-def _errors(ref: torch.Tensor, out: torch.Tensor) -> list[float]:
-    """:class:`_Stats`' numbers of one large tensor pair, without copying either."""
-    diff = out - ref
-    norm = torch.linalg.vector_norm
-    numbers = torch.stack([norm(diff, math.inf), norm(ref, math.inf), norm(diff), norm(ref), norm(out)]).tolist()
-    return [*numbers[:2], *(x * x for x in numbers[2:])]
