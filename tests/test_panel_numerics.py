@@ -6,6 +6,7 @@ import html
 import operator
 import re
 
+import numpy as np
 import pytest
 import torch
 from torch import nn
@@ -182,3 +183,15 @@ def test_a_differing_step_in_the_history_leads_there_and_to_where_it_starts(expl
     links["1 · slip_after_conv1"].click()
     assert ex.session.index == 1 and ex.graph.selected == "bn1"
     assert "introduced here" in text(ex.details.body.value)
+
+
+def test_a_long_graph_is_charted_in_runs_that_keep_the_peak():
+    from fxviz.widgets.panel_memory import MAX_POINTS, binned
+
+    live = np.arange(30_001, dtype=float) % 997
+    live[12_345] = 5e6
+    x, y = binned(live)
+    assert len(x) == len(y) <= MAX_POINTS and y.max() == 5e6
+    assert abs(x[np.argmax(y)] - 12_346) <= len(live) / MAX_POINTS  # drawn where it is (node 12,346)
+    x, y = binned(live[:10])
+    assert list(x) == list(range(1, 11)) and list(y) == list(live[:10])  # short: every node as it is

@@ -12,12 +12,15 @@ from collections.abc import Callable
 from typing import Any
 
 import ipywidgets as w
+import numpy as np
 
 from fxviz.chart import INK, chart_svg
 from fxviz.markup import escape
 from fxviz.node_table import human_bytes
 
 _UNITS = ((1e9, "GB"), (1e6, "MB"), (1e3, "kB"), (1, "B"))
+#: points drawn at most: past it, each point is the largest of a run of nodes (the peak stays)
+MAX_POINTS = 2000
 
 
 class MemoryPanel(w.VBox):
@@ -92,13 +95,23 @@ class MemoryPanel(w.VBox):
         return f'<div class="fxviz-details-memory"><b>Memory</b><table class="fxviz-kv">{cells}</table></div>'
 
 
+def binned(live: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Positions (from 1) and values to draw: each node's, or past :data:`MAX_POINTS`
+    the largest of each run of nodes at the run's middle (a 30k-node chart stays small)."""
+    per = -(-len(live) // MAX_POINTS)
+    if per <= 1:
+        return np.arange(1, len(live) + 1), live
+    runs = np.pad(live, (0, -len(live) % per)).reshape(-1, per).max(axis=1)
+    return np.arange(len(runs)) * per + (per + 1) / 2, runs
+
+
 def _draw(ax: Any, frame: Any) -> None:
     """Bytes alive per node in execution order, in one unit, the peak marked."""
     live = frame["live_bytes"].to_numpy(dtype=float)
     scale, unit = next(((s, u) for s, u in _UNITS if live.max(initial=0) >= s), (1, "B"))
-    x = range(1, len(live) + 1)
-    ax.fill_between(x, live / scale, step="mid", color="#60a5fa", alpha=0.5, linewidth=0)
-    ax.step(x, live / scale, where="mid", color="#2563eb", linewidth=1)
+    x, y = binned(live)
+    ax.fill_between(x, y / scale, step="mid", color="#60a5fa", alpha=0.5, linewidth=0)
+    ax.step(x, y / scale, where="mid", color="#2563eb", linewidth=1)
     where = frame.attrs["peak_node"]
     if where:
         at = int(frame.index[frame["node"] == where][0])
