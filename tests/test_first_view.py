@@ -216,3 +216,17 @@ def test_symbolic_tracing_finds_weights_in_its_table_as_torch_finds_them():
     torchs = torch.fx.symbolic_trace(model)
     assert [(n.op, str(n.target)) for n in ours.graph.nodes] == [(n.op, str(n.target)) for n in torchs.graph.nodes]
     assert {n.target for n in ours.graph.find_nodes(op="get_attr")} == {"embed.weight", "scale"}
+
+
+def test_auto_ending_at_export_draws_from_shapes_without_running():
+    class Branchy(Scaled):
+        def forward(self, x):
+            if x.shape[0] != 2:  # fine for export, not for symbolic tracing
+                raise ValueError("batch of 2 expected")
+            return super().forward(x)
+
+    CALLS.clear()
+    session = fxviz.Session(Branchy().eval(), torch.randn(2, 4))
+    assert session.capture.method == "export" and session.capture.attempts[0][0] == "symbolic"
+    assert fxviz.to_svg(session.current.graph).startswith("<svg") and CALLS == []
+    assert session.current.check.status == "match" and len(CALLS) == 6

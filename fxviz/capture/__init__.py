@@ -232,13 +232,19 @@ def _advice(chosen: FrontEnd, model: Any, reason: str) -> str:
 def _runs(result: Capture, inputs: tuple) -> None:
     """A capture that cannot run on the inputs it was made for is no capture (symbolic
     tracing bakes in Python values and misses shape errors): try the next method. The run
-    is the annotated one a Session's step 0 needs (``result.first_run``): one forward, not two."""
+    is the annotated one a Session's step 0 needs (``result.first_run``): one forward, not two.
+    A graph that carries its shapes (export's, make_fx's: traced through the ops themselves)
+    is not run: its check runs it (:func:`~fxviz.known_shapes.unrun`)."""
     from fxviz.check import seeded
+    from fxviz.known_shapes import unrun
     from fxviz.shapes import annotated_run
 
     gm = result.gm
     ran = graph_info(gm).graph_inputs
     args = inputs if ran is None else ran
+    result.first_run = unrun(gm, args)
+    if result.first_run is not None:
+        return
     try:
         with seeded(args):
             result.first_run = annotated_run(gm, args)
