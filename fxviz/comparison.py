@@ -19,6 +19,7 @@ from fxviz._linediff import unified_diff
 from fxviz.check import CheckResult, compare_outputs, run_outputs
 from fxviz.errors import InputError
 from fxviz.graph import readable_target
+from fxviz.memory import memory_change, step_memory
 from fxviz.numerics import first_divergence, numerics
 from fxviz.side_by_side import SideBySide
 from fxviz.structure import changes, structure
@@ -58,7 +59,7 @@ class Comparison:
     ``structure`` (provenance-aware marks, no timing needed), ``timing_total`` (the
     whole forward), ``timing`` (per target), ``timing_by_node``, ``timing_by_kind``
     (per module class or function), ``output_diff``, ``numerics`` (error per node, propagated
-    and introduced), ``first_divergence``, ``top()``, ``summary()``,
+    and introduced), ``first_divergence``, ``memory`` (how the peak moved), ``top()``, ``summary()``,
     ``node_marks()``, ``plot_top()``, ``side_by_side()`` (both graphs drawn, marks coloured).
     """
 
@@ -105,6 +106,13 @@ class Comparison:
         propagated and introduced (:func:`fxviz.numerics.numerics`; both steps run once,
         in lockstep, on their example inputs)."""
         return numerics(self.step_a, self.step_b, self.structure)
+
+    @functools.cached_property
+    def memory(self) -> pd.DataFrame:
+        """How the activations' peak moved from step a to step b (channels_last, a fusion):
+        :func:`fxviz.memory.memory_change` of the two steps' memory (rows ``a``, ``b``:
+        ``peak_bytes``, ``peak_node``, ...; ``attrs`` ``ratio``, ``moved``)."""
+        return memory_change(step_memory(self.step_a), step_memory(self.step_b))
 
     @property
     def first_divergence(self) -> str | None:

@@ -9,17 +9,21 @@ inputs and weights are counted apart from the activations, as they live througho
 """
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any
 
 import networkx as nx
 import torch
 
+from fxviz._runtime import preserved_buffers
+from fxviz._torch_internals import tree_leaves
 from fxviz.graph_memo import derived
 
 if TYPE_CHECKING:  # imported by memory(): the drawing's colour modes read live_bytes, and pandas is slow to import
     import pandas as pd
 
-__all__ = ["memory", "live_bytes", "COLUMNS", "VIEWS"]
+__all__ = ["memory", "live_bytes", "step_memory", "measured_peak_bytes", "memory_change", "plot_memory", "COLUMNS",
+           "VIEWS"]
 
 COLUMNS = ["node", "op", "output_bytes", "live_bytes"]
 #: ops whose output shares its first input's memory (torch, Tensor method and ATen names)
@@ -32,7 +36,7 @@ VIEWS = frozenset({
 _DTYPE_BYTES: dict[str, int] = {}
 
 
-def memory(graph: nx.DiGraph, gm: torch.fx.GraphModule | None = None) -> pd.DataFrame:
+def memory(graph: nx.DiGraph, gm: torch.fx.GraphModule | None = None, inputs: tuple | None = None) -> pd.DataFrame:
     """One row per node in execution order: ``node``, ``op``, ``output_bytes`` (0 for a
     view or in-place op, and for inputs and weights) and ``live_bytes`` (activations
     alive while it runs and just after: its output and every earlier value still to be
@@ -40,7 +44,9 @@ def memory(graph: nx.DiGraph, gm: torch.fx.GraphModule | None = None) -> pd.Data
     ``input_bytes``, ``weight_bytes`` (each weight once) and ``unknown`` (nodes whose
     output size is not known: counted as 0). ``graph``: :func:`fxviz.to_networkx` of an
     annotated graph; ``gm``: its GraphModule, which tells whether a module call works in
-    place (without it, an in-place ReLU module counts as a new value)."""
+    place (without it, an in-place ReLU module counts as a new value). ``inputs``: its
+    example inputs; on CUDA, ``attrs["measured_peak_bytes"]`` beside the estimate
+    (:func:`measured_peak_bytes`; None elsewhere)."""
     names = list(graph)
     position = {name: i for i, name in enumerate(names)}
     root: dict[str, str] = {}  # node -> the node whose memory its output is
@@ -86,6 +92,8 @@ def memory(graph: nx.DiGraph, gm: torch.fx.GraphModule | None = None) -> pd.Data
     frame.attrs.update(peak_bytes=live[peak] if live else 0, peak_node=names[peak] if live else None,
                        input_bytes=sum(_own_size(graph, n) for n, k in kinds.items() if k == "input"),
                        weight_bytes=sum(weights.values()), unknown=unknown)
+    if inputs is not None and gm is not None:
+        frame.attrs["measured_peak_bytes"] = measured_peak_bytes(gm, inputs)
     return frame
 
 
@@ -137,3 +145,84 @@ def _bytes(shape: Any, dtype: Any) -> int | None:
         return int(torch.Size(shape).numel()) * itemsize
     except (TypeError, ValueError):  # a symbolic size
         return None
+
+
+def step_memory(step: Any) -> pd.DataFrame:
+    """A step's :func:`memory` (``step.memory`` where it has one; else from one annotated run
+    of ``step.gm`` on ``step.example_inputs``, the graph left as it was)."""
+    known = getattr(step, "memory", None)
+    if known is not None:
+        return known
+    from fxviz.capture import as_inputs  # fxviz.render imports this module: these import it back
+    from fxviz.graph import to_networkx
+    from fxviz.shapes import annotated_run
+
+    inputs = as_inputs(step.example_inputs)
+    _, notes = annotated_run(step.gm, inputs)
+    return memory(to_networkx(step.gm, notes), step.gm, inputs)
+
+
+def measured_peak_bytes(gm: torch.fx.GraphModule, inputs: tuple) -> int | None:
+    """On CUDA, the most bytes the caching allocator held during one forward beyond what it
+    held before (``torch.cuda.max_memory_allocated``, its peak reset first; after a warm-up
+    forward, so that lazy initialisation is not counted); None for a graph that does not
+    run on one CUDA device. What :func:`memory`'s estimate is checked against: the same
+    activations, plus kernels' workspaces and the allocator's rounding."""
+    tensors = [t for t in [*tree_leaves(inputs), *gm.parameters(), *gm.buffers()] if isinstance(t, torch.Tensor)]
+    devices = {t.device for t in tensors if t.device.type == "cuda"}
+    if len(devices) != 1:
+        return None
+    device = devices.pop()
+    with torch.no_grad(), preserved_buffers(gm):
+        gm(*inputs)
+        torch.cuda.synchronize(device)
+        before = torch.cuda.memory_allocated(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        output = gm(*inputs)
+        torch.cuda.synchronize(device)
+        del output
+        return torch.cuda.max_memory_allocated(device) - before
+
+
+def memory_change(before: pd.DataFrame, after: pd.DataFrame) -> pd.DataFrame:
+    """How the peak moved between two steps' :func:`memory`: rows ``a`` and ``b`` with
+    ``peak_bytes``, ``peak_node``, ``input_bytes``, ``weight_bytes`` and
+    ``measured_peak_bytes`` (None off CUDA); ``attrs["ratio"]``: b's peak over a's (NaN
+    when a's is 0), ``attrs["moved"]``: whether the peak is at another node."""
+    import pandas as pd
+
+    fields = ["peak_bytes", "peak_node", "input_bytes", "weight_bytes", "measured_peak_bytes"]
+    frame = pd.DataFrame([[rows.attrs.get(f) for f in fields] for rows in (before, after)], index=["a", "b"],
+                         columns=fields)
+    peak_a, peak_b = before.attrs["peak_bytes"], after.attrs["peak_bytes"]
+    frame.attrs.update(ratio=peak_b / peak_a if peak_a else math.nan,
+                       moved=before.attrs["peak_node"] != after.attrs["peak_node"])
+    return frame
+
+
+def plot_memory(rows: Any, ax: Any = None) -> Any:
+    """Bytes alive over execution order (of a step, or of its :func:`memory`): activations,
+    and activations with the inputs and weights, which live throughout, drawn apart; the
+    peak marked with its node. Returns the matplotlib Axes (of a new Figure, without
+    pyplot's global state, when ``ax`` is None)."""
+    from fxviz.node_table import human_bytes
+
+    rows = rows if hasattr(rows, "attrs") and "peak_bytes" in rows.attrs else step_memory(rows)
+    if ax is None:
+        from matplotlib.figure import Figure
+
+        ax = Figure(figsize=(7, 3)).subplots()
+    order = list(range(len(rows)))
+    resident = rows.attrs["input_bytes"] + rows.attrs["weight_bytes"]
+    ax.step(order, rows["live_bytes"].tolist(), where="post", label="activations")
+    ax.step(order, (rows["live_bytes"] + resident).tolist(), where="post", linestyle="--",
+            label=f"with inputs and weights ({human_bytes(resident)})")
+    peak, node = rows.attrs["peak_bytes"], rows.attrs["peak_node"]
+    if node is not None:
+        at = rows["node"].tolist().index(node)
+        ax.plot([at], [peak], marker="o", color="#d62728", linestyle="none", label=f"peak {human_bytes(peak)}")
+        ax.annotate(str(node), (at, peak), textcoords="offset points", xytext=(4, 4), fontsize=8)
+    ax.set_xlabel("node (execution order)")
+    ax.set_ylabel("bytes alive")
+    ax.legend(fontsize=8)
+    return ax

@@ -1,11 +1,14 @@
 """Memory per node from shapes alone (fxviz.memory): known peaks, views, in-place ops, meta models."""
+from types import SimpleNamespace
+
 import pytest
 import torch
 import torchvision
 from torch import nn
 
 import fxviz
-from fxviz.memory import memory
+from fxviz.comparison import compare
+from fxviz.memory import memory, plot_memory
 from fxviz.render import render
 
 
@@ -65,4 +68,57 @@ def test_memory_colour_mode_shows_bytes_alive():
     gm, graph = annotated(Chain(), torch.randn(100))
     drawn = render(graph, color_by="memory")
     assert drawn.legend[-1]["label"] == "memory 3.2 kB"  # in the units a person reads
-    assert fxviz.colour_modes.views()[-1]["unit"] == "bytes of activations alive as the node runs"
+    memory_view = next(view for view in fxviz.colour_modes.views() if view["name"] == "memory")
+    assert memory_view["unit"] == "bytes of activations alive as the node runs"
+
+
+class ConvBN(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1, self.bn1 = nn.Conv2d(3, 8, 3), nn.BatchNorm2d(8)
+        self.conv2, self.bn2 = nn.Conv2d(8, 8, 3), nn.BatchNorm2d(8)
+
+    def forward(self, x):  # 2x3x12x12 -> conv1, bn1: 6400 bytes each; conv2, bn2: 4096 each
+        x = torch.relu_(self.bn1(self.conv1(x)))
+        return self.bn2(self.conv2(x)).mean((2, 3))
+
+
+def test_a_fusion_moves_the_peak_and_channels_last_keeps_it():
+    x = torch.randn(2, 3, 12, 12)
+    session = fxviz.Session(ConvBN().eval(), x)
+    session.apply("fuse_conv_bn")
+    moved = session.compare(0, 1).memory
+    # before: conv1's output alive while bn1 writes its own (2 x 6400); after: bn1 is gone,
+    # the peak is conv2's output beside its input (6400 + 4096)
+    assert moved.loc["a", ["peak_bytes", "peak_node"]].tolist() == [12800, "bn1"]
+    assert moved.loc["b", ["peak_bytes", "peak_node"]].tolist() == [10496, "conv2"]
+    assert moved.attrs["ratio"] == pytest.approx(10496 / 12800) and moved.attrs["moved"]
+    assert moved.loc["a", "measured_peak_bytes"] is None  # only on CUDA
+    session.apply("channels_last")  # the same bytes in another layout
+    kept = session.compare(1, 2).memory
+    assert kept.loc["b", ["peak_bytes", "peak_node"]].tolist() == [10496, "conv2"]
+    assert kept.attrs["ratio"] == 1 and not kept.attrs["moved"]
+
+
+def test_a_comparison_of_plain_graphs_annotates_them_without_changing_them():
+    x = torch.randn(2, 3, 12, 12)
+    gm = fxviz.trace(ConvBN().eval(), x)
+    steps = [SimpleNamespace(index=i, gm=gm, code=gm.code, example_inputs=(x,)) for i in (0, 1)]
+    rows = compare(*steps).memory
+    assert rows["peak_bytes"].tolist() == [12800, 12800] and rows.attrs["ratio"] == 1
+    assert all("tensor_meta" not in node.meta for node in gm.graph.nodes)
+
+
+def test_plot_memory_draws_bytes_alive_with_the_peak_at_its_node():
+    x = torch.randn(2, 3, 12, 12)
+    step = fxviz.Session(ConvBN().eval(), x).current
+    rows = step.memory
+    ax = plot_memory(step)
+    activations, resident, peak = ax.lines
+    assert list(activations.get_ydata()) == rows["live_bytes"].tolist()
+    extra = rows.attrs["input_bytes"] + rows.attrs["weight_bytes"]
+    assert extra == 2 * 3 * 12 * 12 * 4 + sum(t.numel() * 4 for t in ConvBN().state_dict().values()
+                                              if t.is_floating_point()) + 2 * 8  # + the BatchNorms' int64 counters
+    assert list(resident.get_ydata()) == [live + extra for live in rows["live_bytes"]]
+    at = rows["node"].tolist().index("bn1")
+    assert list(peak.get_xydata()[0]) == [at, 12800] and ax.texts[0].get_text() == "bn1"
