@@ -80,7 +80,10 @@ def test_show_where_selects_the_first_divergent_node_and_details_splits_its_erro
     assert "Error vs step 0" in shown and "the first node beyond the check's tolerance" in shown
     assert f"introduced here {rows.at['bn1', 'introduced']:.3g} (run on step 0's values" in shown
     assert 5e-3 < rows.at["bn1", "introduced"] < 2e-2  # the slip's 1 %, all of it introduced here
-    assert "carried in nothing to compare: its input mul was added by the pass" in shown  # the slip itself
+    assert ("carried in nothing to compare; input mul added by the pass (no counterpart in step 0): its change "
+            "counts as introduced here") in shown  # the slip itself
+    assert "verdict the first node beyond the check's tolerance: the error comes in through mul, which the pass added" \
+        in shown
     assert "SQNR 40.0 dB" in shown and "cosine 1.000000" in shown  # 1 % off: 40 dB; a scale keeps the direction
     assert "bn1: the first node whose output differs from step 0's" in ex.status.value
 

@@ -137,12 +137,13 @@ class StepError:
             why = ("a node the pass added: nothing in step {0} stands for it" if name in rows.index
                    and not rows.at[name, "counterpart"] else "no tensor of the same shape to compare in step {0}")
             return _section(previous, [("error", why.format(previous))])
-        row = rows.loc[name]
-        carried = [(p, rows.at[p, "max_rel"]) for p in step.graph.pred[name] if p in rows.index
-                   and not math.isnan(rows.at[p, "max_rel"])]
+        row, inputs = rows.loc[name], list(step.graph.pred[name])
+        carried = [(p, rows.at[p, "max_rel"]) for p in inputs if p in rows.index and not math.isnan(rows.at[p, "max_rel"])]
         worst = max(carried, key=lambda item: item[1], default=None)
-        first = first_divergence(rows.reset_index())
-        verdict = ("the first node beyond the check's tolerance: the error starts here" if first == name else
+        added = [p for p in inputs if p in rows.index and not rows.at[p, "counterpart"]]
+        source = f"comes in through {', '.join(added)}, which the pass added" if added else "starts here"
+        verdict = (f"the first node beyond the check's tolerance: the error {source}"
+                   if first_divergence(rows.reset_index()) == name else
                    "beyond the check's tolerance" if row["diverged"] else "within the check's tolerance")
         compared = "" if row["counterpart"] == name else f" (compared with its {row['counterpart']})"
         return _section(previous, [
@@ -150,8 +151,7 @@ class StepError:
             ("SQNR", "exact" if row["sqnr_db"] == math.inf else f"{row['sqnr_db']:.1f} dB"),
             ("cosine", f"{row['cosine']:.6f}" if row["cosine"] == row["cosine"] else "—"),
             ("introduced here", f"{_number(row['introduced'])} (run on step {previous}'s values of its inputs)"),
-            ("carried in", f"{_number(worst[1])} (the worst of its inputs: {worst[0]})" if worst
-             else _uncompared(rows, list(step.graph.pred[name]), previous)),
+            ("carried in", _carried(worst, inputs, added, previous)),
             ("verdict", verdict),
         ])
 
@@ -162,15 +162,16 @@ def _section(previous: int, rows: list[tuple[str, str]]) -> str:
             f'<table class="fxviz-kv">{cells}</table></div>')
 
 
-def _uncompared(rows: pd.DataFrame, inputs: list[str], previous: int) -> str:
-    """Why none of a node's inputs has an error to carry in."""
-    if not inputs:
-        return "nothing: it has no inputs"
-    added = [p for p in inputs if p in rows.index and not rows.at[p, "counterpart"]]
-    if added:
-        return (f"nothing to compare: its input{'s' if len(added) > 1 else ''} {', '.join(added)} "
-                f"{'were' if len(added) > 1 else 'was'} added by the pass (no counterpart in step {previous})")
-    return "nothing to compare: its inputs hold no tensors of the same shapes in both steps"
+def _carried(worst: tuple[str, float] | None, inputs: list[str], added: list[str], previous: int) -> str:
+    """The error a node's inputs bring: the worst compared one's; inputs the pass added
+    have nothing to be compared with, so what they change counts as introduced here."""
+    text = (f"{_number(worst[1])} (the worst of its inputs: {worst[0]})" if worst
+            else "nothing to compare" if inputs else "nothing: it has no inputs")
+    if not added:
+        return text
+    many = len(added) > 1
+    return (f"{text}; input{'s' if many else ''} {', '.join(added)} added by the pass (no counterpart in step "
+            f"{previous}): {'their' if many else 'its'} change counts as introduced here")
 
 
 def _number(value: float) -> str:

@@ -88,7 +88,8 @@ def test_the_mismatch_badge_leads_to_where_the_error_starts(desk, explorer):
                                  "print(json.dumps({k: float(rows.at['bn1', k]) for k in ('max_rel', 'introduced')}))")
     assert "Error vs step 0" in shown and "the first node beyond the check's tolerance" in shown, shown
     assert f"{facts['introduced']:.3g} (run on step 0's values of its inputs)" in shown, (shown, facts)
-    assert "carried in" in shown and "nothing to compare: its input mul was added by the pass" in shown, shown
+    assert "carried in" in shown and "input mul added by the pass" in shown, shown
+    assert "the error comes in through mul, which the pass added" in shown, shown
     assert "bn1: the first node whose output differs" in ex.locator(".fxviz-status").inner_text()
     # The node table's error column: bn1's row holds its relative error.
     header = ex.locator(".fxviz-node-table th", has_text="error vs step 0")
