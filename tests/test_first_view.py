@@ -230,3 +230,13 @@ def test_auto_ending_at_export_draws_from_shapes_without_running():
     assert session.capture.method == "export" and session.capture.attempts[0][0] == "symbolic"
     assert fxviz.to_svg(session.current.graph).startswith("<svg") and CALLS == []
     assert session.current.check.status == "match" and len(CALLS) == 6
+
+
+def test_the_report_of_a_fresh_program_session_runs_nothing_and_says_not_checked_yet(tmp_path):
+    x = torch.randn(2, 4)
+    session = fxviz.Session(torch.export.export(Scaled().eval(), (x,)), (x,))
+    CALLS.clear()
+    page = session.to_html(tmp_path / "r.html").read_text(encoding="utf-8")
+    assert CALLS == [] and "not checked yet" in page and not session.current.check_done
+    session.to_html(tmp_path / "checked.html", check=True)
+    assert session.current.check_done and len(CALLS) == 6
