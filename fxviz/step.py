@@ -82,10 +82,12 @@ class Step:
     @cached_property
     def memory(self) -> Any:
         """Bytes per node, output and alive after it, with the peak in ``attrs``
-        (:func:`fxviz.memory.memory`): from shapes alone, so meta models answer too."""
+        (:func:`fxviz.memory.memory`): from shapes alone, so meta models answer too; on
+        CUDA also the measured peak of one forward (``attrs["measured_peak_bytes"]``)."""
+        from fxviz.capture import as_inputs
         from fxviz.memory import memory
 
-        return memory(self.graph, self.gm)
+        return memory(self.graph, self.gm, as_inputs(self.example_inputs))
 
     @cached_property
     def check(self) -> CheckResult:
