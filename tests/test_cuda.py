@@ -254,3 +254,25 @@ def test_profile_timed_forward_matches_plain_on_cuda():
     df = profile(gm, torch.randn(64 * 1024 * 1024, device=DEVICE), warmup=3, repeats=20)
     assert df.attrs["profiled_forward_us"] / df.attrs["plain_forward_us"] < 1.1
     assert abs(df["median_us"].sum() / df.attrs["profiled_forward_us"] - 1) < 0.15
+
+
+class ConvMLP(nn.Module):
+    """Activations of megabytes: the caching allocator's 512-byte rounding is lost in them."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1, self.conv2 = nn.Conv2d(3, 16, 3, padding=1), nn.Conv2d(16, 32, 3, padding=1)
+        self.fc1, self.fc2 = nn.Linear(32 * 16 * 16, 256), nn.Linear(256, 10)
+
+    def forward(self, x):  # 32x3x64x64: conv1 and its ReLU 8 MiB each, conv2 and its ReLU 16 MiB each
+        x = torch.max_pool2d(torch.relu(self.conv2(torch.relu(self.conv1(x)))), 4)
+        return self.fc2(torch.relu(self.fc1(x.flatten(1))))
+
+
+def test_memory_estimate_is_within_10_percent_of_the_measured_peak():
+    torch.manual_seed(0)
+    x = torch.randn(32, 3, 64, 64, device=DEVICE)
+    rows = fxviz.Session(ConvMLP().eval().to(DEVICE), x).current.memory
+    measured = rows.attrs["measured_peak_bytes"]
+    assert rows.attrs["peak_bytes"] == 32 << 20 and rows.attrs["peak_node"] == "relu_1"  # conv2's output and its ReLU
+    assert measured == pytest.approx(rows.attrs["peak_bytes"], rel=0.10)
