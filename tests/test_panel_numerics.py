@@ -158,6 +158,13 @@ def test_the_memory_tab_and_details_give_bytes_with_the_peak_selectable(explorer
     assert f"alive after it {row['live_bytes'] / 1e3:.3g} kB of activations ({row['live_bytes'] / peak:.0%}" in shown
     ex.select("x")
     assert "an input or weight: alive throughout, counted apart" in text(ex.details.body.value)
+    assert "Against step" not in summary  # step 0: nothing before it
+    apply(ex, "fuse_conv_bn")  # bn1 folded into conv1: the same bytes at their peak, at another node
+    after = ex.session.current.memory.attrs
+    moved = text(ex.memory.summary.value)
+    assert after["peak_node"] != where and after["peak_bytes"] == peak
+    assert (f"Against step 0: peak {peak / 1e3:.3g} kB at {where} → {peak / 1e3:.3g} kB at {after['peak_node']} "
+            "(1.00×, the peak moved to another node)") in moved, moved
 
 
 def test_the_colouring_and_the_panels_share_one_run_of_both_steps(explorer, monkeypatch):

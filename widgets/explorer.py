@@ -86,7 +86,7 @@ class Explorer(w.VBox):
         self._drawing = GraphDrawing(self.graph, self._say)
         self.table = TableView(columns=COLUMNS, sort_by="index").add_class("fxviz-node-table")
         self.step_error = StepError(session, self.graph, self.table, self._act, self._say, lambda: self.details.again())
-        self.memory = MemoryPanel(self.select, lambda: session.current)
+        self.memory = MemoryPanel(self.select, session)
         self.details = DetailsPanel(select=self.select, show_source=self._show_source, capture=session.capture,
                                     sections=(self.step_error.details_html, self.memory.details_html))
         self.code = CodePanel()

@@ -18,16 +18,19 @@ from fxviz.chart import INK, chart_svg
 from fxviz.markup import escape
 from fxviz.node_table import human_bytes
 
+from .coloring import comparison
+
 _UNITS = ((1e9, "GB"), (1e6, "MB"), (1e3, "kB"), (1, "B"))
 #: points drawn at most: past it, each point is the largest of a run of nodes (the peak stays)
 MAX_POINTS = 2000
 
 
 class MemoryPanel(w.VBox):
-    """The memory of the step ``current()`` gives; ``select(name)`` selects a node."""
+    """The memory of ``session``'s current step, and how its peak moved from the step
+    before; ``select(name)`` selects a node."""
 
-    def __init__(self, select: Callable[[str], Any], current: Callable[[], Any]):
-        self._select, self._current = select, current
+    def __init__(self, select: Callable[[str], Any], session: Any):
+        self._select, self._session = select, session
         self._open: Callable[[], bool] = lambda: True
         self._shown: Any = None  # the step drawn
         self._nodes: weakref.WeakKeyDictionary[Any, dict[str, tuple[int, int]]] = weakref.WeakKeyDictionary()
@@ -47,7 +50,7 @@ class MemoryPanel(w.VBox):
     def refresh(self) -> None:
         """Draw the current step, if it is not drawn and the tab is open."""
         if self._open():
-            self.show(self._current())
+            self.show(self._session.current)
 
     def show(self, step: Any) -> None:
         """Draw ``step``'s memory (once per step)."""
@@ -67,12 +70,25 @@ class MemoryPanel(w.VBox):
             f"order). Inputs ({escape(human_bytes(attrs['input_bytes']))}) and weights "
             f"({escape(human_bytes(attrs['weight_bytes']))}) live throughout and are counted apart.</p>"
             '<p class="fxviz-hint">Estimated from shapes: a value dies after its last user; views and in-place '
-            f"ops share their input's memory. The allocator's caching and workspaces come on top.{escape(missing)}</p>")
+            f"ops share their input's memory. The allocator's caching and workspaces come on top.{escape(missing)}</p>"
+            f"{self._moved(step)}")
         self.chart.value = chart_svg(lambda ax: _draw(ax, frame), rows=8)
+
+    def _moved(self, step: Any) -> str:
+        """How the peak moved from the step before (``Comparison.memory``), as a line."""
+        if step.index == 0:
+            return ""
+        change = comparison(self._session.steps[step.index - 1], step).memory
+        (peak_a, node_a), (peak_b, node_b) = change[["peak_bytes", "peak_node"]].itertuples(index=False)
+        moved = "the peak moved to another node" if change.attrs["moved"] else "at the same node"
+        ratio = change.attrs["ratio"]
+        times = f"{ratio:.2f}×" if ratio == ratio else "from none"
+        return (f'<p class="fxviz-memory-moved">Against step {step.index - 1}: peak {escape(human_bytes(peak_a))} at '
+                f"{escape(str(node_a))} → {escape(human_bytes(peak_b))} at {escape(str(node_b))} ({times}, {moved}).</p>")
 
     def details_html(self, name: str) -> str:
         """Details' memory rows of node ``name`` of the current step."""
-        step = self._current()
+        step = self._session.current
         if name not in step.graph:
             return ""
         if step not in self._nodes:
