@@ -49,7 +49,7 @@ def numerics(step_a: Any, step_b: Any, structure: pd.DataFrame | None = None) ->
     unchanged = set(structure.loc[structure["mark"] == "unchanged", "node"])
     with gc_paused():  # a closure per node: collections meanwhile would rescan them all
         runners = NodeRunner(gm_a, as_inputs(step_a.example_inputs)), NodeRunner(gm_b, as_inputs(step_b.example_inputs))
-        lockstep = _Lockstep(*runners, stands_for(structure, gm_a), unchanged)
+        lockstep = _Lockstep(*runners, stands_for(structure, gm_a, gm_b), unchanged)
         with torch.no_grad(), preserved_buffers(gm_a), preserved_buffers(gm_b):
             lockstep.run()
         return lockstep.rows()
@@ -61,11 +61,15 @@ def first_divergence(rows: pd.DataFrame) -> str | None:
     return None if diverged.empty else str(diverged.iloc[0])
 
 
-def stands_for(structure: pd.DataFrame, gm_a: torch.fx.GraphModule) -> dict[str, str]:
+def stands_for(structure: pd.DataFrame, gm_a: torch.fx.GraphModule,
+               gm_b: torch.fx.GraphModule | None = None) -> dict[str, str]:
     """Node of b -> the node of a whose value it stands for, from the structural match:
     what it took over (a fused conv: the BatchNorm it absorbed; of several, the last in
-    a's order, whose value it now gives), else the node of the same name; a node the
-    pass added that took nothing over has none."""
+    a's order, whose value it now gives), else the node of the same name. With ``gm_b``
+    also, for a's nodes left without one: a renamed graph input, by its position among
+    the inputs; a node rewritten into several (a decomposition: ``layer_norm`` into
+    ``native_layer_norm`` and ``getitem``), from b's provenance (``meta["from_node"]``),
+    by the one of them that the rest of b reads. A node the pass added has none."""
     order = {n.name: i for i, n in enumerate(gm_a.graph.nodes)}
     found = {}
     for node, mark, took in zip(*(structure[c].tolist() for c in ("node", "mark", "counterpart"))):
@@ -74,7 +78,30 @@ def stands_for(structure: pd.DataFrame, gm_a: torch.fx.GraphModule) -> dict[str,
             found[node] = max(absorbed, key=order.__getitem__)
         elif mark == "changed" or mark == "unchanged":
             found[node] = node
+    if gm_b is not None:
+        _by_provenance(found, gm_a, gm_b)
     return found
+
+
+def _by_provenance(found: dict[str, str], gm_a: torch.fx.GraphModule, gm_b: torch.fx.GraphModule) -> None:
+    """Add to ``found`` the inputs matched by position and the nodes that give a rewritten node's value."""
+    taken = set(found.values())
+    inputs = [[n.name for n in gm.graph.find_nodes(op="placeholder")] for gm in (gm_a, gm_b)]
+    if len(inputs[0]) == len(inputs[1]):
+        for name_a, name_b in zip(*inputs):
+            if name_a not in taken and name_b not in found:
+                found[name_b] = name_a
+    left = {n.name for n in gm_a.graph.nodes} - taken
+    for node in gm_b.graph.nodes:
+        if node.name in found or node.op in ("placeholder", "output"):
+            continue
+        sources = {source.name for source in node.meta.get("from_node", ())} & left
+        if len(sources) != 1:
+            continue
+        (source,) = sources
+        outside = [user for user in node.users if source not in {s.name for s in user.meta.get("from_node", ())}]
+        if outside:  # what the rest of the graph reads of the rewritten node: its value
+            found[node.name] = source
 
 
 _PROPAGATED, _SHADOWED, _ZERO, _FAILED = range(4)  # where a node's introduced error comes from

@@ -173,3 +173,29 @@ def test_error_colour_mode_draws_the_relative_error(net):
     assert "mul" not in values and values["output"] == cmp.numerics.set_index("node").loc["output", "max_rel"]
     drawn = render(fxviz.annotate(slipped(gm), (x,)), color_by="error", values=values)
     assert drawn.legend[-1]["label"] == f"error {max(values.values()):.3g}"
+
+
+class Decomposed(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.ln, self.fc = nn.LayerNorm(8), nn.Linear(8, 4)
+
+    def forward(self, x):
+        return nn.functional.gelu(self.fc(self.ln(x))).softmax(-1)
+
+
+def test_run_decompositions_is_matched_by_provenance():
+    """Export's layer_norm becomes native_layer_norm + getitem, linear permute + addmm, the
+    input is renamed: each of a's values is found where b gives it, the pieces in between have none."""
+    torch.manual_seed(0)
+    session = fxviz.Session(Decomposed().eval(), torch.randn(3, 8), tracer="export")
+    session.apply("run_decompositions")
+    cmp = session.compare(0, 1)
+    rows = by_node(cmp.numerics)
+    stands = rows.loc[rows["counterpart"] != "", "counterpart"].to_dict()
+    assert {b: a for b, a in stands.items() if a != b} == {
+        "args_0": "x", "getitem": "layer_norm", "addmm": "linear", "_softmax": "softmax"}
+    assert rows.loc[["native_layer_norm", "permute"], "counterpart"].tolist() == ["", ""]
+    assert cmp.first_divergence is None
+    compared = rows[rows["counterpart"] != ""]
+    assert compared["max_rel"].notna().all() and (compared["max_rel"] < 1e-6).all()
