@@ -119,9 +119,11 @@ def test_colour_by_error_then_memory_with_units_and_the_memory_tab(desk, explore
     chart = ex.locator(".fxviz-memory-chart svg")
     chart.wait_for(timeout=60_000)
     peak = kernel_json(ex.page, "print(json.dumps(ex.session.current.memory.attrs['peak_node']))")
-    assert f"at {peak}" in ex.locator(".fxviz-memory-summary").inner_text()
+    summary = ex.locator(".fxviz-memory-summary").inner_text()
+    assert f"at {peak}" in summary and "Against step 0: peak" in summary, summary
     ex.locator("button.fxviz-memory-peak").click()
     ex.locator(f".fxviz-graph g.node#fx-{peak}.fxviz-selected").wait_for()
+    ex.evaluate("e => e.scrollIntoView({block: 'start'})")  # its header at the top: the whole of it in the picture
     shoot_themes(ex.page, ex, "e2e-numerics-memory")
     _open_tab(ex, "Details")
     assert "alive after it" in ex.locator(".fxviz-details .fxviz-details-memory").inner_text()
