@@ -93,6 +93,7 @@ class Compiled:
         """inductor's kernels (``backend="inductor"``), one row each in the order they run:
         ``graph, part, kernel, kind`` (triton/cpp/template/extern), ``nodes`` (those it
         computes in :meth:`session`'s graph of that part), ``also`` (nodes it helps compute),
+        ``inferred`` (those of ``nodes`` given it by their users: a rewrite dropped their provenance),
         ``modules``, ``calls`` (per run), ``time_us`` (mean per run, profiled on first use),
         ``share`` (of its graph's own time, :attr:`kernel_totals`), ``code``."""
         return self._timed()[0]

@@ -6,6 +6,8 @@ Every node is computed by one kernel: a node that several kernels touch (a convo
 whose inputs one kernel converts to channels-last before the extern call computes it)
 belongs to the extern call, else to the last kernel that touches it; the others list it
 under ``also``. Nodes in no kernel are views inductor makes by reinterpreting a buffer.
+A node whose provenance a pattern rewrite dropped (online softmax's) is given the kernel of
+its users and listed under ``inferred`` as well.
 """
 from __future__ import annotations
 
@@ -24,7 +26,8 @@ from fxviz.errors import InputError, MissingDependency
 #: what ``kind`` says: Triton or C++ code inductor wrote, a template it filled in
 #: (a matmul or convolution it tuned), or a call of a library kernel (ATen, oneDNN, cuBLAS)
 KINDS = ("triton", "cpp", "template", "extern")
-COLUMNS = ["graph", "part", "kernel", "kind", "nodes", "also", "modules", "calls", "time_us", "share", "code"]
+COLUMNS = ["graph", "part", "kernel", "kind", "nodes", "also", "inferred", "modules", "calls", "time_us", "share",
+           "code"]
 #: profiled runs per compiled graph (after one unprofiled warm-up run)
 RUNS = 10
 #: code an ATen operator turns into, to mark the lines of a fused kernel that compute a node
@@ -89,14 +92,17 @@ def rows(index: int, part: str, gm: torch.fx.GraphModule, lowered: Any) -> list[
         for name in shown[key]:
             if owner.get(name) is None or made[owner[name]] is not None:
                 owner[name] = key
+    inferred = _by_users(gm, owner)
     nodes = {n.name: n for n in gm.graph.nodes}
+    position = {name: i for i, name in enumerate(nodes)}
     found: dict[str, dict[str, Any]] = {}
+    label_of: dict[str, str] = {}
     for key in order:
         name = key.rpartition(":")[0]
         code = made[key]
-        label = name if code is not None else f"{name} [{(shown[key] or ['?'])[0]}]"
+        label = label_of[key] = name if code is not None else f"{name} [{(shown[key] or ['?'])[0]}]"
         row = found.setdefault(label, {"graph": index, "part": part, "kernel": label, "kind": _kind(name, code),
-                                       "nodes": [], "also": [], "calls": 0, "time_us": float("nan"),
+                                       "nodes": [], "also": [], "inferred": [], "calls": 0, "time_us": float("nan"),
                                        "share": float("nan"), "code": code or _call_line(key, lowered.source),
                                        "keys": []})
         row["calls"] += 1
@@ -105,9 +111,12 @@ def rows(index: int, part: str, gm: torch.fx.GraphModule, lowered: Any) -> list[
             bucket = row["nodes"] if owner[node] == key else row["also"]
             if node not in bucket:
                 bucket.append(node)
+    for node in inferred:
+        found[label_of[owner[node]]]["nodes"].append(node)
+        found[label_of[owner[node]]]["inferred"].append(node)
     for row in found.values():
-        row["nodes"] = sorted(row["nodes"], key=list(nodes).index)
-        row["also"] = [n for n in sorted(row["also"], key=list(nodes).index) if n not in row["nodes"]]
+        row["nodes"] = sorted(row["nodes"], key=position.__getitem__)
+        row["also"] = [n for n in sorted(row["also"], key=position.__getitem__) if n not in row["nodes"]]
         row["modules"] = sorted({nodes[n].meta.get("module_path") or "" for n in row["nodes"]} - {""})
     return list(found.values())
 
@@ -129,7 +138,8 @@ def mark(graphs: Iterable[Any]) -> None:
 def time_rows(found: list[dict[str, Any]], lowered: Any, inputs: tuple, runs: int = RUNS) -> float:
     """Time each kernel (``time_us``: mean µs per run of the graph) and its ``share`` of the
     graph's own time, which is returned: the profiler's record of the compiled call on the
-    CPU; on a GPU, the device time of the kernels it launched."""
+    CPU; on a GPU, its median time between CUDA events (kernels are timed from the device's
+    kernel records, extern calls by the kernels they launched)."""
     from torch.profiler import ProfilerActivity, profile
 
     cuda = any(isinstance(t, torch.Tensor) and t.is_cuda for t in inputs)
@@ -151,11 +161,30 @@ def time_rows(found: list[dict[str, Any]], lowered: Any, inputs: tuple, runs: in
         for event in events:
             if event.device_type == torch.autograd.DeviceType.CUDA and event.name in by_name:
                 spent[by_name[event.name]["keys"][0]] += event.device_time_total
-    total = sum((r.device_time_total if cuda else r.cpu_time_total) for r in regions) / max(len(regions), 1)
+    if cuda:
+        total = _event_time(lowered, inputs, runs)
+    else:
+        total = sum(r.cpu_time_total for r in regions) / max(len(regions), 1)
     for row in found:
         row["time_us"] = sum(spent[key] for key in row["keys"]) / runs
         row["share"] = row["time_us"] / total if total else float("nan")
     return total
+
+
+def _event_time(lowered: Any, inputs: tuple, runs: int) -> float:
+    """The compiled call's median time (µs) between two CUDA events: its kernels and the
+    gaps between them where the device waits for the host's launches."""
+    times = []
+    with torch.no_grad():
+        for _ in range(runs):
+            fresh = _fresh(inputs)
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            lowered.compiled(fresh)
+            end.record()
+            end.synchronize()
+            times.append(start.elapsed_time(end) * 1000)
+    return sorted(times)[len(times) // 2]
 
 
 def _credit(children: Iterable[Any], found: list[dict[str, Any]], spent: dict[str, float], cuda: bool) -> None:
@@ -237,11 +266,32 @@ def _call_line(key: str, source: str) -> str:
 
 
 def _kind(name: str, code: str | None) -> str:
+    """A template: a Triton template (``triton_tem_``), or a C++ kernel around inductor's micro GEMM."""
     if code is None:
         return "extern"
-    if "_tem_" in name or "template" in name.lower() or "template" in code[:2000].lower():
+    if "_tem_" in name or "CppMicroGemm" in code:
         return "template"
     return "triton" if name.startswith("triton") else "cpp"
+
+
+def _by_users(gm: torch.fx.GraphModule, owner: dict[str, str]) -> list[str]:
+    """Give each computing node no kernel names (a pattern rewrite, such as online softmax's,
+    drops the provenance of the nodes it replaces) the kernel of its first user that has
+    one, users first; returns those nodes. Views stay in no kernel."""
+    from fxviz._torch_internals import OpOverload, op_schema
+
+    taken = []
+    for node in reversed(gm.graph.nodes):
+        if node.name in owner or node.op != "call_function" or not isinstance(node.target, OpOverload):
+            continue
+        returns = op_schema(node.target).returns
+        if returns and returns[0].alias_info is not None:
+            continue
+        user = next((u for u in node.users if u.name in owner), None)
+        if user is not None:
+            owner[node.name] = owner[user.name]
+            taken.append(node.name)
+    return taken
 
 
 def _shown(post: list[str], origins: dict[str, list[str]]) -> list[str]:

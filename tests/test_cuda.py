@@ -256,6 +256,32 @@ def test_profile_timed_forward_matches_plain_on_cuda():
     assert abs(df["median_us"].sum() / df.attrs["profiled_forward_us"] - 1) < 0.15
 
 
+def test_inductor_triton_kernels_mapped_to_nodes_and_timed_from_kernel_records():
+    """fxviz.compiled(..., backend="inductor") on the GPU: Triton kernels, each computing
+    node in exactly one kernel, fusion visible, times from the device's kernel records
+    adding up to no more than the compiled call's time between CUDA events."""
+    from test_kernels import Tiny, _computing, _is_view
+
+    torch.manual_seed(0)
+    model = Tiny().to(DEVICE).eval()
+    with torch.no_grad():
+        c = fxviz.compiled(model, torch.randn(4096, 3, 16, 16, device=DEVICE), backend="inductor")
+    kernels = c.kernels
+    assert "triton" in set(kernels.kind) and "extern" in set(kernels.kind)
+    gm = c.session(0, "forward").current.gm
+    counts = {}
+    for nodes in kernels.nodes:
+        for name in nodes:
+            counts[name] = counts.get(name, 0) + 1
+    assert all(count == 1 for count in counts.values())
+    assert all(_is_view(n) for n in _computing(gm) if n.name not in counts)
+    fused = kernels[(kernels.kind == "triton") & (kernels.nodes.map(len) >= 3)]
+    assert len(fused) >= 1 and all("@triton.jit" in code for code in fused.code)
+    assert (kernels.time_us > 0).all()
+    ratio = kernels.time_us.sum() / c.kernel_totals[(0, "forward")]  # over the call's time between CUDA events
+    assert 0.3 <= ratio <= 1.1, ratio  # no more than the call; less by the gaps where the GPU waits for launches
+
+
 class ConvMLP(nn.Module):
     """Activations of megabytes: the caching allocator's 512-byte rounding is lost in them."""
 

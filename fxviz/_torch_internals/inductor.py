@@ -21,6 +21,8 @@ import torch.fx
 
 #: ``gm.meta`` key of what inductor made of a recorded graph (:class:`Lowered`)
 KEY = "fxviz_inductor"
+#: ``node.meta`` key naming, on each node of the graph inductor is handed, that node
+_SHOWN = "fxviz_shown_as"
 
 
 @dataclass
@@ -86,6 +88,9 @@ def backend(forward: Callable[..., Any], backward: Callable[..., Any]) -> Callab
     from torch._inductor.compile_fx import compile_fx, compile_fx_inner
 
     def inner(gm: torch.fx.GraphModule, example_inputs: list, **kwargs: Any) -> Any:
+        for node in gm.graph.nodes:  # which post-grad nodes are these very nodes (a pass may reuse a name)
+            node.meta[_SHOWN] = node.name
+        handed = id(gm.graph)
         shown = torch.fx.GraphModule(gm, _copied(gm.graph))  # inductor's passes rewrite gm
         try:
             out = compile_fx_inner(gm, example_inputs, **kwargs)
@@ -97,7 +102,7 @@ def backend(forward: Callable[..., Any], backward: Callable[..., Any]) -> Callab
         mapping = json.loads(getattr(out, "inductor_provenance_mapping_str", None) or "{}")
         calls = next((v for k, v in mapping.items() if k.endswith("CodeToPost")), {})
         part = "backward" if kwargs.get("is_backward") else "forward"
-        shown.meta[KEY] = Lowered(part, out.source_code, calls, _origins(gm, {n.name for n in shown.graph.nodes}), out)
+        shown.meta[KEY] = Lowered(part, out.source_code, calls, _origins(gm, handed), out)
         return out
 
     return lambda gm, example_inputs: compile_fx(gm, example_inputs, inner_compile=inner)
@@ -130,21 +135,22 @@ def _stack_of(error: BaseException, gm: torch.fx.GraphModule) -> str:
     return ""
 
 
-def _origins(post: torch.fx.GraphModule, shown: set[str]) -> dict[str, list[str]]:
-    """Each post-grad node's origins among ``shown`` names: itself when the passes kept it,
-    else the nodes its ``from_node`` provenance leads to."""
+def _origins(post: torch.fx.GraphModule, handed: int) -> dict[str, list[str]]:
+    """Each post-grad node's origins among the nodes of the graph inductor was handed (``id``
+    ``handed``): the node itself when the passes kept it (or copied its meta), else the
+    nodes of that graph its ``from_node`` provenance leads to."""
     found = {}
     for node in post.graph.nodes:
-        if node.name in shown:
-            found[node.name] = [node.name]
+        if _SHOWN in node.meta:
+            found[node.name] = [node.meta[_SHOWN]]
             continue
         names, todo = [], list(node.meta.get("from_node") or ())
         while todo:
             source = todo.pop(0)
-            name = getattr(source, "name", None)
-            if name in shown and name not in names:
-                names.append(name)
-            elif name not in shown:
+            if getattr(source, "graph_id", None) == handed:
+                if source.name not in names:
+                    names.append(source.name)
+            else:
                 todo.extend(getattr(source, "from_node", None) or ())
         found[node.name] = names
     return found
