@@ -145,7 +145,10 @@ def test_the_memory_tab_and_details_give_bytes_with_the_peak_selectable(explorer
     memory = ex.session.current.memory
     peak, where = memory.attrs["peak_bytes"], memory.attrs["peak_node"]
     assert ex.memory.chart.value == ""  # drawn when opened
+    memory.attrs["measured_peak_bytes"] = 2 * peak  # as on a GPU (Step.memory measures one forward there)
     ex.tabs.selected_index = 4
+    assert f"Measured on the GPU over one forward: {2 * peak / 1e3:.3g} kB (the estimate is 0.50× that)" in \
+        text(ex.memory.summary.value)
     assert "<svg" in ex.memory.chart.value and "activations alive (kB)" in ex.memory.chart.value
     summary = text(ex.memory.summary.value)
     assert f"Peak: {peak / 1e3:.3g} kB of activations alive, at {where}" in summary

@@ -64,13 +64,17 @@ class MemoryPanel(w.VBox):
         self.peak.description = f"select the peak: {where}"
         unknown = attrs["unknown"]
         missing = f" {len(unknown)} node(s) of unknown size counted as 0 (first: {unknown[0]})." if unknown else ""
+        measured = attrs.get("measured_peak_bytes")
+        measured = (f" Measured on the GPU over one forward: {human_bytes(measured)} (the estimate is "
+                    f"{peak / measured:.2f}× that)." if measured else "")
         self.summary.value = (
             f"<p><b>Peak: {escape(human_bytes(peak))}</b> of activations alive, at <b>{escape(str(where))}</b> "
             f"(node {frame.index[frame['node'] == where][0] + 1 if where else 0} of {len(frame)} in execution "
             f"order). Inputs ({escape(human_bytes(attrs['input_bytes']))}) and weights "
             f"({escape(human_bytes(attrs['weight_bytes']))}) live throughout and are counted apart.</p>"
             '<p class="fxviz-hint">Estimated from shapes: a value dies after its last user; views and in-place '
-            f"ops share their input's memory. The allocator's caching and workspaces come on top.{escape(missing)}</p>"
+            f"ops share their input's memory. The allocator's caching and workspaces come on top."
+            f"{escape(measured)}{escape(missing)}</p>"
             f"{self._moved(step)}")
         self.chart.value = chart_svg(lambda ax: _draw(ax, frame), rows=8)
 
