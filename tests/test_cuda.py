@@ -94,7 +94,7 @@ def test_node_device_times_add_up_to_the_forward(launch_bound):
     df = profile(fxviz.trace(model), x, warmup=3, repeats=10)
     assert df.attrs["launch_bound"] is launch_bound
     assert 0.9 <= df.attrs["kernel_sum_ratio"] <= 1.1, df.attrs
-    computing = df[df["op"] == "call_module"]
+    computing = df[(df["op"] == "call_module") & (df["kind"] != "Flatten")]  # Flatten is a view: no kernel
     assert (computing["host_us"] > 0).all() and (computing["kernel_us"] > 0).all()
 
 
