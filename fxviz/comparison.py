@@ -20,7 +20,7 @@ from fxviz.check import CheckResult, compare_outputs, run_outputs
 from fxviz.errors import InputError
 from fxviz.graph import readable_target
 from fxviz.memory import memory_change, step_memory
-from fxviz.numerics import first_divergence, numerics
+from fxviz.numerics import first_divergence, first_gradient_divergence, numerics
 from fxviz.side_by_side import SideBySide
 from fxviz.structure import changes, structure
 from fxviz.timing_ab import PairedTimes, measure_pair, node_marks, paired_timing, total_timing
@@ -59,7 +59,7 @@ class Comparison:
     ``structure`` (provenance-aware marks, no timing needed), ``timing_total`` (the
     whole forward), ``timing`` (per target), ``timing_by_node``, ``timing_by_kind``
     (per module class or function), ``output_diff``, ``numerics`` (error per node, propagated
-    and introduced), ``first_divergence``, ``memory`` (how the peak moved), ``top()``, ``summary()``,
+    and introduced), ``first_divergence``, ``gradients``, ``first_gradient_divergence``, ``memory`` (how the peak moved), ``top()``, ``summary()``,
     ``node_marks()``, ``plot_top()``, ``side_by_side()`` (both graphs drawn, marks coloured).
     """
 
@@ -106,6 +106,16 @@ class Comparison:
         propagated and introduced (:func:`fxviz.numerics.numerics`; both steps run once,
         in lockstep, on their example inputs)."""
         return numerics(self.step_a, self.step_b, self.structure)
+
+    @property
+    def gradients(self) -> pd.DataFrame:
+        """A training step's gradients compared, one row per parameter (``numerics.attrs["gradients"]``)."""
+        return self.numerics.attrs["gradients"]
+
+    @property
+    def first_gradient_divergence(self) -> str | None:
+        """The parameter whose gradient diverges first (in the order step b computes them), or None."""
+        return first_gradient_divergence(self.numerics)
 
     @functools.cached_property
     def memory(self) -> pd.DataFrame:

@@ -23,15 +23,17 @@ import torch.fx
 
 from fxviz._gc import gc_paused
 from fxviz._node_runner import NodeRunner
+from fxviz._numerics_match import follow, gradient_items, parameter_of, stands_for
 from fxviz._numerics_stats import BATCH, PENDING, SMALL, Stats, results
 from fxviz._runtime import preserved_buffers
 from fxviz.capture import as_inputs
 from fxviz.check import tf32_enabled
 from fxviz.structure import structure as structure_of
 
-__all__ = ["numerics", "first_divergence", "stands_for", "COLUMNS"]
+__all__ = ["numerics", "first_divergence", "first_gradient_divergence", "stands_for", "COLUMNS", "GRADIENT_COLUMNS"]
 
 COLUMNS = ["node", "counterpart", "max_abs", "max_rel", "sqnr_db", "cosine", "introduced", "diverged"]
+GRADIENT_COLUMNS = ["parameter", "node", "max_abs", "max_rel", "sqnr_db", "cosine", "diverged"]
 
 
 def numerics(step_a: Any, step_b: Any, structure: pd.DataFrame | None = None) -> pd.DataFrame:
@@ -43,7 +45,10 @@ def numerics(step_a: Any, step_b: Any, structure: pd.DataFrame | None = None) ->
     (``max_rel`` beyond the step check's tolerance for the dtype,
     :func:`fxviz.check.tolerance`). NaN where there is nothing to compare (no
     counterpart, no tensor, other shapes). ``structure``: :func:`fxviz.structure.structure`
-    of the two graphs, when known. Neither model is changed (buffers restored)."""
+    of the two graphs, when known. Neither model is changed (buffers restored).
+    A training step's gradients (outputs :func:`fxviz.capture.backward.gradient_outputs`
+    finds): ``attrs["gradients"]``, one row per gradient (:data:`GRADIENT_COLUMNS`), named
+    by its parameter, in the order b computes them; empty for a forward."""
     gm_a, gm_b = step_a.gm, step_b.gm
     structure = structure_of(gm_a, gm_b) if structure is None else structure
     unchanged = set(structure.loc[structure["mark"] == "unchanged", "node"])
@@ -61,47 +66,13 @@ def first_divergence(rows: pd.DataFrame) -> str | None:
     return None if diverged.empty else str(diverged.iloc[0])
 
 
-def stands_for(structure: pd.DataFrame, gm_a: torch.fx.GraphModule,
-               gm_b: torch.fx.GraphModule | None = None) -> dict[str, str]:
-    """Node of b -> the node of a whose value it stands for, from the structural match:
-    what it took over (a fused conv: the BatchNorm it absorbed; of several, the last in
-    a's order, whose value it now gives), else the node of the same name. With ``gm_b``
-    also, for a's nodes left without one: a renamed graph input, by its position among
-    the inputs; a node rewritten into several (a decomposition: ``layer_norm`` into
-    ``native_layer_norm`` and ``getitem``), from b's provenance (``meta["from_node"]``),
-    by the one of them that the rest of b reads. A node the pass added has none."""
-    order = {n.name: i for i, n in enumerate(gm_a.graph.nodes)}
-    found = {}
-    for node, mark, took in zip(*(structure[c].tolist() for c in ("node", "mark", "counterpart"))):
-        absorbed = [name for name in took.split(", ") if name in order] if took else ()
-        if mark != "removed" and absorbed:
-            found[node] = max(absorbed, key=order.__getitem__)
-        elif mark == "changed" or mark == "unchanged":
-            found[node] = node
-    if gm_b is not None:
-        _by_provenance(found, gm_a, gm_b)
-    return found
-
-
-def _by_provenance(found: dict[str, str], gm_a: torch.fx.GraphModule, gm_b: torch.fx.GraphModule) -> None:
-    """Add to ``found`` the inputs matched by position and the nodes that give a rewritten node's value."""
-    taken = set(found.values())
-    inputs = [[n.name for n in gm.graph.find_nodes(op="placeholder")] for gm in (gm_a, gm_b)]
-    if len(inputs[0]) == len(inputs[1]):
-        for name_a, name_b in zip(*inputs):
-            if name_a not in taken and name_b not in found:
-                found[name_b] = name_a
-    left = {n.name for n in gm_a.graph.nodes} - taken
-    for node in gm_b.graph.nodes:
-        if node.name in found or node.op in ("placeholder", "output"):
-            continue
-        sources = {source.name for source in node.meta.get("from_node", ())} & left
-        if len(sources) != 1:
-            continue
-        (source,) = sources
-        outside = [user for user in node.users if source not in {s.name for s in user.meta.get("from_node", ())}]
-        if outside:  # what the rest of the graph reads of the rewritten node: its value
-            found[node.name] = source
+def first_gradient_divergence(rows: pd.DataFrame) -> str | None:
+    """The parameter whose gradient diverged first (in the order b computes them), or None."""
+    gradients = rows.attrs.get("gradients")
+    if gradients is None or gradients.empty:
+        return None
+    diverged = gradients.loc[gradients["diverged"], "parameter"]
+    return None if diverged.empty else str(diverged.iloc[0])
 
 
 _PROPAGATED, _SHADOWED, _ZERO, _FAILED = range(4)  # where a node's introduced error comes from
@@ -141,7 +112,10 @@ class _Lockstep:
         self.kept: dict[int, Any] = {}  # a's values b still needs, saved before a wrote them
         self.shadow: dict[int, Any] = {}  # b's nodes with no counterpart: their value on a's inputs
         self.fits = [False] * len(b.nodes)  # b's node -> a's counterpart value can stand in for it as it is
-        self.stats = Stats(2 * len(b.nodes), tf32_enabled())
+        self.gradients = gradient_items(b.gm)  # (path in the output, key there, b's node giving it)
+        self.gradient_shapes: dict[int, torch.Size] = {}
+        self.output = len(b.nodes) - 1 if self.gradients and b.nodes[-1].op == "output" else -1
+        self.stats = Stats(2 * len(b.nodes) + len(self.gradients), tf32_enabled())
 
     def run(self) -> None:
         """The lockstep, one loop: at 30k small nodes, every call and lookup per node shows."""
@@ -188,6 +162,8 @@ class _Lockstep:
                 else:
                     add(2 * j, reference, value)
                     fits[j] = _fits(reference, value)
+                    if j == self.output:
+                        self._compare_gradients(reference, value)
                 if shadowed is not None:
                     add(2 * j + 1, reference, shadowed)
             else:
@@ -213,8 +189,34 @@ class _Lockstep:
         introduced[(kind == _ZERO) & ~np.isnan(relative)] = 0.0
         names = [node.name for node in self.b.nodes]
         counterparts = [self.a.nodes[i].name if i >= 0 else "" for i in self.cp]
-        return pd.DataFrame(dict(zip(COLUMNS, (names, counterparts, error, relative, sqnr, cosine, introduced,
-                                                worst > 1))), columns=COLUMNS)
+        frame = pd.DataFrame(dict(zip(COLUMNS, (names, counterparts, error, relative, sqnr, cosine, introduced,
+                                                 worst > 1))), columns=COLUMNS)
+        frame.attrs["gradients"] = self._gradient_rows(table)
+        return frame
+
+    def _compare_gradients(self, reference: Any, value: Any) -> None:
+        """Each gradient b returns against a's at the same place of the output."""
+        first = 2 * len(self.b.nodes)
+        for k, (path, key, _) in enumerate(self.gradients):
+            try:
+                ref, out = follow(reference, path)[key], follow(value, path)[key]
+            except (IndexError, KeyError, TypeError):  # a returns its outputs otherwise: nothing to compare
+                continue
+            self.stats.add(first + k, ref, out)
+            if isinstance(out, torch.Tensor):
+                self.gradient_shapes[k] = out.shape
+
+    def _gradient_rows(self, table: np.ndarray) -> pd.DataFrame:
+        first, count = 2 * len(self.b.nodes), len(self.gradients)
+        keys = np.arange(first, first + count)
+        error, relative, sqnr, cosine, worst, _ = results(table, keys, keys)
+        used: set[str] = set()
+        names = [key if isinstance(key, str) else parameter_of(self.b.gm, node, self.gradient_shapes.get(k), used)
+                 for k, (_, key, node) in enumerate(self.gradients)]
+        frame = pd.DataFrame(dict(zip(GRADIENT_COLUMNS, (names, [node.name for _, _, node in self.gradients], error,
+                                                         relative, sqnr, cosine, worst > 1))), columns=GRADIENT_COLUMNS)
+        order = {node: i for i, node in enumerate(self.b.nodes)}
+        return frame.iloc[sorted(range(count), key=lambda k: order[self.gradients[k][2]])].reset_index(drop=True)
 
     def _before_a_writes(self, position: int, j: int) -> None:
         """a's node may write its inputs: compare what waits, and save what b reads later."""

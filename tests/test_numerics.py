@@ -199,3 +199,40 @@ def test_run_decompositions_is_matched_by_provenance():
     assert cmp.first_divergence is None
     compared = rows[rows["counterpart"] != ""]
     assert compared["max_rel"].notna().all() and (compared["max_rel"] < 1e-6).all()
+
+
+class TwoLayers(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1, self.fc2 = nn.Linear(4, 8), nn.Linear(8, 2)
+
+    def forward(self, x):
+        return self.fc2(torch.relu(self.fc1(x)))
+
+
+def test_a_training_steps_gradients_are_compared_per_parameter():
+    """fc2's weight changed: the gradients of fc2 (which do not read it) match, fc1's carry
+    the change; b computes fc2's gradients first, then fc1's bias, then fc1's weight."""
+    torch.manual_seed(0)
+    model = TwoLayers()
+
+    def train_step(x):
+        return torch.autograd.grad(model(x).sum(), list(model.parameters()))
+
+    session = fxviz.Session(train_step, (torch.randn(3, 4),), tracer="make_fx")
+    gm = session.current.gm
+    changed = copy.deepcopy(gm)
+    with torch.no_grad():
+        changed.fc2.weight[0, 0] += 0.5
+    x = session.current.example_inputs[0]
+    cmp = compare(step(0, gm, x), step(1, changed, x))
+    gradients = cmp.numerics.attrs["gradients"]
+    assert gradients["parameter"].tolist() == ["fc2.bias", "fc2.weight", "fc1.bias", "fc1.weight"]
+    rows = gradients.set_index("parameter")
+    assert (rows.loc[["fc2.bias", "fc2.weight"], "max_abs"] == 0).all()
+    fc1 = rows.loc[["fc1.bias", "fc1.weight"]]
+    assert fc1["diverged"].all() and (fc1["max_rel"] > 1e-3).all()
+    assert cmp.first_gradient_divergence == "fc1.bias"
+    assert compare(step(0, gm, torch.ones(3, 4)), step(1, copy.deepcopy(gm), torch.ones(3, 4))).first_gradient_divergence is None
+    forward = trace(model)  # a forward returns no gradients: no rows
+    assert compare(step(0, forward, torch.ones(1, 4)), step(1, forward, torch.ones(1, 4))).gradients.empty
