@@ -208,3 +208,44 @@ def test_a_long_graph_is_charted_in_runs_that_keep_the_peak():
     assert abs(x[np.argmax(y)] - 12_346) <= len(live) / MAX_POINTS  # drawn where it is (node 12,346)
     x, y = binned(live[:10])
     assert list(x) == list(range(1, 11)) and list(y) == list(live[:10])  # short: every node as it is
+
+
+def slip_after_relu(gm, scale: float = 1.01):
+    """A training step's pass with a bug: the first ReLU's users read it times ``scale``."""
+    relu = next(n for n in gm.graph.nodes if n.name == "relu")
+    with gm.graph.inserting_after(relu):
+        wrong = gm.graph.call_function(operator.mul, (relu, scale))
+    relu.replace_all_uses_with(wrong, delete_user_cb=lambda user: user is not wrong)
+    gm.recompile()
+    return gm
+
+
+def test_a_training_step_says_which_gradient_diverges_first():
+    torch.manual_seed(0)
+    mlp = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 1))
+
+    def train_step(x, y):
+        loss = nn.functional.mse_loss(mlp(x), y)
+        loss.backward()
+        return loss
+
+    passes.register(slip_after_relu)
+    ex = explore(train_step, torch.randn(4, 8), torch.randn(4, 1), profile="off")
+    try:
+        ex.session.apply("slip_after_relu")
+        ex.step_error.where.click()
+        gradients = ex.step_error.rows(ex.session.current).attrs["gradients"]
+        first = gradients[gradients["diverged"]].iloc[0]
+        assert len(gradients) == 4 and gradients["diverged"].all()  # every gradient flows through the slip
+        assert (f"Gradients: 4 of 4 beyond tolerance, the first {first['parameter']}'s (node {first['node']})."
+                in ex.status.value), ex.status.value
+        ex.select("output")
+        shown = text(ex.details.body.value)
+        assert "Gradients vs step 0" in shown and f"{first['parameter']} (first to diverge)" in shown
+        assert all(parameter in shown for parameter in gradients["parameter"])
+        ex.select(first["node"])
+        assert (f"Gradient vs step 0 gradient of {first['parameter']} max rel {first['max_rel']:.3g}, "
+                f"{first['sqnr_db']:.1f} dB, beyond the check's tolerance") in text(ex.details.body.value)
+    finally:
+        ex.close()
+        passes.unregister("slip_after_relu")

@@ -18,7 +18,7 @@ import pandas as pd
 from fxviz.columns import Columns
 from fxviz.markup import escape
 from fxviz.node_table import COLUMNS, error_column
-from fxviz.numerics import first_divergence
+from fxviz.numerics import first_divergence, first_gradient_divergence
 
 from .coloring import comparison
 from .graph_view import GraphView
@@ -94,8 +94,8 @@ class StepError:
             self._graph.select(first)
             self._shown()  # selected already: no change to follow
             self._say(f"{first}: the first node whose output differs from step {previous.index}'s beyond the "
-                      "check's tolerance; Details says how much error it introduced and how much it carried in.",
-                      error=False)
+                      "check's tolerance; Details says how much error it introduced and how much it carried in."
+                      f"{_gradients_said(rows)}", error=False)
             return
         self._shown()
         carried = (f" Step {previous.index}'s own check: {previous.check.summary}; the difference may come from "
@@ -126,39 +126,81 @@ class StepError:
         self._sent = made
 
     def details_html(self, name: str) -> str:
-        """The Details rows of node ``name``'s error, while the step's errors are shown."""
+        """The Details rows of node ``name``'s error, while the step's errors are shown
+        (and, in a training step, of the gradients it gives)."""
         step = self._session.current
         if not self.active(step) or name not in step.graph:
             return ""
         rows, previous = self._rows_or_why(step), step.index - 1
         if isinstance(rows, str):
             return _section(previous, [("error", rows)])
-        if name not in rows.index or math.isnan(rows.at[name, "max_rel"]):
-            why = ("a node the pass added: nothing in step {0} stands for it" if name in rows.index
-                   and not rows.at[name, "counterpart"] else "no tensor of the same shape to compare in step {0}")
-            return _section(previous, [("error", why.format(previous))])
-        row, inputs = rows.loc[name], list(step.graph.pred[name])
-        carried = [(p, rows.at[p, "max_rel"]) for p in inputs if p in rows.index and not math.isnan(rows.at[p, "max_rel"])]
-        worst = max(carried, key=lambda item: item[1], default=None)
-        added = [p for p in inputs if p in rows.index and not rows.at[p, "counterpart"]]
-        source = f"comes in through {', '.join(added)}, which the pass added" if added else "starts here"
-        verdict = (f"the first node beyond the check's tolerance: the error {source}"
-                   if first_divergence(rows.reset_index()) == name else
-                   "beyond the check's tolerance" if row["diverged"] else "within the check's tolerance")
-        compared = "" if row["counterpart"] == name else f" (compared with its {row['counterpart']})"
-        return _section(previous, [
-            ("max rel", f"{_number(row['max_rel'])} (max abs {_number(row['max_abs'])}){compared}"),
-            ("SQNR", "exact" if row["sqnr_db"] == math.inf else f"{row['sqnr_db']:.1f} dB"),
-            ("cosine", f"{row['cosine']:.6f}" if row["cosine"] == row["cosine"] else "—"),
-            ("introduced here", f"{_number(row['introduced'])} (run on step {previous}'s values of its inputs)"),
-            ("carried in", _carried(worst, inputs, added, previous)),
-            ("verdict", verdict),
-        ])
+        return _node_html(step, rows, name, previous) + _gradients_html(rows, name, step.graph, previous)
 
 
-def _section(previous: int, rows: list[tuple[str, str]]) -> str:
+def _node_html(step: Any, rows: pd.DataFrame, name: str, previous: int) -> str:
+    """Node ``name``'s error: how far it is, what it introduced, what it carried in."""
+    if name not in rows.index or math.isnan(rows.at[name, "max_rel"]):
+        why = ("a node the pass added: nothing in step {0} stands for it" if name in rows.index
+               and not rows.at[name, "counterpart"] else "no tensor of the same shape to compare in step {0}")
+        return _section(previous, [("error", why.format(previous))])
+    row, inputs = rows.loc[name], list(step.graph.pred[name])
+    carried = [(p, rows.at[p, "max_rel"]) for p in inputs if p in rows.index and not math.isnan(rows.at[p, "max_rel"])]
+    worst = max(carried, key=lambda item: item[1], default=None)
+    added = [p for p in inputs if p in rows.index and not rows.at[p, "counterpart"]]
+    source = f"comes in through {', '.join(added)}, which the pass added" if added else "starts here"
+    verdict = (f"the first node beyond the check's tolerance: the error {source}"
+               if first_divergence(rows.reset_index()) == name else
+               "beyond the check's tolerance" if row["diverged"] else "within the check's tolerance")
+    compared = "" if row["counterpart"] == name else f" (compared with its {row['counterpart']})"
+    return _section(previous, [
+        ("max rel", f"{_number(row['max_rel'])} (max abs {_number(row['max_abs'])}){compared}"),
+        ("SQNR", _sqnr(row["sqnr_db"])),
+        ("cosine", f"{row['cosine']:.6f}" if row["cosine"] == row["cosine"] else "—"),
+        ("introduced here", f"{_number(row['introduced'])} (run on step {previous}'s values of its inputs)"),
+        ("carried in", _carried(worst, inputs, added, previous)),
+        ("verdict", verdict),
+    ])
+
+
+def _gradients_said(rows: pd.DataFrame) -> str:
+    """A training step's gradients in a sentence: how many diverge, which first."""
+    gradients = rows.attrs.get("gradients")
+    if gradients is None or gradients.empty:
+        return ""
+    first = first_gradient_divergence(rows)
+    where = gradients.loc[gradients["parameter"] == first, "node"].iloc[0] if first else ""
+    return (f" Gradients: {int(gradients['diverged'].sum())} of {len(gradients)} beyond tolerance"
+            + (f", the first {first}'s (node {where})." if first else "."))
+
+
+def _gradients_html(rows: pd.DataFrame, name: str, graph: Any, previous: int) -> str:
+    """A training step's gradients against the previous step's: all of them at the output
+    node (the first to diverge marked), one at the node that gives it."""
+    gradients = rows.attrs.get("gradients")
+    if gradients is None or gradients.empty:
+        return ""
+    if graph.nodes[name]["op"] != "output":
+        mine = gradients[gradients["node"] == name]
+        return "" if mine.empty else _section(previous, [
+            (f"gradient of {g.parameter}", f"max rel {_number(g.max_rel)}, {_sqnr(g.sqnr_db)}, "
+             f"{'beyond' if g.diverged else 'within'} the check's tolerance") for g in mine.itertuples()], "Gradient")
+    first = first_gradient_divergence(rows)
+    cells = "".join(
+        f"<tr><td>{escape(g.parameter)}{' (first to diverge)' if g.parameter == first else ''}</td>"
+        f"<td>{escape(_number(g.max_rel))}</td><td>{escape(_sqnr(g.sqnr_db))}</td>"
+        f"<td>{'beyond' if g.diverged else 'within'}</td></tr>" for g in gradients.itertuples())
+    return (f'<div class="fxviz-details-gradients"><b>Gradients vs step {previous}</b>{escape(_gradients_said(rows))}'
+            '<table class="fxviz-table"><tr><th>parameter</th><th>max rel</th><th>SQNR</th><th>tolerance</th></tr>'
+            f"{cells}</table></div>")
+
+
+def _sqnr(db: float) -> str:
+    return "exact" if db == math.inf else "—" if db != db else f"{db:.1f} dB"
+
+
+def _section(previous: int, rows: list[tuple[str, str]], what: str = "Error") -> str:
     cells = "".join(f"<tr><th>{escape(k)}</th><td>{escape(v)}</td></tr>" for k, v in rows)
-    return (f'<div class="fxviz-details-error"><b>Error vs step {previous}</b>'
+    return (f'<div class="fxviz-details-error"><b>{what} vs step {previous}</b>'
             f'<table class="fxviz-kv">{cells}</table></div>')
 
 
