@@ -23,7 +23,9 @@ _SCALARS = (int, float, bool, str, type(None), torch.dtype, torch.device, torch.
 
 
 class NodeRunner:
-    """``values[i]`` is node i's value once ``steps[i]()`` ran it (None once freed);
+    """``values[i]`` is node i's value once run (None once freed);
+    ``plan[i]``: ``(fn, x, y)``, node i is ``fn(values[x], values[y])``, ``fn(values[x])``
+    when y < 0, ``fn()`` when x < 0 (a closure: nodes of other forms);
     ``inputs[i]``: the positions of node i's inputs; ``dies[i]``: the nodes whose values
     nothing needs after node i; ``writes[i]``: whether node i may change its inputs in place."""
 
@@ -33,22 +35,26 @@ class NodeRunner:
         self.values: list[Any] = [None] * len(self.nodes)
         self.interpreter = torch.fx.Interpreter(gm, garbage_collect_values=False)
         self.interpreter.args_iter = iter(gm.graph.process_inputs(*inputs))
-        inputs, steps, writes, users, values = [], [], [], [], self.values
+        inputs, plan, writes, users, node_type = [], [], [], [], torch.fx.Node
         last = [-1] * len(self.nodes)  # node -> the last node that reads it
+        writes_of: dict[Any, bool] = {}  # function -> whether it may write its inputs
         for i, node in enumerate(self.nodes):  # one pass: at 30k nodes every call per node shows
             ins = [slot[p] for p in node.all_input_nodes]
             for p in ins:
                 last[p] = i
             inputs.append(ins)
-            args = node.args
-            if node.op == "call_function" and len(args) == 1 and not node.kwargs and type(args[0]) is torch.fx.Node:
-                steps.append(_one(node.target, values, ins[0]))  # the commonest node, planned at once
-                writes.append(_may_write_inputs(node))
+            args, target = node.args, node.target
+            if node.op == "call_function" and 0 < len(args) <= 2 and not node.kwargs and all(
+                    type(a) is node_type for a in args):  # the commonest nodes, planned at once
+                plan.append((target, slot[args[0]], slot[args[1]] if len(args) == 2 else -1))
+                if target not in writes_of:
+                    writes_of[target] = _may_write_inputs(node)
+                writes.append(writes_of[target])
             else:
-                steps.append(self._step(node))
+                plan.append((self._step(node), -1, -1))
                 writes.append(node.op.startswith("call_") and self._writes(node))
             users.append(bool(node.users))
-        self.inputs, self.steps, self.writes = inputs, steps, writes
+        self.inputs, self.plan, self.writes = inputs, plan, writes
         self.dies: list[list[int]] = [[] if used else [i] for i, used in enumerate(users)]
         for p, i in enumerate(last):
             if i >= 0:
@@ -89,10 +95,6 @@ class NodeRunner:
             return _may_write_inputs(node)
         module = self.gm.get_submodule(str(node.target))
         return bool(getattr(module, "inplace", False)) or not type(module).__module__.startswith("torch.nn")
-
-
-def _one(fn: Callable[[Any], Any], values: list[Any], x: int) -> Callable[[], Any]:
-    return lambda: fn(values[x])
 
 
 def _flat(node: torch.fx.Node) -> bool:

@@ -121,15 +121,16 @@ class _Lockstep:
         """The lockstep, one loop: at 30k small nodes, every call and lookup per node shows."""
         a, b, stats, cp, fits, kind, kept, shadow = self.a, self.b, self.stats, self.cp, self.fits, self.kind, \
             self.kept, self.shadow
-        a_values, a_steps, a_writes, a_free = a.values, a.steps, a.writes, self.a_free
-        values, steps, dies, writes, inputs, b_free = b.values, b.steps, b.dies, b.writes, b.inputs, self.b_free
+        a_values, a_plan, a_writes, a_free = a.values, a.plan, a.writes, self.a_free
+        values, plan, dies, writes, inputs, b_free = b.values, b.plan, b.dies, b.writes, b.inputs, self.b_free
         ahead, add, pending, tensor = self.ahead, stats.add, stats.pending, torch.Tensor
         position = 0
-        for j in range(len(steps)):
+        for j in range(len(plan)):
             while position <= ahead[j]:
                 if a_writes[position]:
                     self._before_a_writes(position, j)
-                a_values[position] = a_steps[position]()
+                fn, x, y = a_plan[position]
+                a_values[position] = fn() if x < 0 else fn(a_values[x]) if y < 0 else fn(a_values[x], a_values[y])
                 for done in a_free[position]:
                     a_values[done] = None
                     if kept:
@@ -145,7 +146,8 @@ class _Lockstep:
                         break
             if how == _SHADOWED:
                 shadowed = self._shadow(j)
-            value = values[j] = steps[j]()
+            fn, x, y = plan[j]
+            value = values[j] = fn() if x < 0 else fn(values[x]) if y < 0 else fn(values[x], values[y])
             i = cp[j]
             if i >= 0:
                 reference = kept[i] if kept and i in kept else a_values[i]
