@@ -279,7 +279,9 @@ def test_inductor_triton_kernels_mapped_to_nodes_and_timed_from_kernel_records()
     assert len(fused) >= 1 and all("@triton.jit" in code for code in fused.code)
     assert (kernels.time_us > 0).all()
     ratio = kernels.time_us.sum() / c.kernel_totals[(0, "forward")]  # over the call's time between CUDA events
-    assert 0.3 <= ratio <= 1.1, ratio  # no more than the call; less by the gaps where the GPU waits for launches
+    # No more than the call; less by the gaps where the GPU waits for the wrapper's launches: this small
+    # model is launch-bound (0.33 at this batch, 0.11 at batch 64, on an H200 with torch 2.11)
+    assert 0.15 <= ratio <= 1.1, ratio
 
 
 class ConvMLP(nn.Module):
