@@ -108,6 +108,13 @@ def _exported(build: Callable[[], tuple], dynamic_dim: int | None = None) -> Cal
     return make
 
 
+def _decomposed(build: Callable[[], tuple]) -> tuple:
+    """``build()``'s program lowered to core ATen (``run_decompositions``), as a user hands
+    on a program made for a backend."""
+    ep, inputs = _exported(build)()
+    return ep.run_decompositions(), inputs
+
+
 def _compiled(build: Callable[[], tuple]) -> Callable[[], tuple]:
     """``build()``'s model after ``torch.compile``; a tracer is named ("auto") so the other
     front-ends are not run on it: on the wrapper they would time inductor's compile."""
@@ -231,7 +238,11 @@ FAMILIES: dict[str, dict[str, Callable[[], tuple]]] = {
         "regnety_008", "mobileone_s1", "nf_resnet50", "efficientnet_lite0", "ghostnetv2_100", "convnextv2_atto",
         "mobilevitv2_050", "lcnet_050", "gernet_s", "resnet50d", "regnetz_b16")}
     | {n: _timm(n, 256) for n in ("sehalonet33ts", "sebotnet33ts_256")}
-    | {"vit_pe_core_small": _timm("vit_pe_core_small_patch16_384", 64, img_size=64)},
+    | {"vit_pe_core_small": _timm("vit_pe_core_small_patch16_384", 64, img_size=64)}
+    | {n: _timm(n) for n in ("repvit_m0_9", "tinynet_a", "fbnetc_100", "hgnetv2_b0")}  # drawn from their shapes:
+    | {f"{n} (exported program)": _exported(_timm(n)) for n in ("convnext_atto", "repvit_m0_9", "efficientnet_lite0")}
+    | {"fbnetc_100 (tracer=make_fx)": _traced_by(_timm("fbnetc_100"), "make_fx"),
+       "resnet18 (exported, decomposed)": lambda: _decomposed(_timm("resnet18"))},
     "hf": {
         "bert": _hf("BertConfig", vocab_size=128, **SMALL),
         **_decoder("GPT2Config", vocab_size=128, n_embd=32, n_layer=2, n_head=2),
@@ -403,6 +414,22 @@ FAMILIES: dict[str, dict[str, Callable[[], tuple]]] = {
         "funnel": _hf("FunnelConfig", vocab_size=128, block_sizes=[1, 1], d_model=32, n_head=2, d_head=16,
                       d_inner=64, architectures=["FunnelModel"]),  # AutoModel has two classes for it
         "helium": _hf("HeliumConfig", head_dim=16, use_cache=False, **TINY_LM),
+        # issue 32's third sweep: families not tried before, and programs drawn from their shapes
+        "squeezebert": _hf("SqueezeBertConfig", vocab_size=128, embedding_size=32, q_groups=1, k_groups=1, v_groups=1,
+                           post_attention_groups=1, intermediate_groups=1, output_groups=1, **SMALL),
+        "roformer": _hf("RoFormerConfig", vocab_size=128, embedding_size=32, **SMALL),
+        "nystromformer": _hf("NystromformerConfig", vocab_size=128, num_landmarks=4, segment_means_seq_len=8,
+                             **SMALL),
+        "rembert": _hf("RemBertConfig", vocab_size=128, input_embedding_size=16, output_embedding_size=16, **SMALL),
+        "xglm": _hf("XGLMConfig", vocab_size=128, d_model=32, num_layers=2, attention_heads=2, ffn_dim=64,
+                    use_cache=False),
+        "persimmon": _hf("PersimmonConfig", use_cache=False, **{**TINY_LM, "num_key_value_heads": 2}),
+        "nemotron": _hf("NemotronConfig", head_dim=16, use_cache=False, **TINY_LM),
+        **{f"{name} (exported program)": _exported(build) for name, build in (
+            ("roformer", _hf("RoFormerConfig", vocab_size=128, embedding_size=32, **SMALL)),
+            ("persimmon", _hf("PersimmonConfig", use_cache=False, **{**TINY_LM, "num_key_value_heads": 2})),
+            ("bert", _hf("BertConfig", vocab_size=128, **SMALL)))},
+        "llama (exported, dynamic length)": _exported(_hf("LlamaConfig", use_cache=False, **TINY_LM), dynamic_dim=1),
         "qwen2-moe (train step)": _step(_hf("Qwen2MoeConfig", num_experts=4, num_experts_per_tok=2,
                                             moe_intermediate_size=32, shared_expert_intermediate_size=32,
                                             use_cache=False, **TINY_LM), _hidden),
