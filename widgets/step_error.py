@@ -93,18 +93,17 @@ class StepError:
         if first is not None:
             self._graph.select(first)
             self._shown()  # selected already: no change to follow
-            self._say(f"{first}: the first node whose output differs from step {previous.index}'s beyond the "
-                      "check's tolerance; Details says how much error it introduced and how much it carried in."
-                      f"{_gradients_said(rows)}", error=False)
+            gradients = _gradients_said(rows)
+            self._say(f"First node beyond the check's tolerance against step {previous.index}: {first} (Details: "
+                      f"the error introduced there, carried in).{f' Gradients: {gradients}.' if gradients else ''}",
+                      error=False)
             return
         self._shown()
-        carried = (f" Step {previous.index}'s own check: {previous.check.summary}; the difference may come from "
-                   "there (open it and click show where)." if previous.index and previous.check_done
-                   and previous.check.status != "match" else "")
-        self._say(f"No node of step {step.index} differs from step {previous.index}'s beyond the check's tolerance "
-                  f"(largest relative error {_number(rows['max_rel'].max())}), yet the outputs differ from the "
-                  f"original model's.{carried} The check also runs random inputs, which this comparison does not.",
-                  error=False)
+        carried = (f": step {previous.index}'s own check says {previous.check.summary}, look there"
+                   if previous.index and previous.check_done and previous.check.status != "match" else "")
+        self._say(f"Nothing of step {step.index} is beyond the check's tolerance against step {previous.index} "
+                  f"(largest relative error {_number(rows['max_rel'].max())}), yet its outputs differ from the original "
+                  f"model's{carried}. This compares the example only; the check, random inputs too.", error=False)
 
     def show_column(self, step: Any) -> None:
         """The node table's error column while ``step``'s errors are shown (its other
@@ -163,14 +162,14 @@ def _node_html(step: Any, rows: pd.DataFrame, name: str, previous: int) -> str:
 
 
 def _gradients_said(rows: pd.DataFrame) -> str:
-    """A training step's gradients in a sentence: how many diverge, which first."""
+    """How many of a training step's gradients diverge, whose first ("" for a forward)."""
     gradients = rows.attrs.get("gradients")
     if gradients is None or gradients.empty:
         return ""
     first = first_gradient_divergence(rows)
     where = gradients.loc[gradients["parameter"] == first, "node"].iloc[0] if first else ""
-    return (f" Gradients: {int(gradients['diverged'].sum())} of {len(gradients)} beyond tolerance"
-            + (f", the first {first}'s (node {where})." if first else "."))
+    return (f"{int(gradients['diverged'].sum())} of {len(gradients)} beyond the check's tolerance"
+            + (f", the first {first}'s (node {where})" if first else ""))
 
 
 def _gradients_html(rows: pd.DataFrame, name: str, graph: Any, previous: int) -> str:
@@ -189,7 +188,8 @@ def _gradients_html(rows: pd.DataFrame, name: str, graph: Any, previous: int) ->
         f"<tr><td>{escape(g.parameter)}{' (first to diverge)' if g.parameter == first else ''}</td>"
         f"<td>{escape(_number(g.max_rel))}</td><td>{escape(_sqnr(g.sqnr_db))}</td>"
         f"<td>{'beyond' if g.diverged else 'within'}</td></tr>" for g in gradients.itertuples())
-    return (f'<div class="fxviz-details-gradients"><b>Gradients vs step {previous}</b>{escape(_gradients_said(rows))}'
+    return (f'<div class="fxviz-details-gradients"><b>Gradients vs step {previous}</b>'
+            f'<p class="fxviz-hint">{escape(_gradients_said(rows))}.</p>'
             '<table class="fxviz-table"><tr><th>parameter</th><th>max rel</th><th>SQNR</th><th>tolerance</th></tr>'
             f"{cells}</table></div>")
 

@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from labdriver import action_done, assert_no_js_error, kernel_json, open_notebook, run_all, shoot_themes
+from labdriver import action_done, assert_no_js_error, kernel_json, open_notebook, output_area, run_all, shoot_themes
 
 pytestmark = pytest.mark.e2e
 
@@ -45,14 +45,34 @@ def slip_after_conv1(gm, scale: float = 1.01):
 torch.manual_seed(0)
 ex = fxviz.explore(Net().eval(), torch.randn(1, 3, 32, 32), profile="off")
 ex"""
+TRAINING = """\
+mlp = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 1))
+def train_step(x, y):
+    loss = nn.functional.mse_loss(mlp(x), y)
+    loss.backward()
+    return loss
+
+@fxviz.passes.register
+def slip_after_relu(gm, scale: float = 1.01):
+    "A pass with a bug: the first ReLU's users read it times scale."
+    relu = next(n for n in gm.graph.nodes if n.name == "relu")
+    with gm.graph.inserting_after(relu):
+        wrong = gm.graph.call_function(operator.mul, (relu, scale))
+    relu.replace_all_uses_with(wrong, delete_user_cb=lambda user: user is not wrong)
+    gm.recompile()
+    return gm
+
+ex_step = fxviz.explore(train_step, torch.randn(4, 8), torch.randn(4, 1), profile="off")
+ex_step.session.apply("slip_after_relu")
+ex_step"""
 
 
 @pytest.fixture(scope="module")
 def explorer(desk_page, lab):
-    name = lab.write_notebook("e2e_numerics.ipynb", [SETUP])
+    name = lab.write_notebook("e2e_numerics.ipynb", [SETUP, TRAINING])
     open_notebook(desk_page, lab, name)
     run_all(desk_page, timeout=180)
-    ex = desk_page.locator(".fxviz-explorer")
+    ex = output_area(desk_page, 0).locator(".fxviz-explorer")
     ex.locator(".fxviz-graph g.node#fx-conv1").wait_for(timeout=60_000)
     return ex
 
@@ -90,7 +110,7 @@ def test_the_mismatch_badge_leads_to_where_the_error_starts(desk, explorer):
     assert f"{facts['introduced']:.3g} (run on step 0's values of its inputs)" in shown, (shown, facts)
     assert "carried in" in shown and "input mul added by the pass" in shown, shown
     assert "the error comes in through mul, which the pass added" in shown, shown
-    assert "bn1: the first node whose output differs" in ex.locator(".fxviz-status").inner_text()
+    assert "tolerance against step 0: bn1 (Details" in ex.locator(".fxviz-status").inner_text()
     # The node table's error column: bn1's row holds its relative error.
     header = ex.locator(".fxviz-node-table th", has_text="error vs step 0")
     header.wait_for()
@@ -128,3 +148,19 @@ def test_colour_by_error_then_memory_with_units_and_the_memory_tab(desk, explore
     _open_tab(ex, "Details")
     assert "alive after it" in ex.locator(".fxviz-details .fxviz-details-memory").inner_text()
     assert_no_js_error(ex.page)
+
+
+def test_a_training_step_says_whose_gradient_diverges_first(desk, explorer):
+    ex = output_area(explorer.page, 1).locator(".fxviz-explorer")
+    ex.scroll_into_view_if_needed()
+    ex.locator(".fxviz-header .fxviz-badge .fxviz-badge-mismatch").wait_for(timeout=60_000)
+    ex.locator("button.fxviz-show-where").click()
+    ex.locator(".fxviz-status", has_text="Gradients: 4 of 4 beyond the check's tolerance").wait_for(timeout=60_000)
+    ex.locator(".fxviz-graph g.node#fx-output").click()
+    table = ex.locator(".fxviz-details .fxviz-details-gradients")
+    table.wait_for()
+    first = kernel_json(ex.page, "g = ex_step.step_error.rows(ex_step.session.current).attrs['gradients']; "
+                                 "print(json.dumps(str(g[g['diverged']].iloc[0]['parameter'])))")
+    assert f"{first} (first to diverge)" in table.inner_text()
+    ex.evaluate("e => e.scrollIntoView({block: 'start'})")
+    shoot_themes(ex.page, ex, "e2e-numerics-gradients")
