@@ -31,7 +31,7 @@ class Stats:
         self.n_keys, self.tf32 = n_keys, tf32
         self.pending: list[tuple[int, torch.Tensor, torch.Tensor]] = []
         self.waiting = 0
-        self.done: list[tuple[list[int], torch.Tensor, float]] = []  # keys, numbers (k x 5), rtol
+        self.done: list[tuple[list[int], np.ndarray, float]] = []  # keys, numbers (k x 5), rtol
         self.nothing: set[int] = set()  # keys whose values do not compare (no tensor, other shapes)
         self.rtols: dict[tuple[torch.dtype, bool], float] = {}
 
@@ -56,7 +56,7 @@ class Stats:
         size = ref.numel()
         if size > SMALL:
             r = _wide(ref)
-            self.done.append(([key], _numbers(r, _wide(out).to(r.dtype)).unsqueeze(0), self._rtol(ref)))
+            self.done.append(([key], _host(_numbers(r, _wide(out).to(r.dtype)).unsqueeze(0)), self._rtol(ref)))
             return
         self.pending.append((key, ref, out))
         self.waiting += size
@@ -76,7 +76,7 @@ class Stats:
             out = _wide(torch.stack([item[2] for item in items])).to(ref.dtype)
             count = len(items)
             self.done.append(([item[0] for item in items],
-                              _numbers(ref.reshape(count, -1), out.reshape(count, -1), dim=1).T,
+                              _host(_numbers(ref.reshape(count, -1), out.reshape(count, -1), dim=1).T),
                               self._rtol(items[0][1])))
 
     def _rtol(self, ref: torch.Tensor) -> float:
@@ -94,7 +94,7 @@ class Stats:
             found[:, 5] = 0.0
             return found
         keys = np.concatenate([np.asarray(k, dtype=np.int64) for k, _, _ in self.done])
-        numbers = torch.cat([n.to("cpu", torch.float64) for _, n, _ in self.done]).numpy()
+        numbers = np.concatenate([n for _, n, _ in self.done])
         rtol = np.concatenate([np.full(len(k), r) for k, _, r in self.done])
         error, scale = numbers[:, 0], numbers[:, 1]
         allowed = rtol * scale
@@ -120,6 +120,11 @@ def _numbers(ref: torch.Tensor, out: torch.Tensor, dim: int | None = None) -> to
     diff = out - ref
     return torch.stack([_NORM(diff, math.inf, dim=dim), _NORM(ref, math.inf, dim=dim), _NORM(diff, dim=dim).square(),
                         _NORM(ref, dim=dim).square(), _NORM(out, dim=dim).square()])
+
+
+def _host(numbers: torch.Tensor) -> np.ndarray:
+    """Numbers in the host's own memory (float64): what a batch leaves behind is not a tensor."""
+    return numbers.cpu().numpy().astype(np.float64)  # a copy: the tensor is freed
 
 
 def _wide(t: torch.Tensor) -> torch.Tensor:
