@@ -251,3 +251,16 @@ def test_a_training_step_says_which_gradient_diverges_first():
     finally:
         ex.close()
         passes.unregister("slip_after_relu")
+
+
+def test_the_memory_panel_runs_no_model(explorer):
+    """On CUDA Step.memory measures a forward: a display must not start one behind the profiler's back."""
+    ex = explorer
+    apply(ex, "slip_after_conv1")
+    ex.tabs.selected_index = 4
+    ex.select("conv1")
+    step = ex.session.current
+    assert "<svg" in ex.memory.chart.value and "alive after it" in text(ex.details.body.value)
+    assert "Against step 0: peak" in text(ex.memory.summary.value)
+    assert "memory" not in vars(step) and "memory" not in vars(ex.session.steps[0])  # estimated from shapes only
+    assert text(ex.memory.summary.value).startswith(f"Peak: {step.memory.attrs['peak_bytes'] / 1e3:.3g} kB")

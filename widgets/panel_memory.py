@@ -1,9 +1,11 @@
 """The Memory tab: the bytes of activations alive over the step's execution, where the
 peak is (a button selects that node), and what Details says of one node's memory.
 
-All from :attr:`fxviz.step.Step.memory` (shapes alone, so models on ``meta`` answer
-too). The chart is drawn when the tab is shown: matplotlib's first import takes half a
-second, which the first graph should not wait for.
+All from :func:`fxviz.memory.memory` of the step's shapes (so models on ``meta`` answer
+too), never by running the model: on CUDA ``Step.memory`` also measures one forward,
+which the panel shows once it is known, but a display must not run the model behind the
+profiler's back. The chart is drawn when the tab is shown: matplotlib's first import
+takes half a second, which the first graph should not wait for.
 """
 from __future__ import annotations
 
@@ -16,9 +18,9 @@ import numpy as np
 
 from fxviz.chart import INK, chart_svg
 from fxviz.markup import escape
+from fxviz.memory import memory, memory_change
 from fxviz.node_table import human_bytes
 
-from .coloring import comparison
 
 _UNITS = ((1e9, "GB"), (1e6, "MB"), (1e3, "kB"), (1, "B"))
 #: points drawn at most: past it, each point is the largest of a run of nodes (the peak stays)
@@ -33,11 +35,11 @@ class MemoryPanel(w.VBox):
         self._select, self._session = select, session
         self._open: Callable[[], bool] = lambda: True
         self._shown: Any = None  # the step drawn
-        self._nodes: weakref.WeakKeyDictionary[Any, dict[str, tuple[int, int]]] = weakref.WeakKeyDictionary()
+        self._nodes: weakref.WeakKeyDictionary[Any, tuple[dict, dict]] = weakref.WeakKeyDictionary()
         self.summary = w.HTML().add_class("fxviz-memory-summary")
         self.peak = w.Button(icon="crosshairs", layout=w.Layout(width="auto"), tooltip="select the node at the peak")
         self.peak.add_class("fxviz-memory-peak")
-        self.peak.on_click(lambda _: self._select(self._shown.memory.attrs["peak_node"]))
+        self.peak.on_click(lambda _: self._select(self._nodes[self._shown][1]["peak_node"]))
         self.chart = w.HTML().add_class("fxviz-memory-chart")
         super().__init__([self.summary, self.peak, self.chart])
         self.add_class("fxviz-memory-panel")
@@ -57,7 +59,8 @@ class MemoryPanel(w.VBox):
         if step is self._shown:
             return
         self._shown = step
-        frame = step.memory
+        frame = _estimate(step)
+        self._nodes[step] = _by_node(frame)
         attrs = frame.attrs
         peak, where = attrs["peak_bytes"], attrs["peak_node"]
         self.peak.layout.display = "" if where else "none"
@@ -79,10 +82,10 @@ class MemoryPanel(w.VBox):
         self.chart.value = chart_svg(lambda ax: _draw(ax, frame), rows=8)
 
     def _moved(self, step: Any) -> str:
-        """How the peak moved from the step before (``Comparison.memory``), as a line."""
+        """How the peak moved from the step before (``Comparison.memory``'s words), as a line."""
         if step.index == 0:
             return ""
-        change = comparison(self._session.steps[step.index - 1], step).memory
+        change = memory_change(_estimate(self._session.steps[step.index - 1]), _estimate(step))
         (peak_a, node_a), (peak_b, node_b) = change[["peak_bytes", "peak_node"]].itertuples(index=False)
         moved = "the peak moved to another node" if change.attrs["moved"] else "at the same node"
         ratio = change.attrs["ratio"]
@@ -96,10 +99,9 @@ class MemoryPanel(w.VBox):
         if name not in step.graph:
             return ""
         if step not in self._nodes:
-            frame = step.memory
-            self._nodes[step] = dict(zip(frame["node"], zip(frame["output_bytes"], frame["live_bytes"])))
-        output, live = self._nodes[step][name]
-        attrs, record = step.memory.attrs, step.graph.nodes[name]
+            self._nodes[step] = _by_node(_estimate(step))
+        nodes, attrs = self._nodes[step]
+        (output, live), record = nodes[name], step.graph.nodes[name]
         if name in attrs["unknown"]:
             own = "unknown (its size is not known: counted as 0)"
         elif record.get("weight") or record["op"] == "placeholder":
@@ -113,6 +115,18 @@ class MemoryPanel(w.VBox):
         rows = [("output", own), ("alive after it", f"{human_bytes(live)} of activations{share}")]
         cells = "".join(f"<tr><th>{escape(k)}</th><td>{escape(v)}</td></tr>" for k, v in rows)
         return f'<div class="fxviz-details-memory"><b>Memory</b><table class="fxviz-kv">{cells}</table></div>'
+
+
+def _estimate(step: Any) -> Any:
+    """``step.memory`` where it is known (with the measured peak, on CUDA); else the same
+    estimate from its shapes, running nothing."""
+    known = vars(step).get("memory")
+    return known if known is not None else memory(step.graph, step.gm)
+
+
+def _by_node(frame: Any) -> tuple[dict[str, tuple[int, int]], dict[str, Any]]:
+    """Each node's (output bytes, bytes alive) and the frame's attrs, for Details."""
+    return dict(zip(frame["node"], zip(frame["output_bytes"], frame["live_bytes"]))), frame.attrs
 
 
 def binned(live: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
