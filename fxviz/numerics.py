@@ -91,7 +91,8 @@ class _Lockstep:
         kind: list[int] = []  # b position -> where its introduced error comes from
         for j, (node, ins, i) in enumerate(zip(b.nodes, b.inputs, cp)):
             needed = [cp[k] for k in ins]
-            same = i >= 0 and -1 not in needed and needed == a.inputs[i] and node.name in unchanged
+            same = (i >= 0 and -1 not in needed and needed == a.inputs[i] and node.name in unchanged
+                    and a.nodes[i].name == node.name)  # a's own node, not one it absorbed
             needed = [k for k in needed if k >= 0] + ([i] if i >= 0 else [])
             for k in needed:
                 last_need[k] = j

@@ -236,3 +236,28 @@ def test_a_training_steps_gradients_are_compared_per_parameter():
     assert compare(step(0, gm, torch.ones(3, 4)), step(1, copy.deepcopy(gm), torch.ones(3, 4))).first_gradient_divergence is None
     forward = trace(model)  # a forward returns no gradients: no rows
     assert compare(step(0, forward, torch.ones(1, 4)), step(1, forward, torch.ones(1, 4))).gradients.empty
+
+
+def test_an_unchanged_node_on_unchanged_inputs_is_not_run_again():
+    """b inserts a scale after `counted`: counted itself is a's own op on a's own input, so it
+    runs once per step and introduces nothing; sin reads the scaled value and is shadow-run."""
+    calls = []
+
+    def counted(x):
+        calls.append(1)
+        return x * 2
+
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x")
+    graph.output(graph.call_function(torch.sin, (graph.call_function(counted, (x,)),)))
+    gm_a = torch.fx.GraphModule(nn.Module(), graph)
+    gm_b = copy.deepcopy(gm_a)
+    node = next(n for n in gm_b.graph.nodes if n.name == "counted")
+    with gm_b.graph.inserting_after(node):
+        scaled = gm_b.graph.call_function(operator.mul, (node, 1.001))
+    node.replace_all_uses_with(scaled, delete_user_cb=lambda user: user is not scaled)
+    gm_b.recompile()
+    x = torch.randn(5)
+    rows = by_node(compare(step(0, gm_a, x), step(1, gm_b, x)).numerics)
+    assert len(calls) == 2 and rows.loc["counted", "introduced"] == 0 == rows.loc["counted", "max_abs"]
+    assert rows.loc["sin", "introduced"] == rows.loc["sin", "max_rel"] > 0  # its error starts at its input
