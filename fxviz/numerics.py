@@ -84,20 +84,29 @@ class _Lockstep:
 
     def __init__(self, a: NodeRunner, b: NodeRunner, matched: dict[str, str], unchanged: set[str]):
         self.a, self.b = a, b
-        by_name = {n.name: i for i, n in enumerate(a.nodes)}
-        cp = self.cp = [by_name.get(matched.get(n.name), -1) for n in b.nodes]  # b -> a position, -1: none
+        names_a, names_b = [n.name for n in a.nodes], [n.name for n in b.nodes]
+        by_name = {name: i for i, name in enumerate(names_a)}
+        cp = self.cp = [by_name.get(matched.get(name), -1) for name in names_b]  # b -> a position, -1: none
         last_need = [-1] * len(a.nodes)  # a's position -> the last b position that reads it
         ahead: list[int] = []  # b position -> how far a must have run
         kind: list[int] = []  # b position -> where its introduced error comes from
-        for j, (node, ins, i) in enumerate(zip(b.nodes, b.inputs, cp)):
-            needed = [cp[k] for k in ins]
-            same = (i >= 0 and -1 not in needed and needed == a.inputs[i] and node.name in unchanged
-                    and a.nodes[i].name == node.name)  # a's own node, not one it absorbed
-            needed = [k for k in needed if k >= 0] + ([i] if i >= 0 else [])
-            for k in needed:
-                last_need[k] = j
-            ahead.append(max(needed, default=-1))
-            kind.append(_PROPAGATED if not ins else _ZERO if same else _SHADOWED)
+        for j, (name, ins, i) in enumerate(zip(names_b, b.inputs, cp)):
+            far = i
+            if i >= 0:
+                last_need[i] = j
+            mapped = [cp[k] for k in ins]
+            for k in mapped:
+                if k >= 0:
+                    last_need[k] = j
+                    if k > far:
+                        far = k
+            ahead.append(far)
+            if not ins:
+                kind.append(_PROPAGATED)
+            elif i >= 0 and name in unchanged and names_a[i] == name and mapped == a.inputs[i]:
+                kind.append(_ZERO)  # a's own node (not one it absorbed) on what stands for its inputs
+            else:
+                kind.append(_SHADOWED)
         self.ahead, self.kind = ahead, kind
         # When each of a's values is freed: as a runs the last node that reads it, or once b has read it last
         self.a_free: list[list[int]] = [[] for _ in a.nodes]  # a position -> values to free after it ran
