@@ -103,6 +103,17 @@ class Compiled:
         """Each compiled graph's own time (µs per run) by ``(index, part)``, measured with its kernels."""
         return self._timed()[1]
 
+    def module_times(self, index: int = 0) -> pd.DataFrame:
+        """Per module of graph ``index``: ``eager_us`` (its dynamo graph run op by op, as the
+        model runs without torch.compile: the Session's profile, median µs per op) beside
+        ``compiled_us`` (its forward's kernels, a fused kernel's time shared among its
+        nodes' modules) and ``ratio`` (compiled over eager)."""
+        from fxviz.kernels import by_module
+
+        kernels = self.kernels[(self.kernels.graph == index) & (self.kernels.part == "forward")]
+        eager = self.session(index, "dynamo").steps[0]
+        return by_module(kernels, eager.profile(budget_s=1.0), eager.graph, self.graphs[index].forward)
+
     def _timed(self) -> tuple[pd.DataFrame, dict[tuple[int, str], float]]:
         from fxviz import kernels
 

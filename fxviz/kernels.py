@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+import statistics
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
@@ -136,8 +137,9 @@ def mark(graphs: Iterable[Any]) -> None:
 
 
 def time_rows(found: list[dict[str, Any]], lowered: Any, inputs: tuple, runs: int = RUNS) -> float:
-    """Time each kernel (``time_us``: mean µs per run of the graph) and its ``share`` of the
-    graph's own time, which is returned: the profiler's record of the compiled call on the
+    """Time each kernel (``time_us``: µs per run of the graph; on the CPU the median of the
+    runs, one of which other work may stall) and its ``share`` of the graph's own time,
+    which is returned: the median of the profiler's records of the compiled call on the
     CPU; on a GPU, its median time between CUDA events (kernels are timed from the device's
     kernel records, extern calls by the kernels they launched)."""
     from torch.profiler import ProfilerActivity, profile
@@ -153,20 +155,20 @@ def time_rows(found: list[dict[str, Any]], lowered: Any, inputs: tuple, runs: in
                 torch.cuda.synchronize()
     events = list(prof.events())
     regions = [e for e in events if e.name.startswith("## Call CompiledFxGraph")]
-    spent = {key: 0.0 for row in found for key in row["keys"]}
-    for region in regions:
-        _credit(region.cpu_children, found, spent, cuda)
+    per_run = [_credit(region.cpu_children, found, cuda) for region in regions]
+    spent = {key: statistics.median([run.get(key, 0.0) for run in per_run] or [0.0])
+             for row in found for key in row["keys"]}
     if cuda:  # Triton kernels are launched from Python: their records are the device's own
         by_name = {row["kernel"]: row for row in found if row["kind"] != "extern"}
         for event in events:
             if event.device_type == torch.autograd.DeviceType.CUDA and event.name in by_name:
-                spent[by_name[event.name]["keys"][0]] += event.device_time_total
+                spent[by_name[event.name]["keys"][0]] += event.device_time_total / runs
     if cuda:
         total = _event_time(lowered, inputs, runs)
     else:
-        total = sum(r.cpu_time_total for r in regions) / max(len(regions), 1)
+        total = statistics.median([r.cpu_time_total for r in regions] or [float("nan")])
     for row in found:
-        row["time_us"] = sum(spent[key] for key in row["keys"]) / runs
+        row["time_us"] = sum(spent[key] for key in row["keys"])
         row["share"] = row["time_us"] / total if total else float("nan")
     return total
 
@@ -187,23 +189,53 @@ def _event_time(lowered: Any, inputs: tuple, runs: int) -> float:
     return sorted(times)[len(times) // 2]
 
 
-def _credit(children: Iterable[Any], found: list[dict[str, Any]], spent: dict[str, float], cuda: bool) -> None:
-    """Give each operator the compiled call ran to its kernel: a generated kernel by its name
-    (C++ kernels are recorded as ``graph_<id>_<name>``), an extern call by its operator, in order."""
+def _credit(children: Iterable[Any], found: list[dict[str, Any]], cuda: bool) -> dict[str, float]:
+    """The time of each kernel call in one run of the compiled call (``children``: the
+    operators it ran): a generated kernel by its name (C++ kernels are recorded as
+    ``graph_<id>_<name>``; on a GPU its device records count instead), an extern call by
+    its operator, in order."""
     generated = {row["kernel"]: row["keys"][0] for row in found if row["kind"] != "extern"}
-    pending = [key for row in found if row["kind"] == "extern" for key in row["keys"]]
-    pending.sort(key=lambda key: int(key.rpartition(":")[2]))
+    pending = sorted((key for row in found if row["kind"] == "extern" for key in row["keys"]),
+                     key=lambda key: int(key.rpartition(":")[2]))
+    spent: dict[str, float] = {}
     for event in children:
         name = re.sub(r"^graph_\d+_", "", event.name)
-        time = event.device_time_total if cuda else event.cpu_time_total
         if name in generated:
-            spent[generated[name]] += 0.0 if cuda else time
+            if not cuda:
+                spent[generated[name]] = spent.get(generated[name], 0.0) + event.cpu_time_total
             continue
         op = event.name.rpartition("::")[2]
         key = next((k for k in pending if op in k.rpartition(":")[0].split(".")), None)
         if key is not None:
             pending.remove(key)
-            spent[key] += time
+            spent[key] = event.device_time_total if cuda else event.cpu_time_total
+    return spent
+
+
+def by_module(kernels: pd.DataFrame, eager: pd.DataFrame, eager_graph: Any, gm: torch.fx.GraphModule) -> pd.DataFrame:
+    """``module, eager_us, compiled_us, ratio`` (compiled over eager): eager from ``eager``
+    (a profile of ``eager_graph``'s nodes: ``node, median_us``), compiled from ``kernels``
+    (rows of ``gm``'s), each kernel's time shared among the modules of the nodes it
+    computes by their count (a fused kernel spans modules: its split is an estimate).
+    The model's own code outside any submodule is "(model)"."""
+    def named(path: Any) -> str:
+        return path or "(model)"
+
+    eager_us: dict[str, float] = {}
+    for node, us in zip(eager["node"], eager["median_us"]):
+        if node in eager_graph and eager_graph.nodes[node]["op"] == "call_function":
+            key = named(eager_graph.nodes[node].get("module_path"))
+            eager_us[key] = eager_us.get(key, 0.0) + float(us)
+    modules = {n.name: named(n.meta.get("module_path")) for n in gm.graph.nodes}
+    compiled_us: dict[str, float] = {}
+    for row in kernels.itertuples():
+        for node in row.nodes:
+            compiled_us[modules[node]] = compiled_us.get(modules[node], 0.0) + row.time_us / len(row.nodes)
+    names = sorted(set(eager_us) | set(compiled_us), key=lambda m: -compiled_us.get(m, 0.0))
+    table = pd.DataFrame({"module": names, "eager_us": [eager_us.get(m, 0.0) for m in names],
+                          "compiled_us": [compiled_us.get(m, 0.0) for m in names]})
+    table["ratio"] = table["compiled_us"] / table["eager_us"].where(table["eager_us"] > 0)
+    return table
 
 
 def code_lines(code: str, target: Any) -> list[int]:

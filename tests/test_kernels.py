@@ -199,6 +199,8 @@ def test_compile_explorer_shows_kernels_and_follows_the_selection(compiled):
         addmm = next(r for r in c.kernels.itertuples() if r.kind == "extern" and "addmm" in r.kernel)
         panel.table.selected = addmm.kernel  # picking a kernel selects its node
         assert explorer.graph.selected == addmm.nodes[0] and "extern_kernels.addmm" in panel.code.value
+        panel.compare.click()
+        assert "<td>bn</td>" in panel.modules.value and "eager" in panel.modules.value
         view.show(0, "dynamo")
         assert view.kernels is None
     finally:
@@ -221,3 +223,14 @@ def test_report_of_a_compiled_graph_carries_kernels_code_and_times(compiled, tmp
     assert section.count("<details") == len(forward)
     plain = fxviz.Session(nn.Linear(2, 2), torch.randn(1, 2))
     assert "fxviz-report-kernels" not in plain.to_html(tmp_path / "plain.html").read_text()
+
+
+def test_module_times_set_eager_beside_compiled(compiled):
+    c = compiled["c"]
+    table = c.module_times(0)
+    assert {"conv", "bn", "proj", "qkv", "norm", "mlp.0", "mlp.2"} <= set(table.module)
+    forward = c.kernels[c.kernels.part == "forward"]
+    assert table.compiled_us.sum() == pytest.approx(forward[forward.nodes.map(len) > 0].time_us.sum())
+    assert (table.eager_us > 0).sum() >= 6 and (table.ratio.dropna() > 0).all()
+    conv = table.set_index("module").loc["conv"]
+    assert conv.compiled_us == pytest.approx(forward[forward.nodes.map(lambda ns: "convolution" in ns)].time_us.sum())

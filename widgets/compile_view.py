@@ -137,7 +137,8 @@ class CompileExplorer(w.VBox):
             return None
         kernels = self.compiled.kernels
         panel = KernelsPanel(kernels[(kernels.graph == index) & (kernels.part == part)],
-                             self.compiled.kernel_totals[(index, part)], explorer.session.current.gm, explorer.select)
+                             self.compiled.kernel_totals[(index, part)], explorer.session.current.gm, explorer.select,
+                             (lambda: self.compiled.module_times(index)) if part == "forward" else None)
         explorer.graph.observe(lambda change: panel.show_node(change["new"]), "selected")
         return panel
 

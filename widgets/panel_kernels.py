@@ -55,7 +55,8 @@ class KernelsPanel(w.VBox):
     run), ``gm`` (the graph the Explorer shows: the nodes' operators) and ``select(name)``
     (selects a node in the Explorer). ``show_node(name)`` follows the Explorer's selection."""
 
-    def __init__(self, kernels: pd.DataFrame, total_us: float, gm: Any, select: Callable[[str], Any]):
+    def __init__(self, kernels: pd.DataFrame, total_us: float, gm: Any, select: Callable[[str], Any],
+                 module_times: Callable[[], pd.DataFrame] | None = None):
         self.kernels = kernels.set_index("kernel", drop=False)
         self._select, self._targets = select, {n.name: n.target for n in gm.graph.nodes}
         self._kernel_of = {node: row.kernel for row in kernels.itertuples() for node in row.nodes}
@@ -67,7 +68,14 @@ class KernelsPanel(w.VBox):
         self.code.add_class("fxviz-kernel-code")
         self.code.layout.max_height, self.code.layout.overflow = "420px", "auto"
         self.table.observe(self._on_kernel, "selected")
-        super().__init__([self.summary, self.table, self.code])
+        self.modules = w.HTML().add_class("fxviz-kernels-modules")
+        self.compare = w.Button(description="eager vs compiled per module", icon="balance-scale",
+                                layout=w.Layout(width="auto", display="" if module_times else "none"),
+                                tooltip="time the graph op by op as the model runs without torch.compile, "
+                                "beside its kernels' time per module")
+        self.compare.add_class("fxviz-kernels-compare")
+        self.compare.on_click(lambda _: self._show_modules(module_times))
+        super().__init__([self.summary, self.table, self.compare, self.modules, self.code])
         self.add_class("fxviz-kernels")
 
     def show_node(self, name: str) -> None:
@@ -86,6 +94,15 @@ class KernelsPanel(w.VBox):
             self._following = False
         self._show(kernel, name)
 
+    def _show_modules(self, module_times: Callable[[], pd.DataFrame] | None) -> None:
+        if module_times is None:
+            return
+        table = module_times()
+        self.modules.value = table.to_html(index=False, escape=True, border=0, na_rep="", classes="fxviz-table",
+                                           float_format="{:.1f}".format) + (
+            '<p class="fxviz-hint">eager: the dynamo graph run op by op (median µs per op); compiled: the '
+            "kernels' µs per run, a fused kernel's time shared among its nodes' modules; ratio: compiled / eager.</p>")
+
     def _on_kernel(self, change: dict[str, Any]) -> None:
         if self._following or not change["new"]:
             return
@@ -103,8 +120,9 @@ class KernelsPanel(w.VBox):
         names = "".join(f'<code class="fxviz-kernel-node">{escape(n)}</code> ' for n in fused)
         what = f"fused with {escape(node)}" if node else "computes"
         listing = f'<div class="fxviz-kernel-fused">{what}: {names}</div>' if fused else ""
-        how = (f'<p class="fxviz-hint">Marked: {len(marked)} lines that look like {escape(node)}\'s operator '
-               "(inductor names no nodes in its code).</p>" if marked else "")
+        lines = ", ".join(map(str, marked[:8])) + (", …" if len(marked) > 8 else "")
+        how = (f'<p class="fxviz-hint">Marked: line{"s" * (len(marked) > 1)} {lines}, which look like '
+               f"{escape(node)}'s operator (inductor names no nodes in its code).</p>" if marked else "")
         self.code.value = title + listing + how + code_html(row.code, marked)
 
 
