@@ -43,6 +43,7 @@ def known_notes(gm: torch.fx.GraphModule, inputs: tuple) -> dict[str, dict[str, 
     if len(placeholders) != len(given) or not all(map(_same, placeholders, given)):
         return None
     flops: dict[Any, int | str | None] = {}
+    signatures = _Signatures(vals)
     layouts: dict[Any, Any] = {}  # a tensor's layout -> its metadata (fake tensors are slow to ask)
     sizes = {node: {id(t): t.numel() * t.element_size() for t in tensors((val,))} for node, val in vals.items()}
     notes = {}
@@ -52,7 +53,7 @@ def known_notes(gm: torch.fx.GraphModule, inputs: tuple) -> dict[str, dict[str, 
             note["tensor_meta"] = _metadata(val, layouts)
         if node.op != "call_function":
             continue
-        counted = _flops(node, vals, flops)
+        counted = _flops(node, vals, signatures, flops)
         if isinstance(counted, str):
             note["flops_why"] = counted
         elif counted is not None:
@@ -100,13 +101,26 @@ def _metadata(val: Any, layouts: dict[Any, Any]) -> Any:
     return layouts[layout]
 
 
-def _flops(node: torch.fx.Node, vals: dict[torch.fx.Node, Any], counted: dict[Any, int | str | None]) -> Any:
+class _Signatures(dict):
+    """Node -> :func:`signature` of its value, each made once (a value feeds several calls)."""
+
+    def __init__(self, vals: dict[torch.fx.Node, Any]):
+        super().__init__()
+        self.vals = vals
+
+    def __missing__(self, node: torch.fx.Node) -> Any:
+        found = self[node] = signature(self.vals[node])
+        return found
+
+
+def _flops(node: torch.fx.Node, vals: dict[torch.fx.Node, Any], signatures: _Signatures,
+           counted: dict[Any, int | str | None]) -> Any:
     """The FLOPs of an ATen call, counted as the annotated run counts them (torch's counter,
     the operator run on ``meta`` tensors of the noted shapes), once per signature."""
     if node.target is operator.getitem:
         return None
     try:
-        key = (node.target, *torch.fx.node.map_arg((node.args, node.kwargs), lambda n: signature(vals[n])))
+        key = (node.target, *torch.fx.node.map_arg((node.args, node.kwargs), signatures.__getitem__))
         hash(key)
     except TypeError:
         key = None
