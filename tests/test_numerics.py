@@ -261,3 +261,29 @@ def test_an_unchanged_node_on_unchanged_inputs_is_not_run_again():
     rows = by_node(compare(step(0, gm_a, x), step(1, gm_b, x)).numerics)
     assert len(calls) == 2 and rows.loc["counted", "introduced"] == 0 == rows.loc["counted", "max_abs"]
     assert rows.loc["sin", "introduced"] == rows.loc["sin", "max_rel"] > 0  # its error starts at its input
+
+
+def test_small_values_wait_within_the_budget(monkeypatch):
+    """A chain of 2,000 small ops: values wait to be compared in batches, never more than the budget."""
+    from fxviz import _numerics_stats as stats_module
+
+    class Chain(nn.Module):
+        def forward(self, x):
+            for _ in range(1000):
+                x = torch.tanh(x * 1.01)
+            return x
+
+    waited = []
+    original = stats_module.Stats.flush
+
+    def flush(self):
+        waited.append((len(self.pending), sum(item[1].numel() for item in self.pending)))
+        original(self)
+
+    monkeypatch.setattr(stats_module.Stats, "flush", flush)
+    gm = trace(Chain())
+    x = torch.randn(8, 100)  # 800 elements a value: the budget of elements, not the count, ends a batch
+    rows = compare(step(0, gm, x), step(1, copy.deepcopy(gm), x)).numerics
+    assert len(rows) == 2002 and (rows["max_abs"] == 0).all()
+    assert max(count for count, _ in waited) == stats_module.PENDING // 800 + 1
+    assert all(count <= stats_module.BATCH and size <= stats_module.PENDING + 800 for count, size in waited)
