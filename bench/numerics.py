@@ -15,7 +15,8 @@ from the profiler's memory events (the values both runs hold: what the target is
 RSS: the process's peak resident memory above what it held just before (VmHWM, reset
 through /proc/self/clear_refs), in a fresh process per measurement, with glibc's mmap
 threshold fixed at 64 KiB; it counts Python objects too (the result's table, a closure
-per node), which a plain forward of a 30k-node graph of 64-byte values does not have.
+per node), which a plain forward of a 30k-node graph of 64-byte values does not have
+(its RSS ratio is printed only where the forward adds a MiB or more; both sizes always).
 Targets: <= 3x time, <= 2x memory. Run: ``.venv/bin/python bench/numerics.py``.
 """
 from __future__ import annotations
@@ -134,10 +135,11 @@ def main() -> None:
         took, plain, shape_s = (min(times[k]) for k in ("numerics", "forwards", "structure"))
         tensors = peak_tensor_bytes(lambda: numerics(step_a, step_b, shape))
         one = peak_tensor_bytes(lambda: forward(step_a))
-        rss = peak_rss(case, "numerics") / max(peak_rss(case, "forward"), 1)
-        print(f"{case:30} {took / plain:21.2f}x {tensors / max(one, 1):19.2f}x {rss:15.2f}x   "
+        rss_numerics, rss_forward = peak_rss(case, "numerics"), peak_rss(case, "forward")
+        rss = f"{rss_numerics / rss_forward:15.2f}x" if rss_forward >= 1 << 20 else f"{'n/a':>16}"  # pages: 1 MiB at least
+        print(f"{case:30} {took / plain:21.2f}x {tensors / max(one, 1):19.2f}x {rss}   "
               f"({took:.3f} s vs {plain:.3f} s; tensors {tensors / 1024:.0f} KiB vs {one / 1024:.1f} KiB; "
-              f"structure {shape_s:.3f} s apart)")
+              f"RSS {rss_numerics / 2**20:.1f} MiB vs {rss_forward / 2**20:.1f} MiB; structure {shape_s:.3f} s apart)")
     print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
 
 

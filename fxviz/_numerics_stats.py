@@ -19,7 +19,7 @@ from fxviz._torch_internals import tree_leaves
 from fxviz.check import tolerance
 
 SMALL = 1 << 12  # elements: a value this small waits to be compared with others of its shape
-PENDING = 1 << 16  # elements waiting at most (each side), and at most BATCH values
+PENDING = 1 << 14  # elements waiting at most (each side), and at most BATCH values
 BATCH = 256
 _NORM = torch.linalg.vector_norm
 
