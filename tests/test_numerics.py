@@ -287,3 +287,23 @@ def test_small_values_wait_within_the_budget(monkeypatch):
     assert len(rows) == 2002 and (rows["max_abs"] == 0).all()
     assert max(count for count, _ in waited) == stats_module.PENDING // 800 + 1
     assert all(count <= stats_module.BATCH and size <= stats_module.PENDING + 800 for count, size in waited)
+
+
+def test_gradients_left_in_grad_are_named_by_their_parameters():
+    """A step that calls backward() returns {parameter: gradient}: the rows take those names."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+
+    def train_step(x):
+        model(x).sum().backward()
+
+    x = torch.randn(3, 4)
+    gm = fxviz.Session(train_step, (x,), tracer="make_fx").current.gm
+    changed = copy.deepcopy(gm)
+    with torch.no_grad():
+        dict(changed.named_parameters())["2.weight"][0, 0] += 0.5
+    cmp = compare(step(0, gm, x), step(1, changed, x))
+    rows = cmp.gradients.set_index("parameter")
+    assert sorted(rows.index) == ["0.bias", "0.weight", "2.bias", "2.weight"]
+    assert not rows.loc[["2.bias", "2.weight"], "diverged"].any() and rows.loc[["0.bias", "0.weight"], "diverged"].all()
+    assert cmp.first_gradient_divergence in ("0.bias", "0.weight")
