@@ -234,3 +234,21 @@ def test_module_times_set_eager_beside_compiled(compiled):
     assert (table.eager_us > 0).sum() >= 6 and (table.ratio.dropna() > 0).all()
     conv = table.set_index("module").loc["conv"]
     assert conv.compiled_us == pytest.approx(forward[forward.nodes.map(lambda ns: "convolution" in ns)].time_us.sum())
+
+
+@pytest.mark.slow
+def test_backward_kernels_map_to_the_backward_graph():
+    """A training compile (~20 s): the backward's kernels, compiled when it first runs, map
+    to the graph that session(0, "backward") opens; no gradient is written."""
+    torch.manual_seed(0)
+    mlp = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 4))
+    c = fxviz.compiled(mlp, torch.randn(8, 16), backend="inductor")
+    backward = c.kernels[c.kernels.part == "backward"]
+    gm = c.session(0, "backward").current.gm
+    covered = [n for nodes in backward.nodes for n in nodes]
+    assert len(covered) == len(set(covered)) and set(covered) <= {n.name for n in gm.graph.nodes}
+    assert all(_is_view(n) for n in _computing(gm) if n.name not in covered)
+    relu_grad = next(r for r in backward.itertuples() if any("le" == n for n in r.nodes))
+    assert "where" in relu_grad.nodes and relu_grad.kind == "cpp"  # the ReLU's gradient, fused
+    assert (backward.time_us > 0).all() and (0, "backward") in c.kernel_totals
+    assert all(p.grad is None for p in mlp.parameters())

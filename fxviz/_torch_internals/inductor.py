@@ -2,13 +2,13 @@
 ATen graph inductor was given, its generated code and which node went into which kernel.
 
 Provenance tracking (``config.trace.provenance_tracking_level``, torch >= 2.8) maps each
-kernel call to the post-grad nodes it computes; each node's ``from_node`` meta leads from
+kernel call to the post-grad nodes it computes (read from inductor's debug table as each
+graph is compiled); each node's ``from_node`` meta leads from
 those back to the graph inductor was handed, the one fxviz shows. Imported on use.
 """
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import shutil
 import tempfile
@@ -85,6 +85,7 @@ def backend(forward: Callable[..., Any], backward: Callable[..., Any]) -> Callab
     passes and code generation). ``forward``/``backward(gm, example_inputs, run)`` are
     handed a copy of each ATen graph as inductor receives it and the compiled code's
     unboxed call, and return the boxed callable to run instead."""
+    from torch._inductor import debug
     from torch._inductor.compile_fx import compile_fx, compile_fx_inner
 
     def inner(gm: torch.fx.GraphModule, example_inputs: list, **kwargs: Any) -> Any:
@@ -92,6 +93,7 @@ def backend(forward: Callable[..., Any], backward: Callable[..., Any]) -> Callab
             node.meta[_SHOWN] = node.name
         handed = id(gm.graph)
         shown = torch.fx.GraphModule(gm, _copied(gm.graph))  # inductor's passes rewrite gm
+        before = set(debug._inductor_triton_kernel_to_post_grad_node_info)
         try:
             out = compile_fx_inner(gm, example_inputs, **kwargs)
         except Exception as exc:  # said with the user's line, where the op's node has one
@@ -99,8 +101,9 @@ def backend(forward: Callable[..., Any], backward: Callable[..., Any]) -> Callab
         compiled = out.current_callable
         record = backward if kwargs.get("is_backward") else forward
         out.current_callable = record(shown, example_inputs, lambda *args: compiled(list(args)))
-        mapping = json.loads(getattr(out, "inductor_provenance_mapping_str", None) or "{}")
-        calls = next((v for k, v in mapping.items() if k.endswith("CodeToPost")), {})
+        # inductor's own JSON of it is empty for a backward compiled after the forward's compile ended
+        calls = {key: list(nodes) for key, nodes in debug._inductor_triton_kernel_to_post_grad_node_info.items()
+                 if key not in before}
         part = "backward" if kwargs.get("is_backward") else "forward"
         shown.meta[KEY] = Lowered(part, out.source_code, calls, _origins(gm, handed), out)
         return out
