@@ -1,7 +1,7 @@
 """What the annotated run notes per node (:func:`fxviz.shapes.annotated_run`), read from a
-graph that carries it: export, make_fx and dynamo leave each node's output as a fake
-tensor in ``meta["val"]``, so an exported program is drawn without running the model
-(which Model Explorer never does either); the run comes with the check."""
+graph that carries it: export and make_fx leave each ATen node's output as a fake tensor
+in ``meta["val"]``, so an exported program is drawn without running the model (which
+Model Explorer never does either); the run comes with the check."""
 from __future__ import annotations
 
 import operator
