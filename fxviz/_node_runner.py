@@ -92,7 +92,7 @@ class NodeRunner:
         """Whether running ``node`` may change its inputs in place (``add_``, an in-place ReLU,
         a module of the user's own, whose forward could do anything)."""
         if node.op != "call_module":
-            return _may_write_inputs(node)
+            return _may_write_inputs(node) or node.kwargs.get("inplace") is True  # F.relu(x, inplace=True)
         module = self.gm.get_submodule(str(node.target))
         return bool(getattr(module, "inplace", False)) or not type(module).__module__.startswith("torch.nn")
 

@@ -307,3 +307,27 @@ def test_gradients_left_in_grad_are_named_by_their_parameters():
     assert sorted(rows.index) == ["0.bias", "0.weight", "2.bias", "2.weight"]
     assert not rows.loc[["2.bias", "2.weight"], "diverged"].any() and rows.loc[["0.bias", "0.weight"], "diverged"].all()
     assert cmp.first_gradient_divergence in ("0.bias", "0.weight")
+
+
+class FunctionalInPlace(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1, self.bn1 = nn.Conv2d(3, 8, 3), nn.BatchNorm2d(8)
+
+    def forward(self, x):
+        return nn.functional.relu(self.bn1(self.conv1(x)), inplace=True)  # writes bn1's output
+
+
+def test_a_value_is_compared_before_a_functional_in_place_op_writes_it():
+    torch.manual_seed(0)
+    model = FunctionalInPlace().eval()
+    x = torch.randn(2, 3, 12, 12)
+    gm = trace(model)
+    rows = by_node(compare(step(0, gm, x), step(1, slipped(gm), x)).numerics)
+    with torch.no_grad():
+        a = model.bn1(model.conv1(x))
+        b = model.bn1(model.conv1(x) * 1.001)
+    sqnr = 10 * torch.log10(a.square().sum() / (b - a).square().sum())
+    assert rows.loc["bn1", "max_abs"] == pytest.approx((b - a).abs().max().item(), rel=1e-4)
+    assert rows.loc["bn1", "sqnr_db"] == pytest.approx(sqnr.item(), rel=1e-4)
+    assert rows.loc["relu", "introduced"] == 0 < rows.loc["relu", "max_rel"]
