@@ -124,7 +124,8 @@ def _aliases(record: dict[str, Any], name: str, gm: torch.fx.GraphModule | None)
         kind = parts[1] if parts[0] == "aten" and len(parts) > 2 else parts[-1]
     else:
         return False
-    return kind in VIEWS or kind.endswith("_") and not kind.endswith("__")
+    in_place = "'inplace': True" in str(record.get("kwargs") or "")  # F.relu(x, inplace=True); kwargs as text
+    return kind in VIEWS or kind.endswith("_") and not kind.endswith("__") or in_place
 
 
 def _bytes(shape: Any, dtype: Any) -> int | None:

@@ -122,3 +122,18 @@ def test_plot_memory_draws_bytes_alive_with_the_peak_at_its_node():
     assert list(resident.get_ydata()) == [live + extra for live in rows["live_bytes"]]
     at = rows["node"].tolist().index("bn1")
     assert list(peak.get_xydata()[0]) == [at, 12800] and ax.texts[0].get_text() == "bn1"
+
+
+class FunctionalInPlace(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv, self.bn = nn.Conv2d(3, 8, 3), nn.BatchNorm2d(8)
+
+    def forward(self, x):
+        return nn.functional.relu(self.bn(self.conv(x)), inplace=True)
+
+
+def test_a_functional_in_place_call_makes_no_new_value():
+    rows = fxviz.Session(FunctionalInPlace().eval(), torch.randn(2, 3, 12, 12)).current.memory
+    assert rows.set_index("node").loc["relu", ["output_bytes", "live_bytes"]].tolist() == [0, 6400]
+    assert rows.attrs["peak_bytes"] == 12800 and rows.attrs["peak_node"] == "bn"
