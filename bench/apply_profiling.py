@@ -4,8 +4,8 @@ On bench/scale.py's synthetic graph (100k nodes by default) an Explorer opens wi
 profiling in the background; at the moment its worker is in a given stage of making the
 profile's timed code, the kernel applies "replace_op" as the apply button does (with
 ``--action undo``: the session has it applied already, and the undo button is clicked).
-Stages: ``python_code`` (torch's code generator writing the timed forward), ``compile``
-(its compilation), ``check`` (the step's numeric check, which cannot stop) and ``off``
+Stages: ``source`` (the timed forward's source written from the graph's own code),
+``compile`` (its compilation), ``check`` (the step's numeric check, which cannot stop) and ``off``
 (no profiler: the baseline). Each run is a fresh process; the
 stages alternate, round after round, and each is reported as its median over the rounds
 (min-max) and over the baseline's median: the seconds of the apply (wall), the kernel
@@ -14,7 +14,7 @@ thread's CPU seconds in it (what it did), its seconds ready to run but waiting f
 (``blocked``: the thread waited, mostly for the interpreter's lock held by the worker;
 the baseline's blocked seconds are its own waits). Run from the repository root:
 .venv/bin/python -P bench/apply_profiling.py [--nodes 100000] [--rounds 3] [--action apply|undo]
-[--stages off,python_code,compile,check]
+[--stages off,source,compile,check]
 """
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ import sys
 import time
 from pathlib import Path
 
-STAGES = {"off": None, "python_code": "CodeGen._gen_python_code", "compile": "_TimedCode.__init__",
+STAGES = {"off": None, "source": "_ticked", "compile": "_compiled",
           "check": "Step.check"}
 
 
@@ -58,7 +58,7 @@ def child(stage: str, nodes: int, action: str) -> dict:
     start = time.perf_counter()
     if STAGES[stage]:
         worker = lambda: explorer.profiler.jobs.worker  # noqa: E731
-        while not (_in(worker(), STAGES[stage]) and not (stage == "compile" and _in(worker(), STAGES["python_code"]))):
+        while not _in(worker(), STAGES[stage]):
             time.sleep(0.002)
     waited = time.perf_counter() - start
     wall, cpu, queued = time.perf_counter(), time.thread_time(), _queued()
@@ -82,7 +82,7 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=100_000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--action", choices=("apply", "undo"), default="apply")
-    parser.add_argument("--stages", default="off,python_code,compile", help="comma-separated: " + ",".join(STAGES))
+    parser.add_argument("--stages", default="off,source,compile", help="comma-separated: " + ",".join(STAGES))
     parser.add_argument("--child", choices=STAGES, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:

@@ -3,12 +3,13 @@
 A timed forward executes ``gm``'s own generated code with one ``tick(i)`` call before
 node i (:func:`instrument`), so what is measured is the forward the user runs, at well
 under a microsecond per node. A generic ``Interpreter`` costs about 24 µs per node,
-which would drown small nodes.
+which would drown small nodes. The ATen breakdown runs the same code, its ticks
+entering each node's profiler region (:mod:`fxviz.aten_breakdown`); shapes are noted by
+:mod:`fxviz.shapes`' own loop, which must see every value.
 """
 from __future__ import annotations
 
 import contextlib
-import gc
 import marshal
 import os
 import subprocess
@@ -17,23 +18,24 @@ import threading
 import time
 import types
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import torch
 import torch.fx
 
+from fxviz.errors import MeasureError, UsageError
 from fxviz.jobs import pause_point, runs_no_model, stop_if_cancelled
-from fxviz._gc import gc_paused
-from fxviz._torch_internals import share_codegen
+from fxviz._torch_internals import code_by_node, tree_leaves
 
 PREEMPTED_US = 50.0
 # Compiling a timed forward holds the interpreter's lock throughout (3.6 s at 100,000
 # nodes, about 0.5 s at this size): a longer one is compiled in a child process.
 COMPILE_APART_CHARS = 2_000_000
 COMPILE_APART_S = 10.0  # the child's time limit, plus a second per MB of source
-PAUSE_EVERY = 32  # nodes: about a millisecond of code generation
+PAUSE_EVERY = 32  # nodes: a pause point in making the timed source
+TICK = "_fxviz_tick"  # the timed code's global that a clock's tick is bound to
 _COMPILE = ("import marshal, sys; code = compile(sys.stdin.buffer.read(), sys.argv[1], 'exec', dont_inherit=True, "
             "optimize=int(sys.argv[2])); sys.stdout.buffer.write(sys.version.encode() + b'\\0' + marshal.dumps(code))")
 
@@ -102,6 +104,25 @@ class Clock:
         return off_cpu > PREEMPTED_US + 0.1 * wall
 
 
+def device_of(gm: torch.nn.Module, inputs: tuple) -> torch.device:
+    """The device work runs on: the first tensor input's, else the first parameter's."""
+    for value in tree_leaves(inputs):
+        if isinstance(value, torch.Tensor):
+            return value.device
+    for tensor in (*gm.parameters(), *gm.buffers()):
+        return tensor.device
+    return torch.device("cpu")
+
+
+def require_graph_module(gm: Any) -> None:
+    """What is timed is a GraphModule's code: anything else is refused, with what to do."""
+    if not isinstance(gm, torch.fx.GraphModule):
+        raise UsageError(
+            f"Profiling needs a torch.fx.GraphModule, got {type(gm).__name__}. "
+            "Trace the model first: gm = fxviz.trace(model)."
+        )
+
+
 def _synchronizer(device: torch.device) -> Callable[[], None]:
     if device.type == "cpu":
         return lambda: None
@@ -119,23 +140,56 @@ def instrument(gm: torch.fx.GraphModule, tick: Callable[[int], None]) -> Callabl
 
 
 class _TimedCode:
-    """The compiled timed forward of a graph (:func:`_timed_graph`), its tick a global
-    of its own (so binding a clock costs a dict copy and nothing per node)."""
+    """The compiled timed forward of a graph (:func:`timed_source`), in the globals of
+    ``gm``'s own code plus its tick, ``TICK`` (binding a clock costs a dict copy)."""
 
-    def __init__(self, gm: torch.fx.GraphModule, timed: torch.fx.Graph, made_for: tuple[str, int]):
-        code = timed.python_code(root_module="self")
-        namespace = dict(code.globals)
-        exec(_compiled(code.src, f"<fxviz timed {type(gm).__name__}>"), namespace)
-        self.made_for = made_for  # gm's code and node count when copied (:func:`_version`)
+    def __init__(self, gm: torch.fx.GraphModule, made_for: tuple[str, int]):
+        src, namespace = timed_source(gm)
+        namespace = dict(namespace)
+        exec(_compiled(src, f"<fxviz timed {type(gm).__name__}>"), namespace)
+        self.made_for = made_for  # gm's code and node count it was made from (:func:`_version`)
         self._forward = namespace.pop("forward")
-        self._tick_name = next(name for name, value in namespace.items() if value is _tick)
 
     def bind(self, tick: Callable[[int], None]) -> Callable[..., Any]:
         forward = self._forward
-        bound = types.FunctionType(forward.__code__, {**forward.__globals__, self._tick_name: tick},
+        bound = types.FunctionType(forward.__code__, {**forward.__globals__, TICK: tick},
                                    forward.__name__, forward.__defaults__, forward.__closure__)
         bound.__kwdefaults__ = forward.__kwdefaults__
         return bound
+
+
+def timed_source(gm: torch.fx.GraphModule) -> tuple[str, dict[str, Any]]:
+    """``gm``'s code with a line ``TICK(i)`` before node i's code (a placeholder's: before
+    the first node's), by torch's map of its lines to nodes (no copy of the graph, no code
+    generation: seconds at 100,000 nodes), and the globals it runs in. A graph edited since
+    its code was made (as FX allows) is timed as edited, from code made afresh. A
+    :func:`~fxviz.jobs.pause_point` every ``PAUSE_EVERY`` nodes."""
+    nodes = list(gm.graph.nodes)
+    src, owner, namespace = code_by_node(gm)
+    timed = _ticked(nodes, src, owner)
+    if timed is None:  # edited since its code was made
+        src, owner, namespace = code_by_node(gm, regenerate=True)
+        timed = _ticked(nodes, src, owner)
+    if timed is None:
+        raise MeasureError(f"Cannot time {type(gm).__name__}: torch's code for it does not map line by line to "
+                           "its nodes. Profile a copy made by fxviz.trace instead.")
+    return timed, namespace
+
+
+def _ticked(nodes: list[torch.fx.Node], src: str, owner: list[int | None]) -> str | None:
+    """``src`` with the tick lines; None where its lines are not those of ``nodes``."""
+    lines, ticked = [], 0
+    for line, index in zip(src.split("\n"), owner):
+        if index is not None and index >= ticked:
+            if index >= len(nodes) or (nodes[index].op != "output" and nodes[index].name not in line):
+                return None
+            for i in range(ticked, index + 1):
+                if i % PAUSE_EVERY == 0:
+                    pause_point()
+                lines.append(f"    {TICK}({i})")
+            ticked = index + 1
+        lines.append(line)
+    return "\n".join(lines) if ticked == len(nodes) else None
 
 
 def _compiled(src: str, name: str) -> types.CodeType:
@@ -183,22 +237,6 @@ def _compiled_apart(src: str, name: str) -> types.CodeType | None:
     return None
 
 
-class _Index(int):
-    """Node i's index in a timed graph (every ``PAUSE_EVERY``-th node's), written into
-    the code as the int itself: torch's code generator calls its ``repr``, which makes it
-    a pause point (:func:`pause_point`) in seconds of code generation that cannot stop
-    otherwise. One per node would cost 5 % more code generation; this, well under 1 %."""
-
-    def __repr__(self) -> str:
-        pause_point()
-        return int.__repr__(self)
-
-
-def _tick(i: int) -> None:
-    """Stands for a clock's tick in the timed code: :meth:`_TimedCode.bind` replaces it
-    (by identity: its global's name is FX's to choose)."""
-
-
 def plain(gm: torch.fx.GraphModule) -> Callable[..., Any]:
     """``gm``'s own forward, called as :func:`instrument`'s is (module hooks aside in
     both: an exported program's input checks would otherwise count as the clock's
@@ -226,39 +264,23 @@ _kept_lock = threading.Lock()
 def _timed_code(gm: torch.fx.GraphModule) -> _TimedCode:
     """``gm``'s timed code, kept for its next measurements (the last ``MAX_KEPT`` graphs'):
     a step is measured again and again (a profile retaken after a pass or a preemption,
-    its A/B compare, a re-measure), and at 100,000 nodes making the code takes 5-8 s
-    that cannot be cancelled. The code only, not the copied graph: 17 MB at 30k nodes,
-    75 MB with it."""
-    version = _version(gm)  # before the copy: the kernel may recompile gm while the code is made
+    its A/B compare, a re-measure), and at 100,000 nodes compiling the code takes
+    seconds that cannot be cancelled."""
+    version = _version(gm)  # first: the kernel may recompile gm while the code is made
     with _kept_lock:
         kept = _kept.pop(gm, None)
         if kept is not None and kept.made_for == version:
             _kept[gm] = kept  # the most recently measured last
             return kept
-    with _copy_collected():
-        timed = _timed_graph(gm)
-        with runs_no_model():  # generating and compiling the code cannot be interrupted
-            made = _TimedCode(gm, timed, version)
-            with _kept_lock:  # kept even if the kernel ran meanwhile (the job then stops, to run again)
-                _kept.pop(gm, None)
-                _kept[gm] = made
-                while len(_kept) > MAX_KEPT:
-                    _kept.pop(next(iter(_kept.keys())))
-        del timed
+    stop_if_cancelled()  # the job's last stopping point before the code is made
+    with runs_no_model():  # making and compiling the code cannot be interrupted
+        made = _TimedCode(gm, version)
+        with _kept_lock:  # kept even if the kernel ran meanwhile (the job then stops, to run again)
+            _kept.pop(gm, None)
+            _kept[gm] = made
+            while len(_kept) > MAX_KEPT:
+                _kept.pop(next(iter(_kept.keys())))
     return made
-
-
-@contextlib.contextmanager
-def _copy_collected() -> Iterator[None]:
-    """No collection while the timed copy and its code are made, then one of the objects
-    made meanwhile only. The copy is cycles (linked nodes; torch's code generator leaves
-    one holding them all): at 100k nodes 800,000 objects, whose making set off full
-    collections of the kernel's whole heap, each freezing the kernel for 0.4-0.7 s."""
-    with gc_paused():
-        try:
-            yield
-        finally:
-            gc.collect(0)  # the youngest generation: what was made while paused
 
 
 def _version(gm: torch.fx.GraphModule) -> tuple[str, int]:
@@ -266,15 +288,3 @@ def _version(gm: torch.fx.GraphModule) -> tuple[str, int]:
     recompile) and its node count (a graph edited without recompiling, as FX allows)."""
     return gm.code, len(gm.graph.nodes)
 
-
-def _timed_graph(gm: torch.fx.GraphModule) -> torch.fx.Graph:
-    """``gm``'s graph with a call of :func:`_tick` before each node, under ``gm``'s code
-    generator. Cancellable between nodes: at 100,000 nodes this copy takes seconds."""
-    graph = torch.fx.Graph()
-    share_codegen(graph, gm.graph)
-    copies: dict[torch.fx.Node, torch.fx.Node] = {}
-    for i, node in enumerate(gm.graph.nodes):
-        stop_if_cancelled()
-        graph.call_function(_tick, (_Index(i) if i % PAUSE_EVERY == 0 else i,))
-        copies[node] = graph.node_copy(node, copies.__getitem__)
-    return graph

@@ -13,9 +13,8 @@ import torch.fx
 
 from fxviz.jobs import runs_no_model, stop_if_cancelled
 from fxviz._gc import gc_paused
-from fxviz._clock import instrument
+from fxviz._clock import device_of, instrument, require_graph_module
 from fxviz._runtime import kineto_notes_dropped, preserved_buffers
-from fxviz.profiling import device_of, require_graph_module
 from fxviz.capture import as_inputs
 
 __all__ = ["profile_aten", "attribute_events", "forward_device_us"]

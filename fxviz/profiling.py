@@ -19,11 +19,11 @@ import torch
 import torch.fx
 
 from fxviz.jobs import stop_if_cancelled
-from fxviz._clock import Clock, instrument, plain
+from fxviz._clock import Clock, device_of, instrument, plain, require_graph_module
+from fxviz.aten_breakdown import forward_device_us, profile_aten
 from fxviz._gc import gc_paused
 from fxviz._runtime import preserved_buffers
-from fxviz._torch_internals import tree_leaves
-from fxviz.errors import InputError, UsageError
+from fxviz.errors import InputError
 from fxviz.graph import readable_target
 from fxviz.capture import as_inputs
 
@@ -115,8 +115,6 @@ def _add_kernel_time(df: pd.DataFrame, gm: torch.fx.GraphModule, inputs: tuple, 
     (``device_forward_us``, which the kernel times add up to: ``kernel_sum_ratio``) and
     how busy the device was. Eight profiled forwards (kernels run slower in the first
     ones), two where ``budget_s`` would not fit eight."""
-    from fxviz.aten_breakdown import forward_device_us, profile_aten  # it imports this module
-
     fits = budget_s is None or 8 * df.attrs["profiled_forward_us"] / 1e6 < budget_s / 2
     warmup, repeats = (3, 5) if fits else (1, 1)
     ops = profile_aten(gm, inputs, warmup=warmup, repeats=repeats)
@@ -219,16 +217,6 @@ def node_kind(node: torch.fx.Node, gm: torch.fx.GraphModule) -> str:
     return node.op
 
 
-def device_of(gm: torch.nn.Module, inputs: tuple) -> torch.device:
-    """The device work runs on: the first tensor input's, else the first parameter's."""
-    for value in tree_leaves(inputs):
-        if isinstance(value, torch.Tensor):
-            return value.device
-    for tensor in (*gm.parameters(), *gm.buffers()):
-        return tensor.device
-    return torch.device("cpu")
-
-
 def plot_profile(df: pd.DataFrame, top: int = 20, ax=None):
     """Horizontal bars of the ``top`` slowest nodes' median time, whiskers p25 to p75.
     Returns the matplotlib Axes."""
@@ -250,11 +238,3 @@ def quiet_run(gm: torch.nn.Module) -> Iterator[None]:
     middle of a node would be charged to it); all undone on any exit, Ctrl-C included."""
     with gc_paused(), torch.no_grad(), preserved_buffers(gm):
         yield
-
-
-def require_graph_module(gm: Any) -> None:
-    if not isinstance(gm, torch.fx.GraphModule):
-        raise UsageError(
-            f"Profiling needs a torch.fx.GraphModule, got {type(gm).__name__}. "
-            "Trace the model first: gm = fxviz.trace(model)."
-        )

@@ -1,6 +1,6 @@
-"""Making a large graph's timed code (seconds at 100,000 nodes, no stopping point) and a
-kernel action at the same time: the code generator waits at its pause points while the
-action runs, and a long compilation runs in a child process; the code made is the same."""
+"""Making a large graph's timed code and a kernel action at the same time: making the
+timed source waits at its pause points while the action runs, and a long compilation
+runs in a child process; the code made is the same."""
 from __future__ import annotations
 
 import marshal
@@ -98,7 +98,7 @@ def test_closing_stops_a_held_code_generator(monkeypatch):
 
 def test_a_long_source_is_compiled_in_a_child_process_to_the_same_code(monkeypatch):
     gm = chain(30)
-    src = _clock._timed_graph(gm).python_code(root_module="self").src
+    src, _ = _clock.timed_source(gm)
     here = compile(src, "<fxviz timed t>", "exec", dont_inherit=True)
     monkeypatch.setattr(_clock, "COMPILE_APART_CHARS", 0)
     runs = []
@@ -124,26 +124,49 @@ def points(gm: torch.fx.GraphModule) -> int:
 
 
 @pytest.mark.parametrize("n", [5, 300])
-def test_pause_points_leave_the_timed_code_as_it_was(n):
-    """A pause point every 32 nodes, and the same source as with plain ints."""
+def test_the_timed_source_is_the_graphs_code_with_a_tick_before_each_node(n):
+    """A pause point every 32 nodes; without its tick lines the source is gm's own code,
+    each tick right before its node's line."""
     gm, calls = chain(n), []
-    timed = _clock._timed_graph(gm)
     with cancellable(lambda: False, None, lambda: calls.append(1)):
-        src = timed.python_code(root_module="self").src
-    plain = torch.fx.Graph()
-    _clock.share_codegen(plain, gm.graph)
-    copies = {}
-    for i, node in enumerate(gm.graph.nodes):
-        plain.call_function(_clock._tick, (i,))
-        copies[node] = plain.node_copy(node, copies.__getitem__)
-    assert src == plain.python_code(root_module="self").src and len(calls) == points(gm)
+        src, _ = _clock.timed_source(gm)
+    lines = src.split("\n")
+    assert [line for line in lines if _clock.TICK not in line] == gm.code.split("\n")
+    assert len(calls) == points(gm)
+    names = [node.name for node in gm.graph.nodes]
+    for i in range(1, len(names) - 1):  # past the placeholder: node i's code follows its tick
+        after = lines[lines.index(f"    {_clock.TICK}({i})") + 1]
+        assert after.strip().startswith(f"{names[i]} = ")
+
+
+def test_an_exported_graphs_timed_forward_gives_its_outputs():
+    """torch.export's code flattens its inputs and unflattens its outputs around the nodes."""
+    model = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 2))
+    x = torch.randn(3, 4)
+    gm = torch.export.export(model, (x,)).module()
+    ticks = []
+    out = _clock.instrument(gm, ticks.append)(x)
+    assert torch.equal(out, _clock.plain(gm)(x)) and ticks == list(range(len(gm.graph.nodes)))
+
+
+def test_a_graph_edited_without_recompiling_is_timed_as_edited_and_left_as_it_was():
+    gm = chain(3)
+    code = gm.code
+    relu = next(n for n in gm.graph.nodes if n.op == "call_module")
+    with gm.graph.inserting_after(relu):
+        extra = gm.graph.call_function(torch.neg, (relu,))
+    relu.replace_all_uses_with(extra, delete_user_cb=lambda user: user is not extra)
+    ticks = []
+    out = _clock.instrument(gm, ticks.append)(-torch.ones(2))
+    assert ticks == list(range(len(gm.graph.nodes))) and torch.equal(out, torch.zeros(2))  # neg(relu(-1))
+    assert gm.code == code  # its own code is not remade
 
 
 def test_a_child_that_does_not_end_is_killed_and_the_code_made_here(monkeypatch, tmp_path):
     """An executable named python that never answers (a wrapper, a stuck machine): past
     the time limit the child is killed and the code made in process, the same code. One
     not named python (an embedding application's) is never started."""
-    src = _clock._timed_graph(chain(30)).python_code(root_module="self").src
+    src, _ = _clock.timed_source(chain(30))
     code = compile(src, "<t>", "exec", dont_inherit=True)
     here = marshal.dumps(code)  # of a code object held twice, as the ones compared below (marshal's refs)
     started = []

@@ -282,25 +282,26 @@ def test_a_kernel_action_preempts_a_profile_in_flight_which_runs_again_after(mon
 
 
 def test_a_kernel_action_runs_beside_a_job_making_timed_code_which_is_kept(monkeypatch):
-    """Generating and compiling a timed copy's code runs no model and cannot stop (5-8 s
-    at 100k nodes): an apply need not wait for it. The job stops after it and runs
-    again, with the code kept, not made twice."""
+    """Compiling a timed forward runs no model and cannot stop (seconds at 100k nodes):
+    an apply need not wait for it. The job stops after it and runs again, with the code
+    kept, not made twice."""
+    import fxviz._clock
     import fxviz.jobs
 
     monkeypatch.setattr(fxviz.jobs, "START_DELAY_S", 0.0)
     step = deep_session().current
     generating, release, generated = threading.Event(), threading.Event(), threading.Event()
-    python_code = torch.fx.Graph.python_code
+    compiled = fxviz._clock._compiled
 
-    def slow(graph, *args, **kwargs):  # the worker's code generation, held until the kernel is done
+    def slow(*args):  # the worker's compilation, held until the kernel is done
         generating.set()
         release.wait()
         try:
-            return python_code(graph, *args, **kwargs)
+            return compiled(*args)
         finally:
             generated.set()
 
-    monkeypatch.setattr(torch.fx.Graph, "python_code", slow)
+    monkeypatch.setattr(fxviz._clock, "_compiled", slow)
     scheduler = Scheduler("background", {"warmup": 0, "repeats": 3})
     try:
         scheduler.request([step])
@@ -323,6 +324,7 @@ def test_a_kernel_action_beside_a_pair_in_the_making_may_compare_steps_itself(mo
     3.11 their lock is one per class, and a kernel action comparing two other steps
     beside the pair's code generation waited for it, while the worker waited for the
     action (a deadlock)."""
+    import fxviz._clock
     import fxviz.jobs
 
     monkeypatch.setattr(fxviz.jobs, "START_DELAY_S", 0.0)
@@ -330,15 +332,15 @@ def test_a_kernel_action_beside_a_pair_in_the_making_may_compare_steps_itself(mo
                       (torch.randn(2, 16),))
     session.apply("lower_modules", types=("ReLU",))
     generating, release, done = threading.Event(), threading.Event(), threading.Event()
-    python_code = torch.fx.Graph.python_code
+    compiled = fxviz._clock._compiled
 
-    def slow(graph, *args, **kwargs):  # the worker's code generation, held while the kernel acts
+    def slow(*args):  # the worker's compilation of timed code, held while the kernel acts
         if threading.current_thread().name == "fxviz-measure":
             generating.set()
             release.wait()  # until the kernel's comparison is done: a deadlock hangs here
-        return python_code(graph, *args, **kwargs)
+        return compiled(*args)
 
-    monkeypatch.setattr(torch.fx.Graph, "python_code", slow)
+    monkeypatch.setattr(fxviz._clock, "_compiled", slow)
     scheduler = Scheduler("background", {"warmup": 0, "repeats": 5})
 
     def kernel():

@@ -202,8 +202,8 @@ def test_timed_forward_computes_what_the_module_computes():
 
 
 def test_making_timed_code_leaves_no_copy_for_the_collector():
-    """The timed copy of the graph is collected as soon as its code is made, by a scan of
-    the objects made meanwhile, not left for a full collection of the whole heap."""
+    """The timed code is made from the graph's own code, not from a copy of the graph:
+    nothing is left for a full collection of the whole heap."""
     gm = trace(nn.Sequential(*[nn.ReLU() for _ in range(300)]))
     _clock._timed_code(trace(nn.ReLU()))  # one-off imports and caches
     while gc.collect():  # what earlier tests left, finalizers that free more included

@@ -46,6 +46,7 @@ __all__ = [
     "tree_map_only",
     "FLASH_CPU", "FlopCounter", "assign_attr", "core_aten_decompositions", "current_autograd_node", "export_forward_backward",
     "as_called", "extract_tensor_metadata", "get_attr", "has_values", "is_fake", "op_schema", "qualified_name", "share_codegen",
+    "code_by_node",
     "code_made", "code_on_first_use", "TRACES_AS_COMPILING",
 ]
 
@@ -111,6 +112,24 @@ def share_codegen(graph: torch.fx.Graph, source: torch.fx.Graph) -> None:
     """Give ``graph`` the code generator of ``source`` (export's graphs have their own,
     with pytree in/out specs); ``set_codegen`` is public, reading it is not."""
     graph.set_codegen(source._codegen)
+
+
+def code_by_node(gm: torch.fx.GraphModule, *, regenerate: bool = False) -> tuple[str, list[int | None], dict[str, Any]]:
+    """``gm``'s code (made now if it is not yet; ``regenerate``: made afresh from its graph,
+    which may have been edited since, ``gm`` untouched), the index of the node each of its
+    lines is the code of (None before the body: torch's map for naming a failing line),
+    and the globals it runs in."""
+    if regenerate:
+        code = gm.graph.python_code(root_module="self")
+        src, lines, start, namespace = code.src, code._lineno_map, code._prologue_start, code.globals
+    else:
+        src = gm.code
+        lines, start, namespace = gm._lineno_map, gm._prologue_start, type(gm).forward.__globals__
+    owner: list[int | None] = [None] * (src.count("\n") + 1)
+    for line, index in lines.items():  # numbered from the function's header
+        if 0 <= line + start - 1 < len(owner):
+            owner[line + start - 1] = index
+    return src, owner, namespace
 
 
 def code_on_first_use(root: Any, graph: torch.fx.Graph, class_name: str) -> torch.fx.GraphModule:
