@@ -45,8 +45,7 @@ __all__ = [
     "HigherOrderOperator", "OpOverload", "OpOverloadPacket", "TorchDispatchMode", "register_pytree_node", "tree_leaves", "tree_map",
     "tree_map_only",
     "FLASH_CPU", "FlopCounter", "assign_attr", "core_aten_decompositions", "current_autograd_node", "export_forward_backward",
-    "as_called", "extract_tensor_metadata", "get_attr", "has_values", "is_fake", "op_schema", "qualified_name", "share_codegen",
-    "code_by_node",
+    "as_called", "extract_tensor_metadata", "get_attr", "has_values", "is_fake", "op_schema", "qualified_name", "code_by_node",
     "code_made", "code_on_first_use", "TRACES_AS_COMPILING",
 ]
 
@@ -106,12 +105,6 @@ def export_forward_backward(program: Any, *, joint_loss_index: int) -> Any:
     gm, signature = experimental._copy_graph_module_and_signature(program)
     experimental._remove_detach_pass(gm, signature)
     return program._update(gm, signature)
-
-
-def share_codegen(graph: torch.fx.Graph, source: torch.fx.Graph) -> None:
-    """Give ``graph`` the code generator of ``source`` (export's graphs have their own,
-    with pytree in/out specs); ``set_codegen`` is public, reading it is not."""
-    graph.set_codegen(source._codegen)
 
 
 def code_by_node(gm: torch.fx.GraphModule, *, regenerate: bool = False) -> tuple[str, list[int | None], dict[str, Any]]:
