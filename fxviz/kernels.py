@@ -238,15 +238,20 @@ def by_module(kernels: pd.DataFrame, eager: pd.DataFrame, eager_graph: Any, gm: 
     return table
 
 
+#: a line of a generated kernel that computes a temporary (C++ ``auto tmp3 = ...``, Triton ``tmp3 = ...``): its right side
+_TMP = re.compile(r"\s*(?:auto\s+)?tmp\d+\s*=(.*)")
+
+
 def code_lines(code: str, target: Any) -> list[int]:
-    """The lines (1-based) of a generated kernel's ``code`` that look like ATen operator
-    ``target`` (see :data:`OP_CODE`); [] when the operator has no pattern."""
+    """The lines (1-based) of a generated kernel's ``code`` that compute a temporary the way
+    ATen operator ``target`` would (see :data:`OP_CODE`); [] when the operator has no pattern."""
     op = getattr(target, "__name__", str(target)).split(".")[0].lstrip("_")
     pattern = OP_CODE.get(op)
     if pattern is None:
         return []
     found = re.compile(pattern)
-    return [i for i, line in enumerate(code.splitlines(), 1) if "tmp" in line and found.search(line)]
+    computed = (_TMP.match(line) for line in code.splitlines())
+    return [i for i, match in enumerate(computed, 1) if match and found.search(match[1])]
 
 
 def timed(gm: torch.fx.GraphModule) -> tuple[list[dict[str, Any]], float] | None:

@@ -115,8 +115,10 @@ def test_fused_relu_lines_are_marked(compiled):
     relu = next(n for n in gm.graph.nodes if n.target == torch.ops.aten.relu.default)
     row = next(r for r in c.kernels.itertuples() if relu.name in r.nodes)
     lines = code_lines(row.code, relu.target)
-    assert lines and all("clamp_min" in row.code.splitlines()[i - 1] or "max" in row.code.splitlines()[i - 1]
-                         for i in lines)
+    code = row.code.splitlines()
+    assert lines and all("tmp" in code[i - 1].split("=")[0] and "clamp_min" in code[i - 1] for i in lines)
+    assert code_lines(row.code, torch.ops.aten.rsqrt.default)  # the BatchNorm's 1 / sqrt(var + eps)
+    assert not set(lines) & set(code_lines(row.code, torch.ops.aten.rsqrt.default))
 
 
 def test_config_and_cache_dir_restored_model_untouched(compiled):
@@ -193,12 +195,14 @@ def test_compile_explorer_shows_kernels_and_follows_the_selection(compiled):
         fused = next(r for r in c.kernels.itertuples() if relu in r.nodes)
         explorer.select(relu)
         assert panel.table.selected == fused.kernel
-        html = panel.code.value
+        html = panel.about.value + panel.code.value
         assert 'class="hll"' in html and "fxviz-kernel-fused" in html
         assert all(f">{n}<" in html for n in fused.nodes if n != relu)
         addmm = next(r for r in c.kernels.itertuples() if r.kind == "extern" and "addmm" in r.kernel)
         panel.table.selected = addmm.kernel  # picking a kernel selects its node
-        assert explorer.graph.selected == addmm.nodes[0] and "extern_kernels.addmm" in panel.code.value
+        assert explorer.graph.selected == addmm.nodes[0] and "extern_kernels.addmm" in panel.about.value
+        explorer.select("x")  # an input: no kernel
+        assert "computed by no kernel" in panel.about.value and not panel.code.value
         panel.compare.click()
         assert "<td>bn</td>" in panel.modules.value and "eager" in panel.modules.value
         view.show(0, "dynamo")

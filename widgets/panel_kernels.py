@@ -5,9 +5,11 @@ lines that look like the node's operator and names the nodes fused with it; pick
 kernel selects its first node (the kernel colour mode shows the rest in its colour).
 
 Stable CSS classes: fxviz-kernels (the panel), fxviz-kernels-summary, fxviz-kernels-table
-(the TableView), fxviz-kernel-code (the chosen kernel: its title fxviz-kernel-title, the
-nodes fused with the selected one fxviz-kernel-fused, each fxviz-kernel-node, the code
-under fxviz-code-hl, marked lines ``.hll``).
+(the TableView), fxviz-kernels-compare (eager vs compiled per module: the button) and
+fxviz-kernels-modules (its table), fxviz-kernel-code (the chosen kernel: its title
+fxviz-kernel-title, the nodes fused with the selected one fxviz-kernel-fused, each
+fxviz-kernel-node, then its code, scrolling, in fxviz-kernel-source under fxviz-code-hl,
+marked lines ``.hll``).
 """
 from __future__ import annotations
 
@@ -64,9 +66,10 @@ class KernelsPanel(w.VBox):
         self.summary = w.HTML(_summary(kernels, total_us)).add_class("fxviz-kernels-summary")
         self.table = TableView(columns=COLUMNS, sort_by="time_us", descending=True).add_class("fxviz-kernels-table")
         self.table.rows = table_rows(kernels)
-        self.code = w.HTML('<p class="fxviz-hint">Select a kernel, or a node in the graph, to read its code.</p>')
-        self.code.add_class("fxviz-kernel-code")
+        self.about = w.HTML('<p class="fxviz-hint">Select a kernel, or a node in the graph, to read its code.</p>')
+        self.code = w.HTML().add_class("fxviz-kernel-source")  # scrolls under the kernel's title
         self.code.layout.max_height, self.code.layout.overflow = "420px", "auto"
+        chosen = w.VBox([self.about, self.code]).add_class("fxviz-kernel-code")
         self.table.observe(self._on_kernel, "selected")
         self.modules = w.HTML().add_class("fxviz-kernels-modules")
         self.compare = w.Button(description="eager vs compiled per module", icon="balance-scale",
@@ -75,7 +78,7 @@ class KernelsPanel(w.VBox):
                                 "beside its kernels' time per module")
         self.compare.add_class("fxviz-kernels-compare")
         self.compare.on_click(lambda _: self._show_modules(module_times))
-        super().__init__([self.summary, self.table, self.compare, self.modules, self.code])
+        super().__init__([self.summary, self.table, self.compare, self.modules, chosen])
         self.add_class("fxviz-kernels")
 
     def show_node(self, name: str) -> None:
@@ -84,8 +87,9 @@ class KernelsPanel(w.VBox):
         kernel = self._kernel_of.get(name)
         if kernel is None:
             if name:
-                self.code.value = (f'<p class="fxviz-hint">{escape(name)} is computed by no kernel: a view '
-                                   "inductor makes by reinterpreting a buffer, or an input.</p>")
+                self.about.value = (f'<p class="fxviz-hint">{escape(name)} is computed by no kernel: a view '
+                                    "inductor makes by reinterpreting a buffer, or an input.</p>")
+                self.code.value = ""
             return
         self._following = True
         try:
@@ -123,7 +127,8 @@ class KernelsPanel(w.VBox):
         lines = ", ".join(map(str, marked[:8])) + (", …" if len(marked) > 8 else "")
         how = (f'<p class="fxviz-hint">Marked: line{"s" * (len(marked) > 1)} {lines}, which look like '
                f"{escape(node)}'s operator (inductor names no nodes in its code).</p>" if marked else "")
-        self.code.value = title + listing + how + code_html(row.code, marked)
+        self.about.value = title + listing + how
+        self.code.value = code_html(row.code, marked)
 
 
 def _summary(kernels: pd.DataFrame, total_us: float) -> str:
