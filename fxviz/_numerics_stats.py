@@ -56,7 +56,7 @@ class Stats:
         size = ref.numel()
         if size > SMALL:
             r = _wide(ref)
-            self.done.append(([key], _host(_numbers(r, _wide(out).to(r.dtype)).unsqueeze(0)), self._rtol(ref)))
+            self.done.append(([key], _host(_numbers(r, _wide(out).to(r.device, r.dtype)).unsqueeze(0)), self._rtol(ref)))
             return
         self.pending.append((key, ref, out))
         self.waiting += size
@@ -67,13 +67,19 @@ class Stats:
         """Compare what waits (before anything could write into it), one stack per shape and dtypes."""
         groups: dict[tuple, list] = {}
         for item in self.pending:
-            ref, out = item[1], item[2]
-            groups.setdefault((ref.shape, ref.dtype, out.dtype, ref.device, out.device), []).append(item)
+            groups.setdefault((item[1].shape, item[1].dtype, item[2].dtype), []).append(item)
         self.pending.clear()  # the same list: the lockstep appends to it directly
         self.waiting = 0
         for items in groups.values():
-            ref = _wide(torch.stack([item[1] for item in items]))
-            out = _wide(torch.stack([item[2] for item in items])).to(ref.dtype)
+            try:
+                ref = _wide(torch.stack([item[1] for item in items]))
+                out = _wide(torch.stack([item[2] for item in items])).to(ref.device, ref.dtype)
+            except RuntimeError:  # values on several devices (a CPU scalar in a CUDA graph): one by one
+                for key, r, o in items:
+                    wide = _wide(r)
+                    self.done.append(([key], _host(_numbers(wide, _wide(o).to(wide.device, wide.dtype)).unsqueeze(0)),
+                                      self._rtol(r)))
+                continue
             count = len(items)
             self.done.append(([item[0] for item in items],
                               _host(_numbers(ref.reshape(count, -1), out.reshape(count, -1), dim=1).T),
