@@ -14,8 +14,7 @@ from fxviz._runtime import fresh_containers, preserved_buffers
 from fxviz._values import Unknown, has_tensor, signature as _signature, tensor_metadata, tensors as _tensors
 from fxviz._torch_internals import FlopCounter, OpOverload, op_schema
 from fxviz.errors import RunError
-from fxviz.capture import as_inputs
-from fxviz.capture._common import first_line
+from fxviz.capture._common import as_inputs, first_line
 
 
 class _Annotator(torch.fx.Interpreter):

@@ -62,3 +62,63 @@ def test_no_core_module_imports_the_jupyter_layer():
     # the walk does see an import of the layer: the one allowed, explore's, inside its function
     init = ast.parse((CORE / "__init__.py").read_text(encoding="utf-8"))
     assert [name for _, name in _jupyter_imports(init)] == ["fxviz.widgets", "fxviz.widgets.explore"]
+
+
+#: Imports inside a function that close a circle on purpose, and why.
+CIRCLE_BY_DESIGN = {
+    ("fxviz.compile_graphs", "fxviz.session"): "a Compiled opens a Session per graph, and a Session of one of "
+                                              "several graphs checks them all through a Compiled",
+}
+
+
+def _module_name(path: pathlib.Path) -> str:
+    parts = ["fxviz", *path.relative_to(CORE).with_suffix("").parts]
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports_of_core() -> dict[str, set[str]]:
+    """Per module of ``fxviz/``, the modules of ``fxviz/`` it imports anywhere in its code,
+    in a function too (``from a import b``: ``a.b`` if that is a module, else ``a``)."""
+    modules = {_module_name(p): p for p in CORE.rglob("*.py")}
+    graph = {}
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        found = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.level:  # relative: from its package
+                base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                node = ast.ImportFrom(module=".".join(filter(None, [base, node.module])), names=node.names, level=0)
+            for imported in _imported(node):
+                while imported and imported not in modules:
+                    imported = imported.rpartition(".")[0]
+                if imported and imported != name and not name.startswith(imported + "."):  # its own package: no edge
+                    found.add(imported)
+        graph[name] = found
+    return graph
+
+
+def _circle(graph: dict[str, set[str]]) -> list[str]:
+    """One import circle of ``graph`` (as the modules along it), or []."""
+    state: dict[str, int] = {}  # 1: on the path being walked, 2: done
+
+    def walk(module: str, path: list[str]) -> list[str]:
+        state[module] = 1
+        for imported in sorted(graph.get(module, ())):
+            if state.get(imported) == 1:
+                return path[path.index(imported):] + [imported]
+            if imported not in state and (found := walk(imported, [*path, imported])):
+                return found
+        state[module] = 2
+        return []
+
+    return next((found for module in sorted(graph) if module not in state and (found := walk(module, [module]))), [])
+
+
+def test_no_import_circles_in_the_core():
+    graph = _imports_of_core()
+    assert "fxviz.aten_breakdown" in graph["fxviz.profiling"]  # the walk sees imports, relative ones too
+    assert "fxviz.capture.places" in graph["fxviz.capture.keywords"]
+    for (importer, imported) in CIRCLE_BY_DESIGN:
+        graph[importer].discard(imported)
+    assert _circle(graph) == []
+    assert _circle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]  # it finds one where there is

@@ -1,6 +1,5 @@
 """What every capture method shares: the record it returns, the registry of front-ends,
-module paths from ``nn_module_stack``, source lines from ``stack_trace``, and the user's
-frame of an error.
+module paths from ``nn_module_stack`` and source lines from ``stack_trace``.
 
 A front-end is a module of this package that declares itself with :func:`front_end`:
 its name (``tracer=``), its place in ``tracer="auto"``'s chain, what it needs and which
@@ -10,7 +9,6 @@ module of itself, so a new front-end is one module.
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import functools
 import logging
 import re
@@ -27,7 +25,6 @@ from fxviz.capture.graph_info import GraphInfo, graph_info, set_graph_info
 from fxviz.capture.places import source_line
 from fxviz.errors import TraceError
 
-_CALLER: contextvars.ContextVar[str] = contextvars.ContextVar("fxviz_caller", default="trace")
 
 
 @dataclass
@@ -201,23 +198,6 @@ def choose(name: Any) -> FrontEnd:
         raise TraceError(f"Unknown tracer {name!r}: use one of {', '.join(map(repr, methods()))} "
                          "or a torch.fx.Tracer subclass.")
     return chosen
-
-
-@contextlib.contextmanager
-def called_as(name: str) -> Iterator[None]:
-    """Errors raised inside name the function the user called (``explore``, ``Session``)."""
-    if _CALLER.get() != "trace":  # the outermost call is the one the user wrote
-        yield
-        return
-    token = _CALLER.set(name)
-    try:
-        yield
-    finally:
-        _CALLER.reset(token)
-
-
-def caller() -> str:
-    return _CALLER.get()
 
 
 class _BelowError(logging.Filter):

@@ -16,7 +16,7 @@ from typing import Any
 from torch import nn
 
 from fxviz._cow import module_copy
-from fxviz.capture._common import caller
+from fxviz.capture.places import caller
 from fxviz.errors import UsageError
 
 _NAMED = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)

@@ -9,7 +9,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from fxviz.capture._common import caller, first_line
+from fxviz.capture._common import first_line
+from fxviz.capture.places import caller
 from fxviz.capture.places import where
 from fxviz.capture.model_config import config_advice
 from fxviz.errors import TraceError

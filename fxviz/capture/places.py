@@ -1,9 +1,11 @@
 """Where in the user's code something happened, named as the user can find it: a
 notebook cell as IPython names it ("Cell In[3]"), an installed library's file by its
-package path (``transformers/masking_utils.py``), any other file by its path."""
+package path (``transformers/masking_utils.py``), any other file by its path; and the
+function the user called, which errors name (:func:`called_as`)."""
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import functools
 import os
 import re
@@ -11,9 +13,31 @@ import site
 import sys
 import sysconfig
 import traceback
+from collections.abc import Iterator
 
 import torch
 import torch.fx
+
+
+_CALLER: contextvars.ContextVar[str] = contextvars.ContextVar("fxviz_caller", default="trace")
+
+
+@contextlib.contextmanager
+def called_as(name: str) -> Iterator[None]:
+    """Errors raised inside name the function the user called (``explore``, ``Session``)."""
+    if _CALLER.get() != "trace":  # the outermost call is the one the user wrote
+        yield
+        return
+    token = _CALLER.set(name)
+    try:
+        yield
+    finally:
+        _CALLER.reset(token)
+
+
+def caller() -> str:
+    return _CALLER.get()
+
 
 _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep  # the separator: torchvision is not torch
 _FXVIZ_DIR = os.path.dirname(os.path.dirname(__file__)) + os.sep
