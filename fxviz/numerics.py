@@ -162,7 +162,7 @@ class _Lockstep:
             if i >= 0:
                 reference = kept[i] if kept and i in kept else a_values[i]
                 if type(reference) is tensor and type(value) is tensor and reference.shape == value.shape:
-                    fits[j] = reference.dtype is value.dtype
+                    fits[j] = reference.dtype is value.dtype and reference.device == value.device
                     size = reference.numel()
                     if size <= SMALL:  # Stats.add's common case, inline
                         pending.append((2 * j, reference, value))
@@ -264,21 +264,23 @@ def _copy(value: Any) -> Any:
 
 
 def _like(reference: Any, own: Any) -> Any:
-    """``reference`` made to stand in for ``own``: its tensors in ``own``'s dtypes; ``own``
-    wherever the two differ in shape or structure (a's value cannot be fed there)."""
+    """``reference`` made to stand in for ``own``: its tensors in ``own``'s dtypes and on its
+    devices; ``own`` wherever the two differ in shape or structure (a's value cannot be fed there)."""
     if isinstance(reference, torch.Tensor) and isinstance(own, torch.Tensor):
         if reference.shape != own.shape:
             return own
-        return reference if reference.dtype == own.dtype else reference.to(own.dtype)
+        same = reference.dtype == own.dtype and reference.device == own.device
+        return reference if same else reference.to(own.device, own.dtype)
     if type(reference) in (tuple, list) and type(own) is type(reference) and len(own) == len(reference):
         return type(own)(_like(r, o) for r, o in zip(reference, own))
     return own
 
 
 def _fits(reference: Any, own: Any) -> bool:
-    """Whether :func:`_like` gives ``reference`` itself: the same dtypes, shapes and other values."""
+    """Whether :func:`_like` gives ``reference`` itself: the same dtypes, devices, shapes and other values."""
     if isinstance(reference, torch.Tensor):
-        return isinstance(own, torch.Tensor) and reference.dtype == own.dtype and reference.shape == own.shape
+        return (isinstance(own, torch.Tensor) and reference.dtype == own.dtype and reference.device == own.device
+                and reference.shape == own.shape)
     if type(reference) in (tuple, list):
         return type(own) is type(reference) and len(own) == len(reference) and all(map(_fits, reference, own))
     try:
