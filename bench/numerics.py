@@ -90,6 +90,8 @@ def _measure_memory(case: str, what: str) -> None:
     step_a, step_b = CASES[case]()
     shape = structure(step_a.gm, step_b.gm)
     forward(step_a), forward(step_b)  # code and kernels loaded before the baseline
+    if what == "numerics":
+        numerics(step_a, step_b, shape)  # and numerics' own (modules it imports, its first pandas and numpy calls)
     with open("/proc/self/clear_refs", "w") as clear:  # the peak (VmHWM) starts again from now
         clear.write("5")
     before = _status("VmRSS")
