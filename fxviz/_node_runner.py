@@ -1,11 +1,12 @@
 """A graph run node by node at close to its generated code's speed, for runs that must
 stop between nodes (:mod:`fxviz.numerics` runs two graphs in lockstep).
 
-Each node becomes a closure over one list of values: a call and a list lookup per
-argument. FX's Interpreter maps every argument through its environment and enters a
-context per node (about 20 µs), which on a graph of small ops is many times the ops'
-own time; generating and compiling code instead costs about 0.5 s at 30k nodes.
-Nodes whose arguments nest other nodes (a list for ``cat``) go through the Interpreter.
+A function of one or two nodes becomes (function, their slots in one list of values),
+which the caller's loop calls inline; other calls a closure over that list: a call and
+a list lookup per argument. FX's Interpreter maps every argument through its
+environment and enters a context per node (about 20 µs), many times a small op's own
+time; generating and compiling code instead costs about 0.5 s at 30k nodes. Nodes whose
+arguments nest other nodes (a list for ``cat``) go through the Interpreter.
 """
 from __future__ import annotations
 
