@@ -52,7 +52,7 @@ def numerics(step_a: Any, step_b: Any, structure: pd.DataFrame | None = None) ->
     gm_a, gm_b = step_a.gm, step_b.gm
     structure = structure_of(gm_a, gm_b) if structure is None else structure
     unchanged = set(structure.loc[structure["mark"] == "unchanged", "node"])
-    with gc_paused():  # a closure per node: collections meanwhile would rescan them all
+    with gc_paused():  # a plan entry per node: collections meanwhile would rescan them all
         runners = NodeRunner(gm_a, as_inputs(step_a.example_inputs)), NodeRunner(gm_b, as_inputs(step_b.example_inputs))
         lockstep = _Lockstep(*runners, stands_for(structure, gm_a, gm_b), unchanged)
         with torch.no_grad(), preserved_buffers(gm_a), preserved_buffers(gm_b):
