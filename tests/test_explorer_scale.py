@@ -12,7 +12,7 @@ pytest.importorskip("anywidget")
 
 from test_graph_view import from_browser  # noqa: E402
 
-from fxviz.widgets import _later  # noqa: E402
+from fxviz.widgets import _busy  # noqa: E402
 from fxviz.widgets.explorer import Explorer  # noqa: E402
 
 
@@ -71,7 +71,7 @@ def test_a_large_graph_is_drawn_first_and_its_rows_follow_the_cell(big, monkeypa
     sees them. The kernel here: a loop of our own, in a thread of its own (a test's
     thread may hold Playwright's)."""
     session, n = big.session, len(big.session.current.graph)
-    monkeypatch.setattr(_later, "_kernel_loop", asyncio.get_running_loop)
+    monkeypatch.setattr(_busy, "_kernel_loop", asyncio.get_running_loop)
 
     async def cells():
         first = Explorer(session, profile="off")

@@ -1,8 +1,11 @@
-"""Actions that say they are running: on a graph of 100,000 nodes an action takes
-seconds, and a click that shows nothing reads as a click that was lost; a click made
-meanwhile waits in the kernel's queue and would then run unseen."""
+"""How the kernel's thread runs the Explorer's actions. They say they are running: on a
+graph of 100,000 nodes an action takes seconds, and a click that shows nothing reads as
+a click that was lost; a click made meanwhile waits in the kernel's queue and would then
+run unseen (:class:`OneAtATime`). Work that can wait runs once the running cell is done
+(:func:`after_cell`). Work off the kernel's thread is :mod:`fxviz.jobs`'."""
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import datetime
 import sys
@@ -78,3 +81,30 @@ def _sent() -> datetime.datetime | None:
     header = (kernel.get_parent("shell") or {}).get("header", {})
     sent = header.get("date")
     return sent if header.get("msg_type") == "comm_msg" and isinstance(sent, datetime.datetime) else None
+
+
+def after_cell(fn: Callable[[], Any]) -> bool:
+    """Call ``fn`` on this thread once the running cell is done and its output is sent
+    (the kernel's event loop runs it next); call it now outside a kernel (a script, a
+    test: another library's loop, e.g. Playwright's, may run there and never return
+    to it). Returns whether it was put off. A queued next cell runs after it: ipykernel
+    6.29 and 7 read the next request when the loop polls its sockets, after the callbacks
+    ready to run (tests/test_explorer_kernel.py: "Run All")."""
+    loop = _kernel_loop()
+    if loop is None:
+        fn()
+        return False
+    loop.call_soon(fn)
+    return True
+
+
+def _kernel_loop() -> asyncio.AbstractEventLoop | None:
+    """The event loop of the IPython kernel running this cell, or None."""
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None else None
+    if getattr(shell, "kernel", None) is None:
+        return None
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None

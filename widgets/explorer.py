@@ -57,8 +57,7 @@ from .panel_timing import TimingPanel
 from .profiling import Profiler
 from .step_error import StepError
 from .report_button import ReportButton
-from ._later import after_cell
-from ._busy import OneAtATime, held
+from ._busy import OneAtATime, after_cell, held
 from ._tree import close_tree
 from .table_view import TableView
 from .undo_redo import UndoRedo

@@ -170,7 +170,7 @@ explorer""",
 
 def test_a_large_graph_draws_first_then_fills_its_table_and_search(lab, page):
     """Over 2,000 nodes the node table and the view's records reach the page after the
-    cell is done (widgets/_later.py): they must still arrive, in a real kernel, and
+    cell is done (widgets/_busy.py, after_cell): they must still arrive, in a real kernel, and
     search must find a node hidden in a collapsed box and reveal it."""
     open_notebook(page, lab, lab.write_notebook("e2e_large.ipynb", LARGE_NB))
     run_all(page, timeout=180)
