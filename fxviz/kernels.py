@@ -85,16 +85,16 @@ def inductor_failure(error: BaseException) -> str | None:
 def rows(index: int, part: str, gm: torch.fx.GraphModule, lowered: Any) -> list[dict[str, Any]]:
     """The kernels of graph ``index``'s ``part`` (``gm``: the graph fxviz shows, ``lowered``:
     what inductor made of it), in the order they run, untimed."""
+    nodes = {n.name: n for n in gm.graph.nodes}
     order = sorted(lowered.calls, key=lambda key: int(key.rpartition(":")[2]))
     made = {key: _generated(key.rpartition(":")[0], lowered.source) for key in order}
-    shown = {key: _shown(lowered.calls[key], lowered.origins) for key in order}
+    shown = {key: [n for n in _shown(lowered.calls[key], lowered.origins) if n in nodes] for key in order}
     owner: dict[str, str] = {}
     for key in order:  # the last kernel that touches a node computes it, unless an extern call does
         for name in shown[key]:
             if owner.get(name) is None or made[owner[name]] is not None:
                 owner[name] = key
     inferred = _by_users(gm, owner)
-    nodes = {n.name: n for n in gm.graph.nodes}
     position = {name: i for i, name in enumerate(nodes)}
     found: dict[str, dict[str, Any]] = {}
     label_of: dict[str, str] = {}

@@ -67,7 +67,7 @@ def test_colour_by_kernel_select_a_fused_node_and_read_its_code(desk, lab):
     fill = box.get_attribute("fill")
     partner = ex.locator(f".fxviz-graph g.node#fx-{others[0]} polygon, .fxviz-graph g.node#fx-{others[0]} path")
     assert fill and fill == partner.first.get_attribute("fill"), "fused nodes share their kernel's colour"
-    shoot_themes(desk, view, "e2e-kernels-coloured")
+    shoot_themes(desk, ex, "e2e-kernels-coloured")
 
     ex.locator(f".fxviz-graph g.node#fx-{relu}").click()
     code = panel.locator(".fxviz-kernel-code")
