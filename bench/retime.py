@@ -3,7 +3,7 @@
 A step is measured more than once: its profile is retaken after a pass applied in
 another cell or a preemption (``Scheduler.paused``), its A/B compare with the step
 before runs after its profile, and a user re-measures. Each measurement used to make
-the timed copy of the graph again (copy, generate and compile its code: seconds at
+the timed code again (its source and its compilation: seconds at
 100k nodes, the part that cannot be cancelled). Per graph size this times, in one
 run and interleaved, a profile and an A/B ``measure_pair`` with the timed code made
 afresh (the baseline: the code dropped first) and with it kept from the measurement
