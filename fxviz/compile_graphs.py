@@ -108,20 +108,20 @@ class Compiled:
         model runs without torch.compile: the Session's profile, median µs per op) beside
         ``compiled_us`` (its forward's kernels, a fused kernel's time shared among its
         nodes' modules) and ``ratio`` (compiled over eager)."""
-        from fxviz.kernels import by_module
+        from fxviz.kernel_times import by_module
 
         kernels = self.kernels[(self.kernels.graph == index) & (self.kernels.part == "forward")]
         eager = self.session(index, "dynamo").steps[0]
         return by_module(kernels, eager.profile(budget_s=1.0), eager.graph, self.graphs[index].forward)
 
     def _timed(self) -> tuple[pd.DataFrame, dict[tuple[int, str], float]]:
-        from fxviz import kernels
+        from fxviz import kernel_times
 
         if self.backend != "inductor":
             raise InputError("Only a model compiled with inductor has kernels: "
                              "fxviz.compiled(model, *inputs, backend=\"inductor\").")
         if self._kernels is None:
-            self._kernels = kernels.table(self.graphs)
+            self._kernels = kernel_times.table(self.graphs)
         return self._kernels
 
     @property

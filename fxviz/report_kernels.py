@@ -14,7 +14,7 @@ from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import CppLexer, PythonLexer
 
-from fxviz.kernels import timed
+from fxviz.kernel_times import timed
 from fxviz.markup import escape
 
 STYLE = """<style>
