@@ -184,7 +184,7 @@ def relative_errors(comparison: Any) -> NodeData:
 
 def node_attr(graph: nx.DiGraph, key: str) -> NodeData:
     """Node name -> attribute ``key`` of ``fxviz.to_networkx``'s graph (None left out);
-    once per graph inside :func:`fxviz.graph_memo.unchanged_graphs` (a report's drawings)."""
+    once per graph (:mod:`fxviz.graph_memo`)."""
     return derived(graph, ("attr", key), lambda g: {n: a[key] for n, a in g.nodes(data=True) if a.get(key) is not None})
 
 

@@ -1,55 +1,48 @@
-"""Data derived from a whole graph, computed once per graph inside a block that changes no graph.
+"""Data derived from a whole graph, computed once per graph.
 
-A drawing derives per-node data from every node of its graph (the colour mode's values,
-FLOPs summed per collapsed box) although it shows a few dozen boxes; a report draws each
-step some 40 times (:mod:`fxviz.report_views`). Inside :func:`unchanged_graphs` such data
-is computed once per graph object and kept until the block ends. Outside it, it is
-computed every time: a networkx graph can be changed in place without telling anyone, so
-nothing is kept past a block whose code promises not to. The block is per thread (a
-context variable): a drawing on another thread meanwhile computes its own.
+The one rule: a networkx graph is not changed once built (a step's graph never is), so
+what is derived from it (a drawing's colours, FLOPs per collapsed box and box tree, the
+Explorer's node columns, memory per node) is kept per graph object and key for as long
+as the graph lives, and goes with it. A drawing shows a few dozen boxes of a graph of
+100,000 nodes, and a report draws each step some 40 times (:mod:`fxviz.report_views`).
+Code that changes a graph in place after all calls :func:`forget`.
 
 >>> import networkx as nx
 >>> g = nx.DiGraph(); g.add_node("a", op="call_function")
 >>> ops = lambda graph: {n: a["op"] for n, a in graph.nodes(data=True)}
->>> with unchanged_graphs():
-...     first = derived(g, "ops", ops)
-...     g.nodes["a"]["op"] = "call_module"  # breaks the block's promise: the kept data is stale
-...     derived(g, "ops", ops) is first
+>>> first = derived(g, "ops", ops)
+>>> g.nodes["a"]["op"] = "call_module"  # changed in place: the kept data is stale until forgotten
+>>> derived(g, "ops", ops) is first
 True
->>> derived(g, "ops", ops)  # outside the block: computed anew
+>>> forget(g); derived(g, "ops", ops)
 {'a': 'call_module'}
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
+import threading
+import weakref
+from collections.abc import Callable, Hashable
 from typing import Any, TypeVar
 
 T = TypeVar("T")
 
-# (id(graph), key) -> (graph, value); the graph is held so that its id is not reused in the block
-_MEMO: ContextVar[dict[tuple[int, Hashable], tuple[Any, Any]] | None] = ContextVar("fxviz_graph_memo", default=None)
-
-
-@contextmanager
-def unchanged_graphs() -> Iterator[None]:
-    """A block in which the caller changes no graph: :func:`derived` keeps what it computes
-    until the block ends (nested blocks keep their own)."""
-    token = _MEMO.set({})
-    try:
-        yield
-    finally:
-        _MEMO.reset(token)
+_KEPT: weakref.WeakKeyDictionary[Any, dict[Hashable, Any]] = weakref.WeakKeyDictionary()
+_LOCK = threading.Lock()  # the kernel's thread and the measuring worker's both draw
 
 
 def derived(graph: Any, key: Hashable, compute: Callable[[Any], T]) -> T:
-    """``compute(graph)``: once per graph object and ``key`` inside :func:`unchanged_graphs`,
-    every time outside it."""
-    memo = _MEMO.get()
-    if memo is None:
-        return compute(graph)
-    entry = memo.get((id(graph), key))
-    if entry is None:
-        entry = memo[(id(graph), key)] = (graph, compute(graph))
-    return entry[1]
+    """``compute(graph)``, once per graph object and ``key`` while the graph lives
+    (computed outside the lock: two threads asking at once may both compute it)."""
+    with _LOCK:
+        kept = _KEPT.get(graph)
+        if kept is not None and key in kept:
+            return kept[key]
+    value = compute(graph)
+    with _LOCK:
+        return _KEPT.setdefault(graph, {}).setdefault(key, value)
+
+
+def forget(graph: Any) -> None:
+    """Drop what was derived from ``graph``: it was changed in place."""
+    with _LOCK:
+        _KEPT.pop(graph, None)

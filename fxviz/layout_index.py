@@ -5,11 +5,11 @@ lookup, so that a plan costs what it draws, not the graph (a report draws ~80 pl
 """
 from __future__ import annotations
 
-import weakref
 from collections.abc import Iterator, Mapping
 
 import networkx as nx
 
+from fxviz.graph_memo import derived
 from fxviz.layout_tree import BoxTree, build_tree
 
 Unit = tuple[str, str | int]  # ("node", name) | ("collapsed", path) | ("stub", k)
@@ -89,18 +89,8 @@ class Units(Mapping[str, Unit]):
         return len(self._tree.box_of)
 
 
-_INDEXES: weakref.WeakKeyDictionary[nx.DiGraph, tuple[int, dict[bool, BoxIndex]]] = weakref.WeakKeyDictionary()
-
-
 def box_index(graph: nx.DiGraph, show_weights: bool = False) -> BoxIndex:
     """The box tree of ``graph`` (weights drawn as nodes or not) and its index, built once
-    per graph (a step's graph never changes): expanding a box or revealing a node then
-    costs the drawing, not the graph."""
-    size = graph.number_of_nodes()  # a cheap check that the graph was not rebuilt in place
-    cached = _INDEXES.get(graph)
-    if cached is None or cached[0] != size:
-        cached = _INDEXES[graph] = (size, {})
-    found = cached[1].get(show_weights)
-    if found is None:
-        found = cached[1][show_weights] = BoxIndex(build_tree(graph, show_weights))
-    return found
+    per graph (:mod:`fxviz.graph_memo`): expanding a box or revealing a node then costs the
+    drawing, not the graph."""
+    return derived(graph, ("box_index", show_weights), lambda g: BoxIndex(build_tree(g, show_weights)))

@@ -98,8 +98,8 @@ def memory(graph: nx.DiGraph, gm: torch.fx.GraphModule | None = None, inputs: tu
 
 
 def live_bytes(graph: nx.DiGraph) -> dict[str, int]:
-    """Node -> :func:`memory`'s ``live_bytes`` (from the graph alone), once per graph in a
-    block of :func:`fxviz.graph_memo.unchanged_graphs`: the colour mode "memory"."""
+    """Node -> :func:`memory`'s ``live_bytes`` (from the graph alone), once per graph
+    (:mod:`fxviz.graph_memo`): the colour mode "memory"."""
     def compute(g: nx.DiGraph) -> dict[str, int]:
         frame = memory(g)
         return dict(zip(frame["node"], frame["live_bytes"]))

@@ -22,7 +22,6 @@ from typing import Any
 import networkx as nx
 
 from fxviz.errors import RenderError
-from fxviz.graph_memo import unchanged_graphs
 from fxviz.render import Rendering, render
 
 ALL = "*"  # the key of the Explorer's own first view
@@ -117,13 +116,12 @@ def step_views(graph: nx.DiGraph, views: Views, max_views: int) -> dict[str, int
 
 def draw_all(graphs: Iterable[nx.DiGraph], max_views: int, pool: Executor) -> Views:
     """Views of every step, each step's laid out in ``pool`` while the next is drawn
-    (``Views.svgs`` waits for them). A step's graph never changes: what each drawing
-    derives from all of its nodes is computed once per graph."""
+    (``Views.svgs`` waits for them). What each drawing derives from all of a graph's
+    nodes is computed once per graph (:mod:`fxviz.graph_memo`)."""
     views = Views()
-    with unchanged_graphs():
-        for graph in graphs:
-            views.per_step.append(step_views(graph, views, max_views))
-            views.lay_out(pool)
+    for graph in graphs:
+        views.per_step.append(step_views(graph, views, max_views))
+        views.lay_out(pool)
     return views
 
 

@@ -10,11 +10,11 @@ its node table with :func:`fxviz.presentation.table_rows`.
 """
 from __future__ import annotations
 
-import weakref
 from typing import Any
 
 from fxviz import presentation
 from fxviz.columns import Columns
+from fxviz.graph_memo import derived
 from fxviz.node_table import COLUMNS, values
 from fxviz.presentation import TABLE_KEYS
 
@@ -25,22 +25,21 @@ from .table_view import TableView
 #: the graph view's: display strings, and ``inputs`` as how many places back each input is
 VIEW_KEYS = ("name", "op", "target", "module_path", "shape", "weights", "inputs")
 
-_BUILT: weakref.WeakKeyDictionary[Any, tuple[Columns, NodeRecords]] = weakref.WeakKeyDictionary()
-
-
 def node_columns(graph: Any) -> tuple[Columns, NodeRecords]:
     """The node table's columns and the graph view's records (``VIEW_KEYS``) of
-    ``graph``, in graph order, sharing one encoding; made once per graph."""
-    if graph not in _BUILT:
-        table = values(graph)
-        names = table["name"]
-        at = {name: i for i, name in enumerate(names)}
-        # Tuples of ints, which the collector stops tracking: 100k lists that live on
-        # bring on a full collection of the Session's heap (~1 s at 100k nodes).
-        inputs = [tuple([i - at[p] for p in graph.pred[name]]) for i, name in enumerate(names)]
-        every = Columns(table | {"inputs": inputs})
-        _BUILT[graph] = every.pick(TABLE_KEYS), NodeRecords(every.pick(VIEW_KEYS))
-    return _BUILT[graph]
+    ``graph``, in graph order, sharing one encoding; made once per graph (:mod:`fxviz.graph_memo`)."""
+    return derived(graph, "node_columns", _node_columns)
+
+
+def _node_columns(graph: Any) -> tuple[Columns, NodeRecords]:
+    table = values(graph)
+    names = table["name"]
+    at = {name: i for i, name in enumerate(names)}
+    # Tuples of ints, which the collector stops tracking: 100k lists that live on
+    # bring on a full collection of the Session's heap (~1 s at 100k nodes).
+    inputs = [tuple([i - at[p] for p in graph.pred[name]]) for i, name in enumerate(names)]
+    every = Columns(table | {"inputs": inputs})
+    return every.pick(TABLE_KEYS), NodeRecords(every.pick(VIEW_KEYS))
 
 
 def time_columns(graph: Any, timings: Timings | None) -> Columns:
