@@ -256,3 +256,8 @@ def test_backward_kernels_map_to_the_backward_graph():
     assert "where" in relu_grad.nodes and relu_grad.kind == "cpp"  # the ReLU's gradient, fused
     assert (backward.time_us > 0).all() and (0, "backward") in c.kernel_totals
     assert all(p.grad is None for p in mlp.parameters())
+    from torch._inductor import debug  # the backward compiles outside inductor's own reset of its debug tables
+
+    assert not any(key.startswith(("cpp_fused_", "extern_kernels."))
+                   for key in debug._inductor_triton_kernel_to_post_grad_node_info)
+

@@ -104,6 +104,10 @@ def backend(forward: Callable[..., Any], backward: Callable[..., Any]) -> Callab
         # inductor's own JSON of it is empty for a backward compiled after the forward's compile ended
         calls = {key: list(nodes) for key, nodes in debug._inductor_triton_kernel_to_post_grad_node_info.items()
                  if key not in before}
+        for table in ("_inductor_triton_kernel_to_post_grad_node_info", "_inductor_kernel_stack_trace",
+                      "_inductor_kernel_extern_info"):  # inductor keeps them for its debug dumps: ours are read
+            for key in calls:
+                getattr(debug, table, {}).pop(key, None)
         part = "backward" if kwargs.get("is_backward") else "forward"
         shown.meta[KEY] = Lowered(part, out.source_code, calls, _origins(gm, handed), out)
         return out
