@@ -5,10 +5,10 @@ The step's full profile is timed first (the baseline, same run); then, for delay
 spread over that duration, a background Scheduler starts profiling, ``close()`` is
 called after the delay, and the seconds until its worker stopped are printed with
 their ratio to the full profile, and whether anything of the cancelled profile was
-kept (it must not be). Where the profile was decides the wait: copying the graph is
-cancelled between nodes and the timed forwards between forwards (well under a
-second), but generating and compiling the timed copy's code cannot be interrupted
-(seconds at 100k nodes): the bound. At exit the scheduler waits 5 s for its worker.
+kept (it must not be). Where the profile was decides the wait: the timed forwards are
+cancelled between forwards (well under a second), and writing the timed source stops
+at its next pause point once closed, but compiling it cannot be interrupted (seconds
+at 100k nodes): the bound. At exit the scheduler waits 5 s for its worker.
 
 Run: .venv/bin/python bench/cancel.py [--nodes 100000] [--points 8]
 """
