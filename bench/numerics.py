@@ -6,8 +6,9 @@ Cases: resnet50 (random weights, eval, 1x3x64x64) before and after ``fuse_conv_b
 worst) against a copy whose first op is scaled by 1.001 (every node differs).
 Time: ``numerics`` given the two steps' structure, as ``Comparison.numerics`` is (the
 structure, which the comparison shows first, is timed apart), over both plain forwards
-(one of each step's GraphModule), alternating, the minimum of 5 each (the machine is
-shared: the minimum is the least disturbed run), in the same process; the first call
+(one of each step's GraphModule), alternating, the minimum of 5 each, in the same
+process, as this thread's CPU time (torch runs on this one thread): the machine is shared,
+and wall time counts the turns other processes take; the first call
 on fresh steps is what is timed each time (nothing is cached between calls).
 Memory, two ways, each the numerics call's peak over one forward of step a's:
 tensors: the peak of the bytes torch's CPU allocator holds beyond what it held before,
@@ -125,15 +126,15 @@ def main() -> None:
         times = {"numerics": [], "forwards": [], "structure": []}
         for _ in range(5):
             step_a, step_b = make()  # fresh steps: nothing of an earlier call reused
-            start = time.perf_counter()
+            start = time.thread_time()
             shape = structure(step_a.gm, step_b.gm)
-            times["structure"].append(time.perf_counter() - start)
-            start = time.perf_counter()
+            times["structure"].append(time.thread_time() - start)
+            start = time.thread_time()
             forward(step_a), forward(step_b)
-            times["forwards"].append(time.perf_counter() - start)
-            start = time.perf_counter()
+            times["forwards"].append(time.thread_time() - start)
+            start = time.thread_time()
             numerics(step_a, step_b, shape)
-            times["numerics"].append(time.perf_counter() - start)
+            times["numerics"].append(time.thread_time() - start)
         took, plain, shape_s = (min(times[k]) for k in ("numerics", "forwards", "structure"))
         tensors = peak_tensor_bytes(lambda: numerics(step_a, step_b, shape))
         one = peak_tensor_bytes(lambda: forward(step_a))
