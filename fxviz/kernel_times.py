@@ -157,5 +157,7 @@ def table(graphs: Iterable[Any]) -> tuple[pd.DataFrame, dict[tuple[int, str], fl
 
 def _fresh(inputs: tuple) -> list:
     """The inputs for one run: a compiled graph may write into its buffers (a BatchNorm's
-    running statistics), never into the ones the capture recorded."""
-    return [t if isinstance(t, torch.nn.Parameter) or not isinstance(t, torch.Tensor) else t.clone() for t in inputs]
+    running statistics), never into the ones the capture recorded. Copies keep their
+    strides (the compiled code asserts them: a backward's saved views are not contiguous)."""
+    return [t if isinstance(t, torch.nn.Parameter) or not isinstance(t, torch.Tensor)
+            else torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=t.device).copy_(t) for t in inputs]
