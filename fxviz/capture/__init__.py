@@ -23,7 +23,7 @@ from fxviz.capture import dynamo, export, keywords, names
 from fxviz.capture.model_failure import own_failure
 from fxviz.capture._common import (Capture, FrontEnd, Request, as_inputs, auto_order, choose, first_line,
                                    forget_front_end, front_end, front_ends, methods, torch_errors_quiet)
-from fxviz.capture.graph_info import GraphInfo, graph_info
+from fxviz.capture.info import GraphInfo, graph_info
 from fxviz.capture.places import called_as, caller, cell_name, where
 from fxviz._gc import gc_paused
 from fxviz._runtime import containers_kept

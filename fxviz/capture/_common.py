@@ -21,7 +21,7 @@ import torch.fx
 from torch import nn
 
 from fxviz._torch_internals import forget_last_trace
-from fxviz.capture.graph_info import GraphInfo, graph_info, set_graph_info
+from fxviz.capture.info import GraphInfo, graph_info, set_graph_info
 from fxviz.capture.places import source_line
 from fxviz.errors import TraceError
 

@@ -26,7 +26,7 @@ import torch.fx.traceback as fx_traceback
 from torch.fx.experimental.proxy_tensor import get_proxy_mode
 
 from fxviz._torch_internals import TorchDispatchMode, current_autograd_node
-from fxviz.capture.graph_info import graph_info, own_graph_info
+from fxviz.capture.info import graph_info, own_graph_info
 
 MARK = " · backward"
 #: the cluster of a training step's loss: the step's own ops after the model's last one

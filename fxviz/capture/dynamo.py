@@ -14,7 +14,7 @@ import torch.fx
 from fxviz._torch_internals import dynamo as api
 from fxviz._torch_internals import tree_leaves
 from fxviz.capture._common import Capture, finish, first_line, front_end, path_from_stack
-from fxviz.capture.graph_info import graph_info
+from fxviz.capture.info import graph_info
 from fxviz.capture.places import package_relative, where
 from fxviz.capture.backward import MARK
 from fxviz.capture.names import name_ends

@@ -14,7 +14,7 @@ import torch.fx
 from torch import nn
 
 from fxviz.capture._common import finish, first_line, front_end
-from fxviz.capture.graph_info import graph_info
+from fxviz.capture.info import graph_info
 from fxviz.capture.keywords import keywords_last
 from fxviz.capture.places import where
 from fxviz._torch_internals import call_inputs

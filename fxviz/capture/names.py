@@ -11,7 +11,7 @@ import torch.fx
 
 from fxviz._torch_internals import tree_leaves
 from fxviz._torch_internals.fx_io import output_structure, rename_inputs
-from fxviz.capture.graph_info import graph_info
+from fxviz.capture.info import graph_info
 from fxviz.capture.keywords import input_names
 
 

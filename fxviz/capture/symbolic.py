@@ -12,7 +12,7 @@ from torch import nn
 from fxviz._cow import skeleton
 from fxviz.capture._common import first_line, front_end, module_types
 from fxviz.capture.places import caller
-from fxviz.capture.graph_info import GraphInfo, set_graph_info
+from fxviz.capture.info import GraphInfo, set_graph_info
 from fxviz.capture.places import where
 from fxviz.errors import TraceError
 
