@@ -9,7 +9,7 @@ import pandas as pd
 import torch
 import torch.fx
 
-from fxviz.capture.graph_info import graph_info
+from fxviz.capture.info import graph_info
 
 
 def stands_for(structure: pd.DataFrame, gm_a: torch.fx.GraphModule,

@@ -23,7 +23,7 @@ import torch
 import torch.fx
 
 from fxviz._runtime import untouched
-from fxviz.capture.graph_info import graph_info
+from fxviz.capture.info import graph_info
 from fxviz._torch_internals import register_pytree_node, tree_leaves, tree_map_only
 from fxviz.check_inputs import EXAMPLE_ONLY, EXAMPLE_ONLY_WHY, random_like  # random_like: part of this interface
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import torch.fx
 
-from fxviz.capture.graph_info import graph_info
+from fxviz.capture.info import graph_info
 from fxviz.check import CheckResult, compare_outputs, run_outputs
 from fxviz.check_inputs import EXAMPLE_ONLY, EXAMPLE_ONLY_WHY
 

@@ -26,7 +26,7 @@ import torch
 import torch.fx
 from torch import nn
 
-from fxviz.capture.graph_info import graph_info, set_graph_info
+from fxviz.capture.info import graph_info, set_graph_info
 from fxviz.errors import InputError, NoSuchStep
 from fxviz.kernels import inductor_compile, inductor_failure, mark
 from fxviz.markup import escape

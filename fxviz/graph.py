@@ -22,7 +22,7 @@ from torch.fx.passes.shape_prop import TensorMetadata
 
 from fxviz._gc import gc_paused
 from fxviz._torch_internals import OpOverload, OpOverloadPacket, get_attr, qualified_name
-from fxviz.capture.graph_info import graph_info
+from fxviz.capture.info import graph_info
 from fxviz.shapes import memory_format_name
 
 MAX_ARG_TEXT = 160

@@ -17,7 +17,7 @@ import pandas as pd
 import torch
 import torch.fx
 
-from fxviz.capture.graph_info import graph_info
+from fxviz.capture.info import graph_info
 from fxviz.kernels import COLUMNS, rows
 
 #: profiled runs per compiled graph (after one unprofiled warm-up run)

@@ -9,7 +9,7 @@ from typing import Any
 
 import networkx as nx
 
-from fxviz.capture.graph_info import graph_info
+from fxviz.capture.info import graph_info
 
 OPS = ("placeholder", "get_attr", "call_module", "call_function", "call_method", "output")  # FX's order
 

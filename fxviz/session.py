@@ -26,7 +26,7 @@ from fxviz._torch_internals import is_fake, tree_leaves, uncompiled
 from fxviz.check import CheckResult, compare_outputs, random_like, run_outputs, seeded
 from fxviz.check_scope import check_all_graphs, check_graph
 from fxviz.capture import OPTIONS as TRACE_OPTIONS, export, keywords
-from fxviz.capture.graph_info import graph_info, own_graph_info
+from fxviz.capture.info import graph_info, own_graph_info
 from fxviz.errors import FxvizError, NoSuchStep, PassError, TraceError, UsageError
 from fxviz.known_shapes import NOT_RUN, unrun
 from fxviz.passes.registry import PassSpec, resolve, selection_names

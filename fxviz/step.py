@@ -9,7 +9,7 @@ from typing import Any
 
 import torch.fx
 
-from fxviz.capture.graph_info import graph_info
+from fxviz.capture.info import graph_info
 from fxviz.check import CheckResult
 from fxviz.check_scope import graph_scope
 from fxviz.errors import MeasureError

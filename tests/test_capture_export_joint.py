@@ -6,7 +6,7 @@ from torch import nn
 import fxviz
 from fxviz.check import Gradients, compare_outputs
 from fxviz.layout_tree import build_tree
-from fxviz.capture.graph_info import graph_info
+from fxviz.capture.info import graph_info
 
 
 class Loss(nn.Module):

@@ -6,7 +6,7 @@ import torch
 from torch import nn
 
 import fxviz
-from fxviz.capture.graph_info import graph_info
+from fxviz.capture.info import graph_info
 
 
 class Encoder(nn.Module):

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 import fxviz
-from fxviz.capture.graph_info import graph_info
+from fxviz.capture.info import graph_info
 
 transformers = pytest.importorskip("transformers")
 timm = pytest.importorskip("timm")

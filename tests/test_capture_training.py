@@ -4,7 +4,7 @@ import torch
 from torch import nn
 
 import fxviz
-from fxviz.capture.graph_info import graph_info
+from fxviz.capture.info import graph_info
 
 model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.ReLU(), nn.Flatten(), nn.Linear(4 * 6 * 6, 2))
 

@@ -6,7 +6,7 @@ from torch import nn
 
 import fxviz
 from fxviz.errors import TraceError
-from fxviz.capture.graph_info import graph_info
+from fxviz.capture.info import graph_info
 
 
 def paths(gm):

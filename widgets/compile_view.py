@@ -29,7 +29,7 @@ from typing import Any
 
 import ipywidgets as w
 
-from fxviz.capture.graph_info import graph_info
+from fxviz.capture.info import graph_info
 from fxviz.check import CheckResult
 from fxviz.check_scope import graph_checks
 from fxviz.markup import escape

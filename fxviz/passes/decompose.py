@@ -10,7 +10,7 @@ import torch.fx
 from torch.fx.passes.infra.pass_base import PassResult
 
 from fxviz._torch_internals import FLASH_CPU, OpOverload, as_called
-from fxviz.capture.graph_info import graph_info, set_graph_info
+from fxviz.capture.info import graph_info, set_graph_info
 from fxviz.passes.registry import NothingToDo, register
 
 
