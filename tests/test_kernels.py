@@ -36,18 +36,19 @@ SETTINGS = ("trace.provenance_tracking_level", "cpp.enable_kernel_profile", "fx_
 
 
 @pytest.fixture(scope="module")
-def compiled(tmp_path_factory):
-    """The one compile (~15 s on 2 cores): no user cache dir, so fxviz uses a temporary one."""
+def compiled():
+    """The one compile (~15 s on 2 cores), with no cache dir of the user's: fxviz's is a
+    temporary one (never the developer's own cache)."""
     torch.manual_seed(0)
     model = Tiny().eval()
     before = {name: inductor_config.get_config_copy()[name] for name in SETTINGS}
-    cache = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
     state = {k: v.clone() for k, v in model.state_dict().items()}
-    with torch.no_grad():
+    with pytest.MonkeyPatch.context() as patch, torch.no_grad():
+        patch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
         made = fxviz.compiled(model, torch.randn(16, 3, 16, 16), backend="inductor")
+        cache = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
     after = {name: inductor_config.get_config_copy()[name] for name in SETTINGS}
-    return {"c": made, "config": (before, after), "cache": (cache, os.environ.get("TORCHINDUCTOR_CACHE_DIR")),
-            "model": model, "state": state}
+    return {"c": made, "config": (before, after), "cache": cache, "model": model, "state": state}
 
 
 def _computing(gm):
@@ -124,8 +125,31 @@ def test_fused_relu_lines_are_marked(compiled):
 def test_config_and_cache_dir_restored_model_untouched(compiled):
     before, after = compiled["config"]
     assert before == after
-    assert compiled["cache"][0] == compiled["cache"][1]
+    assert compiled["cache"] is None
     assert all(torch.equal(v, compiled["state"][k]) for k, v in compiled["model"].state_dict().items())
+
+
+def test_inductor_cache_dir_is_temporary_unless_the_user_set_one(tmp_path, monkeypatch):
+    from fxviz._torch_internals import inductor
+
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
+    with inductor.settings():
+        assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path)
+    assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path) and tmp_path.is_dir()
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR")
+    with inductor.settings():
+        own = os.environ["TORCHINDUCTOR_CACHE_DIR"]
+        assert os.path.isdir(own) and os.path.basename(own).startswith("fxviz-inductor-")
+        assert inductor_config.trace.provenance_tracking_level == 1
+    assert "TORCHINDUCTOR_CACHE_DIR" not in os.environ and not os.path.exists(own)
+    assert inductor_config.trace.provenance_tracking_level == 0
+    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+
+    default = os.path.abspath(default_cache_dir())  # what importing inductor sets: not the user's choice
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", default)
+    with inductor.settings():
+        assert os.environ["TORCHINDUCTOR_CACHE_DIR"] != default
+    assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == default
 
 
 def test_unknown_backend_and_plain_compile_say_what_to_do():
