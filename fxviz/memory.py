@@ -13,6 +13,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 import networkx as nx
+import numpy as np
 import torch
 
 from fxviz._runtime import preserved_buffers
@@ -22,8 +23,8 @@ from fxviz.graph_memo import derived
 if TYPE_CHECKING:  # imported by memory(): the drawing's colour modes read live_bytes, and pandas is slow to import
     import pandas as pd
 
-__all__ = ["memory", "live_bytes", "step_memory", "measured_peak_bytes", "memory_change", "plot_memory", "COLUMNS",
-           "VIEWS"]
+__all__ = ["memory", "live_bytes", "step_memory", "measured_peak_bytes", "memory_change", "plot_memory", "binned",
+           "COLUMNS", "VIEWS", "MAX_POINTS"]
 
 COLUMNS = ["node", "op", "output_bytes", "live_bytes"]
 #: ops whose output shares its first input's memory (torch, Tensor method and ATen names)
@@ -34,6 +35,9 @@ VIEWS = frozenset({
     "_unsafe_view", "iadd", "isub", "imul", "itruediv",
 })
 _DTYPE_BYTES: dict[str, int] = {}
+_UNITS = ((1e9, "GB"), (1e6, "MB"), (1e3, "kB"), (1, "B"))
+#: points drawn at most: past it, each point is the largest of a run of nodes (the peak stays)
+MAX_POINTS = 2000
 
 
 def memory(graph: nx.DiGraph, gm: torch.fx.GraphModule | None = None, inputs: tuple | None = None) -> pd.DataFrame:
@@ -202,10 +206,12 @@ def memory_change(before: pd.DataFrame, after: pd.DataFrame) -> pd.DataFrame:
 
 
 def plot_memory(rows: Any, ax: Any = None) -> Any:
-    """Bytes alive over execution order (of a step, or of its :func:`memory`): activations,
-    and activations with the inputs and weights, which live throughout, drawn apart; the
-    peak marked with its node. Returns the matplotlib Axes (of a new Figure, without
-    pyplot's global state, when ``ax`` is None)."""
+    """Bytes alive over execution order (of a step, or of its :func:`memory`), in one unit
+    (B, kB, MB or GB): activations, and with the inputs and weights, which live throughout
+    (dashed); the peak marked at its node (position from 1) and labelled in the text colour,
+    so :func:`fxviz.chart.chart_svg` shows it in dark themes too. Past :data:`MAX_POINTS`
+    nodes each point is the largest of a run (:func:`binned`), so the peak survives. Returns
+    the matplotlib Axes (of a new Figure, without pyplot's global state, when ``ax`` is None)."""
     from fxviz.node_table import human_bytes
 
     rows = rows if hasattr(rows, "attrs") and "peak_bytes" in rows.attrs else step_memory(rows)
@@ -213,17 +219,36 @@ def plot_memory(rows: Any, ax: Any = None) -> Any:
         from matplotlib.figure import Figure
 
         ax = Figure(figsize=(7, 3)).subplots()
-    order = list(range(len(rows)))
+    live = rows["live_bytes"].to_numpy(dtype=float)
     resident = rows.attrs["input_bytes"] + rows.attrs["weight_bytes"]
-    ax.step(order, rows["live_bytes"].tolist(), where="post", label="activations")
-    ax.step(order, (rows["live_bytes"] + resident).tolist(), where="post", linestyle="--",
+    top = live.max(initial=0) + resident
+    scale, unit = next(((s, u) for s, u in _UNITS if top >= s), (1, "B"))
+    x, y = binned(live)
+    ax.fill_between(x, y / scale, step="mid", color="#60a5fa", alpha=0.4, linewidth=0)
+    ax.step(x, y / scale, where="mid", color="#2563eb", linewidth=1, label="activations")
+    ax.step(x, (y + resident) / scale, where="mid", color="#9ca3af", linestyle="--", linewidth=1,
             label=f"with inputs and weights ({human_bytes(resident)})")
-    peak, node = rows.attrs["peak_bytes"], rows.attrs["peak_node"]
+    node = rows.attrs["peak_node"]
     if node is not None:
         at = rows["node"].tolist().index(node)
-        ax.plot([at], [peak], marker="o", color="#d62728", linestyle="none", label=f"peak {human_bytes(peak)}")
-        ax.annotate(str(node), (at, peak), textcoords="offset points", xytext=(4, 4), fontsize=8)
-    ax.set_xlabel("node (execution order)")
-    ax.set_ylabel("bytes alive")
-    ax.legend(fontsize=8)
+        peak = live[at] / scale
+        ax.plot([at + 1], [peak], marker="o", color="#dc2626", linestyle="none")
+        right = at > len(live) / 2  # the words on the side with room, above the curve
+        ax.annotate(f"peak {human_bytes(live[at])} at {node}", (at + 1, peak), textcoords="offset points",
+                    xytext=(0, 6), ha="right" if right else "left", va="bottom")
+    ax.set_xlabel("nodes in execution order")
+    ax.set_ylabel(f"bytes alive ({unit})")
+    ax.set_ylim(0, top / scale * 1.25 or 1)  # room for the peak's words
+    ax.margins(x=0)
+    ax.legend(loc="lower left", bbox_to_anchor=(0, 1), ncols=2, frameon=False, fontsize=8)  # above: no box to theme
     return ax
+
+
+def binned(live: Any) -> tuple[Any, Any]:
+    """Positions (from 1) and values to draw: each node's, or past :data:`MAX_POINTS`
+    the largest of each run of nodes at the run's middle (a 30k-node chart stays small)."""
+    per = -(-len(live) // MAX_POINTS)
+    if per <= 1:
+        return np.arange(1, len(live) + 1), live
+    runs = np.pad(live, (0, -len(live) % per)).reshape(-1, per).max(axis=1)
+    return np.arange(len(runs)) * per + (per + 1) / 2, runs

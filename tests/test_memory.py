@@ -1,6 +1,8 @@
 """Memory per node from shapes alone (fxviz.memory): known peaks, views, in-place ops, meta models."""
 from types import SimpleNamespace
 
+import numpy as np
+import pandas as pd
 import pytest
 import torch
 import torchvision
@@ -8,7 +10,7 @@ from torch import nn
 
 import fxviz
 from fxviz.comparison import compare
-from fxviz.memory import memory, plot_memory
+from fxviz.memory import MAX_POINTS, binned, memory, plot_memory
 from fxviz.render import render
 
 
@@ -115,13 +117,31 @@ def test_plot_memory_draws_bytes_alive_with_the_peak_at_its_node():
     rows = step.memory
     ax = plot_memory(step)
     activations, resident, peak = ax.lines
-    assert list(activations.get_ydata()) == rows["live_bytes"].tolist()
+    assert ax.get_ylabel() == "bytes alive (kB)"  # the largest drawn, 12.8 kB + inputs and weights, is in kB
+    assert list(activations.get_ydata()) == [live / 1e3 for live in rows["live_bytes"]]
     extra = rows.attrs["input_bytes"] + rows.attrs["weight_bytes"]
     assert extra == 2 * 3 * 12 * 12 * 4 + sum(t.numel() * 4 for t in ConvBN().state_dict().values()
                                               if t.is_floating_point()) + 2 * 8  # + the BatchNorms' int64 counters
-    assert list(resident.get_ydata()) == [live + extra for live in rows["live_bytes"]]
+    assert list(resident.get_ydata()) == [(live + extra) / 1e3 for live in rows["live_bytes"]]
     at = rows["node"].tolist().index("bn1")
-    assert list(peak.get_xydata()[0]) == [at, 12800] and ax.texts[0].get_text() == "bn1"
+    assert list(peak.get_xydata()[0]) == [at + 1, 12.8] and ax.texts[0].get_text() == "peak 12.8 kB at bn1"
+
+
+def test_a_long_graph_is_charted_in_runs_that_keep_the_peak():
+    live = np.arange(30_001, dtype=float) % 997
+    live[12_345] = 5e6
+    x, y = binned(live)
+    assert len(x) == len(y) <= MAX_POINTS and y.max() == 5e6
+    assert abs(x[np.argmax(y)] - 12_346) <= len(live) / MAX_POINTS  # drawn where it is (node 12,346)
+    x, y = binned(live[:10])
+    assert list(x) == list(range(1, 11)) and list(y) == list(live[:10])  # short: every node as it is
+    rows = pd.DataFrame({"node": [f"n{i}" for i in range(len(live))], "live_bytes": live})
+    rows.attrs.update(peak_bytes=5e6, peak_node="n12345", input_bytes=2e6, weight_bytes=0)
+    ax = plot_memory(rows)
+    activations, resident, peak = ax.lines
+    assert ax.get_ylabel() == "bytes alive (MB)" and len(activations.get_xdata()) <= MAX_POINTS
+    assert max(activations.get_ydata()) == 5 and max(resident.get_ydata()) == 7  # MB: the peak, + 2 MB of inputs
+    assert list(peak.get_xydata()[0]) == [12_346, 5]  # the peak's own node, not its run's middle
 
 
 class FunctionalInPlace(nn.Module):

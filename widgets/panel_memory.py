@@ -14,17 +14,11 @@ from collections.abc import Callable
 from typing import Any
 
 import ipywidgets as w
-import numpy as np
 
-from fxviz.chart import INK, chart_svg
+from fxviz.chart import chart_svg
 from fxviz.markup import escape
-from fxviz.memory import memory, memory_change
+from fxviz.memory import memory, memory_change, plot_memory
 from fxviz.node_table import human_bytes
-
-
-_UNITS = ((1e9, "GB"), (1e6, "MB"), (1e3, "kB"), (1, "B"))
-#: points drawn at most: past it, each point is the largest of a run of nodes (the peak stays)
-MAX_POINTS = 2000
 
 
 class MemoryPanel(w.VBox):
@@ -79,7 +73,7 @@ class MemoryPanel(w.VBox):
             f"ops share their input's memory. The allocator's caching and workspaces come on top."
             f"{escape(measured)}{escape(missing)}</p>"
             f"{self._moved(step)}")
-        self.chart.value = chart_svg(lambda ax: _draw(ax, frame), rows=8)
+        self.chart.value = chart_svg(lambda ax: plot_memory(frame, ax), rows=8)
 
     def _moved(self, step: Any) -> str:
         """How the peak moved from the step before (``Comparison.memory``'s words), as a line."""
@@ -127,33 +121,3 @@ def _estimate(step: Any) -> Any:
 def _by_node(frame: Any) -> tuple[dict[str, tuple[int, int]], dict[str, Any]]:
     """Each node's (output bytes, bytes alive) and the frame's attrs, for Details."""
     return dict(zip(frame["node"], zip(frame["output_bytes"], frame["live_bytes"]))), frame.attrs
-
-
-def binned(live: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Positions (from 1) and values to draw: each node's, or past :data:`MAX_POINTS`
-    the largest of each run of nodes at the run's middle (a 30k-node chart stays small)."""
-    per = -(-len(live) // MAX_POINTS)
-    if per <= 1:
-        return np.arange(1, len(live) + 1), live
-    runs = np.pad(live, (0, -len(live) % per)).reshape(-1, per).max(axis=1)
-    return np.arange(len(runs)) * per + (per + 1) / 2, runs
-
-
-def _draw(ax: Any, frame: Any) -> None:
-    """Bytes alive per node in execution order, in one unit, the peak marked."""
-    live = frame["live_bytes"].to_numpy(dtype=float)
-    scale, unit = next(((s, u) for s, u in _UNITS if live.max(initial=0) >= s), (1, "B"))
-    x, y = binned(live)
-    ax.fill_between(x, y / scale, step="mid", color="#60a5fa", alpha=0.5, linewidth=0)
-    ax.step(x, y / scale, where="mid", color="#2563eb", linewidth=1)
-    where = frame.attrs["peak_node"]
-    if where:
-        at = int(frame.index[frame["node"] == where][0])
-        ax.plot([at + 1], [live[at] / scale], "o", color="#dc2626")
-        right = at > len(live) / 2  # the words on the side with room, above the curve, in the theme's ink
-        ax.annotate(f"peak {human_bytes(live[at])} at {where}", (at + 1, live[at] / scale), color=INK,
-                    textcoords="offset points", xytext=(0, 6), ha="right" if right else "left", va="bottom")
-    ax.set_xlabel("nodes in execution order")
-    ax.set_ylabel(f"activations alive ({unit})")
-    ax.set_ylim(0, live.max(initial=0) / scale * 1.2 or 1)  # room for the peak's words
-    ax.margins(x=0)
