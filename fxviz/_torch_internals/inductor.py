@@ -3,8 +3,9 @@ ATen graph inductor was given, its generated code and which node went into which
 
 Provenance tracking (``config.trace.provenance_tracking_level``, torch >= 2.8) maps each
 kernel call to the post-grad nodes it computes (read from inductor's debug table as each
-graph is compiled); each node's ``from_node`` meta leads from
-those back to the graph inductor was handed, the one fxviz shows. Imported on use.
+graph is compiled); a mark on each node inductor was handed, and ``from_node`` meta for the
+nodes its passes made, lead from those back to that graph, the one fxviz shows. Imported
+on use.
 """
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ class Lowered:
     """What inductor made of one ATen graph (``part``: "forward" or "backward"): the wrapper
     module's ``source``, its kernel calls (``"name:handle"`` -> post-grad node names), the
     graph's node names each post-grad node came from, the compiled callable (boxed: one
-    list argument) and, once measured, its kernels timed (``fxviz.kernels.timed``)."""
+    list argument) and, once measured, its kernels timed (``fxviz.kernel_times.timed``)."""
 
     part: str
     source: str
@@ -52,7 +53,8 @@ def settings() -> Iterator[None]:
     from torch._inductor.runtime.cache_dir_utils import default_cache_dir
 
     before = os.environ.get("TORCHINDUCTOR_CACHE_DIR")  # importing inductor sets it to its default
-    own = None if before and before != os.path.abspath(default_cache_dir()) else tempfile.mkdtemp(prefix="fxviz-inductor-")
+    users = before and before != os.path.abspath(default_cache_dir())
+    own = None if users else tempfile.mkdtemp(prefix="fxviz-inductor-")
     if own:
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = own
     patch = {"trace.provenance_tracking_level": 1, "cpp.enable_kernel_profile": True,
@@ -99,7 +101,8 @@ def backend(forward: Callable[..., Any], backward: Callable[..., Any]) -> Callab
         except Exception as exc:  # said with the user's line, where the op's node has one
             raise InductorFailed(exc, _stack_of(exc, shown)) from exc
         compiled = out.current_callable
-        record = backward if kwargs.get("is_backward") else forward
+        part = "backward" if kwargs.get("is_backward") else "forward"
+        record = backward if part == "backward" else forward
         out.current_callable = record(shown, example_inputs, lambda *args: compiled(list(args)))
         # inductor's own JSON of it is empty for a backward compiled after the forward's compile ended
         calls = {key: list(nodes) for key, nodes in debug._inductor_triton_kernel_to_post_grad_node_info.items()
@@ -108,7 +111,6 @@ def backend(forward: Callable[..., Any], backward: Callable[..., Any]) -> Callab
                       "_inductor_kernel_extern_info"):  # inductor keeps them for its debug dumps: ours are read
             for key in calls:
                 getattr(debug, table, {}).pop(key, None)
-        part = "backward" if kwargs.get("is_backward") else "forward"
         shown.meta[KEY] = Lowered(part, out.source_code, calls, _origins(gm, handed), out)
         return out
 
