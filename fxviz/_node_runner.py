@@ -1,5 +1,7 @@
 """A graph run node by node at close to its generated code's speed, for runs that must
-stop between nodes (:mod:`fxviz.numerics` runs two graphs in lockstep).
+stop between nodes (:mod:`fxviz.numerics` runs two graphs in lockstep), and what every
+node-by-node run needs (:func:`last_uses`, :func:`may_write_inputs`; :mod:`fxviz.shapes`'
+annotated run imports them from here).
 
 A function of one or two nodes becomes (function, their slots in one list of values),
 which the caller's loop calls inline; other calls a closure over that list: a call and
@@ -18,7 +20,7 @@ import torch.fx
 from torch.fx.node import map_arg
 
 from fxviz._runtime import fresh_containers
-from fxviz.shapes import _may_write_inputs
+from fxviz._torch_internals import OpOverload, op_schema
 
 _SCALARS = (int, float, bool, str, type(None), torch.dtype, torch.device, torch.layout, torch.memory_format)
 
@@ -37,7 +39,9 @@ class NodeRunner:
         self.interpreter = torch.fx.Interpreter(gm, garbage_collect_values=False)
         self.interpreter.args_iter = iter(gm.graph.process_inputs(*inputs))
         inputs, plan, writes, users, node_type = [], [], [], [], torch.fx.Node
-        last = [-1] * len(self.nodes)  # node -> the last node that reads it
+        # node -> the last node that reads it: last_uses, but in this pass (a walk of its own made
+        # this planning 4x slower at 30k nodes, its allocations waking the garbage collector)
+        last = [-1] * len(self.nodes)
         writes_of: dict[Any, bool] = {}  # function -> whether it may write its inputs
         for i, node in enumerate(self.nodes):  # one pass: at 30k nodes every call per node shows
             ins = [slot[p] for p in node.all_input_nodes]
@@ -49,7 +53,7 @@ class NodeRunner:
                     type(a) is node_type for a in args):  # the commonest nodes, planned at once
                 plan.append((target, slot[args[0]], slot[args[1]] if len(args) == 2 else -1))
                 if target not in writes_of:
-                    writes_of[target] = _may_write_inputs(node)
+                    writes_of[target] = may_write_inputs(node)
                 writes.append(writes_of[target])
             else:
                 plan.append((self._step(node), -1, -1))
@@ -93,7 +97,7 @@ class NodeRunner:
         """Whether running ``node`` may change its inputs in place (``add_``, an in-place ReLU,
         a module of the user's own, whose forward could do anything)."""
         if node.op != "call_module":
-            return _may_write_inputs(node) or node.kwargs.get("inplace") is True  # F.relu(x, inplace=True)
+            return may_write_inputs(node) or node.kwargs.get("inplace") is True  # F.relu(x, inplace=True)
         module = self.gm.get_submodule(str(node.target))
         return bool(getattr(module, "inplace", False)) or not type(module).__module__.startswith("torch.nn")
 
@@ -118,3 +122,27 @@ def _callable(node: torch.fx.Node, gm: torch.fx.GraphModule) -> Callable[..., An
         name = str(node.target)
         return lambda this, *args, **kwargs: getattr(this, name)(*args, **kwargs)
     return node.target
+
+
+def last_uses(graph: torch.fx.Graph) -> dict[torch.fx.Node, list[torch.fx.Node]]:
+    """Node -> the nodes whose values are not needed after it runs."""
+    seen: set[torch.fx.Node] = set()
+    last: dict[torch.fx.Node, list[torch.fx.Node]] = {}
+    for node in reversed(graph.nodes):
+        for producer in node.all_input_nodes:
+            if producer not in seen:
+                seen.add(producer)
+                last.setdefault(node, []).append(producer)
+    return last
+
+
+def may_write_inputs(n: torch.fx.Node) -> bool:
+    """Whether a call may change its inputs in place: a method or function named with a
+    trailing underscore (``add_``, ``torch.relu_``), an ATen op whose schema writes, or
+    a module (``ReLU(inplace=True)``, or anything its forward does)."""
+    if n.op == "call_module":
+        return True
+    if isinstance(n.target, OpOverload):
+        return op_schema(n.target).is_mutable
+    name = n.target if n.op == "call_method" else getattr(n.target, "__name__", "")
+    return isinstance(name, str) and name.endswith("_") and not name.endswith("__")

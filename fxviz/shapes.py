@@ -10,9 +10,10 @@ import torch.fx
 from torch.fx.node import Node, map_arg
 from torch.fx.passes.shape_prop import TensorMetadata
 
+from fxviz._node_runner import last_uses, may_write_inputs
 from fxviz._runtime import fresh_containers, preserved_buffers
 from fxviz._values import Unknown, has_tensor, signature as _signature, tensor_metadata, tensors as _tensors
-from fxviz._torch_internals import FlopCounter, OpOverload, op_schema
+from fxviz._torch_internals import FlopCounter, OpOverload
 from fxviz.errors import RunError
 from fxviz.capture._common import as_inputs, first_line
 
@@ -48,7 +49,7 @@ class _Annotator(torch.fx.Interpreter):
         notes, counted, calls = self.notes, self._flops, self._calls
         shared = {}  # (FLOPs, bytes, id of the metadata noted, whys) -> the note of every node with them
         value_of, signature_of = env.__getitem__, self._signature
-        last_uses = _last_uses(self.graph)
+        dies = last_uses(self.graph)
         for node in self.graph.nodes:
             op, target, node_args, node_kwargs = node.op, node.target, node.args, node.kwargs  # args: properties
             try:
@@ -122,7 +123,7 @@ class _Annotator(torch.fx.Interpreter):
                 ) from exc
             if op == "output":
                 return self.graph.process_outputs(result)
-            for done in last_uses.get(node, ()):
+            for done in dies.get(node, ()):
                 del env[done], described[done]
         raise RunError("The graph has no output node.")
 
@@ -135,7 +136,7 @@ class _Annotator(torch.fx.Interpreter):
         run = _call_function if n.op == "call_function" else getattr(self, n.op)
         if n.op != "call_method" and not isinstance(n.target, BuiltinFunctionType | OpOverload):
             run = _with_fresh_containers(run)  # Python code (a function, a module), which may fill in a list
-        return run, _may_write_inputs(n)
+        return run, may_write_inputs(n)
 
     def _count(self, key: Any, run: Any, target: Any, args: tuple, kwargs: dict, node: Node,
                may_write: bool) -> tuple[int | str | None, Any]:
@@ -211,30 +212,6 @@ class _Annotator(torch.fx.Interpreter):
 def _with_fresh_containers(run: Callable[[Any, tuple, dict], Any]) -> Callable[[Any, tuple, dict], Any]:
     """``run`` given its arguments' lists and dicts anew, as the GraphModule's code gives them."""
     return lambda target, args, kwargs: run(target, fresh_containers(args), fresh_containers(kwargs))
-
-
-def _last_uses(graph: torch.fx.Graph) -> dict[torch.fx.Node, list[torch.fx.Node]]:
-    """Node -> the nodes whose values are not needed after it runs."""
-    seen: set[torch.fx.Node] = set()
-    last: dict[torch.fx.Node, list[torch.fx.Node]] = {}
-    for node in reversed(graph.nodes):
-        for producer in node.all_input_nodes:
-            if producer not in seen:
-                seen.add(producer)
-                last.setdefault(node, []).append(producer)
-    return last
-
-
-def _may_write_inputs(n: torch.fx.Node) -> bool:
-    """Whether a call may change its inputs in place: a method or function named with a
-    trailing underscore (``add_``, ``torch.relu_``), an ATen op whose schema writes, or
-    a module (``ReLU(inplace=True)``, or anything its forward does)."""
-    if n.op == "call_module":
-        return True
-    if isinstance(n.target, OpOverload):
-        return op_schema(n.target).is_mutable
-    name = n.target if n.op == "call_method" else getattr(n.target, "__name__", "")
-    return isinstance(name, str) and name.endswith("_") and not name.endswith("__")
 
 
 _UNCOUNTED = object()  # a call whose FLOPs are not known yet (None: known to have none)
