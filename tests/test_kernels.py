@@ -11,7 +11,7 @@ from torch import nn
 import fxviz
 from fxviz._torch_internals import op_schema
 from fxviz.errors import InputError, MissingDependency, TraceError
-from fxviz.kernels import code_lines
+from fxviz.kernels import KINDS, code_lines
 
 
 class Tiny(nn.Module):
@@ -76,7 +76,7 @@ def test_every_computing_node_is_in_exactly_one_kernel(compiled):
     assert all(_is_view(n) for n in uncovered), [n.name for n in uncovered if not _is_view(n)]
     externs = kernels[kernels.kind == "extern"]
     assert len(externs) >= 3 and all(externs.nodes.map(len) >= 1)  # conv, matmuls (and attention)
-    assert {"cpp", "extern"} <= set(kernels.kind)
+    assert {"cpp", "extern"} <= set(kernels.kind) <= set(KINDS)
 
 
 def test_fusion_is_visible(compiled):

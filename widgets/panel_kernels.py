@@ -77,7 +77,8 @@ class KernelsPanel(w.VBox):
                                 tooltip="time the graph op by op as the model runs without torch.compile, "
                                 "beside its kernels' time per module")
         self.compare.add_class("fxviz-kernels-compare")
-        self.compare.on_click(lambda _: self._show_modules(module_times))
+        if module_times is not None:
+            self.compare.on_click(lambda _: self._show_modules(module_times()))
         super().__init__([self.summary, self.table, self.compare, self.modules, chosen])
         self.add_class("fxviz-kernels")
 
@@ -98,14 +99,11 @@ class KernelsPanel(w.VBox):
             self._following = False
         self._show(kernel, name)
 
-    def _show_modules(self, module_times: Callable[[], pd.DataFrame] | None) -> None:
-        if module_times is None:
-            return
-        table = module_times()
+    def _show_modules(self, table: pd.DataFrame) -> None:
         self.modules.value = table.to_html(index=False, escape=True, border=0, na_rep="", classes="fxviz-table",
                                            float_format="{:.1f}".format) + (
-            '<p class="fxviz-hint">eager: the dynamo graph run op by op (median µs per op); compiled: the '
-            "kernels' µs per run, a fused kernel's time shared among its nodes' modules; ratio: compiled / eager.</p>")
+            '<p class="fxviz-hint">eager: the dynamo graph run op by op (its ops\' median µs, summed); compiled: '
+            "the kernels' µs per run, a fused kernel's time shared among its nodes' modules; ratio: compiled / eager.</p>")
 
     def _on_kernel(self, change: dict[str, Any]) -> None:
         if self._following or not change["new"]:
@@ -121,7 +119,9 @@ class KernelsPanel(w.VBox):
         fused = [n for n in row.nodes if n != node]
         title = (f'<div class="fxviz-kernel-title"><b>{escape(kernel)}</b> · {escape(row.kind)} · '
                  f"{row.time_us:.1f} µs per run · {int(row.calls)} call{'s' * (int(row.calls) != 1)}</div>")
-        names = "".join(f'<code class="fxviz-kernel-node">{escape(n)}</code> ' for n in fused)
+        by_users = set(row.inferred)  # a pattern rewrite dropped their provenance: given the kernel of their users
+        names = "".join(f'<code class="fxviz-kernel-node">{escape(n)}</code>{" (by its users)" * (n in by_users)} '
+                        for n in fused)
         what = f"fused with {escape(node)}" if node else "computes"
         listing = f'<div class="fxviz-kernel-fused">{what}: {names}</div>' if fused else ""
         lines = ", ".join(map(str, marked[:8])) + (", …" if len(marked) > 8 else "")
