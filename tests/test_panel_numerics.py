@@ -140,6 +140,45 @@ def test_the_error_colour_mode_shows_the_errors_without_a_click(explorer):
     assert ex.table.columns[-1]["key"] != "error"
 
 
+def test_errors_are_against_the_step_chosen_in_the_list(explorer):
+    """The "against" list picks the earlier step: the colouring, the column, Details and show-where follow it."""
+    ex = explorer
+    apply(ex, "slip_after_conv1")  # step 1: off from bn1 on
+    ex.session.apply("scale_output")  # step 2: against step 1 only its output is off
+    against = ex.step_error.against
+    assert against.layout.display == "none"  # no errors shown yet
+    ex.graph.color_mode = "error"
+    assert against.layout.display == "" and against.value == -1
+    assert against.options == (("previous (step 1)", -1), (f"step 0 · {ex.session.steps[0].pass_name}", 0))
+    vs1, vs0 = (ex.session.compare(i, 2).numerics.set_index("node") for i in (1, 0))
+
+    def errors():
+        return dict(zip(ex.table.rows.columns["name"], ex.table.rows.columns["error"]))
+
+    ex.select("conv2")
+    assert ex.table.columns[-1]["label"] == "error vs step 1" and errors()["conv2"] == 0
+    assert ex.graph.legend[-1]["label"] == f"error {vs1['max_rel'].max():.3g}"
+    assert "Error vs step 1 max rel 0 " in text(ex.details.body.value)
+
+    against.value = 0  # the user picks the original
+    assert vs0.at["conv2", "max_rel"] > 1e-3  # the slip, carried to conv2
+    assert ex.table.columns[-1]["label"] == "error vs step 0"
+    assert errors()["conv2"] == pytest.approx(vs0.at["conv2", "max_rel"])
+    assert ex.graph.legend[-1]["label"] == f"error {vs0['max_rel'].max():.3g}"
+    assert f"Error vs step 0 max rel {vs0.at['conv2', 'max_rel']:.3g}" in text(ex.details.body.value)
+    ex.step_error.where.click()
+    assert ex.graph.selected == "bn1"  # where step 2 starts to differ from step 0
+    assert ex.status.value.startswith("First node beyond the check's tolerance against step 0: bn1")
+
+    ex.undo_button.click()  # step 1: only step 0 before it, the choice kept for later
+    assert against.options == (("previous (step 0)", -1),) and ex.table.columns[-1]["label"] == "error vs step 0"
+    ex.redo_button.click()
+    assert against.value == 0 and ex.table.columns[-1]["label"] == "error vs step 0"
+    against.value = -1
+    ex.step_error.where.click()
+    assert ex.graph.selected == "output" and ex.table.columns[-1]["label"] == "error vs step 1"
+
+
 def test_the_memory_tab_and_details_give_bytes_with_the_peak_selectable(explorer):
     ex = explorer
     memory = ex.session.current.memory

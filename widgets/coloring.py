@@ -23,9 +23,11 @@ def pairs(mode: str, session: Any, step: Any) -> list[tuple[Any, Any]]:
     return [(session.steps[step.index - 1], step)] if needs_pair and step.index else []
 
 
-def coloring(mode: str, session: Any, step: Any, profiler: Profiler) -> tuple[dict[str, Any], str]:
+def coloring(mode: str, session: Any, step: Any, profiler: Profiler, against: Any = None) -> tuple[dict[str, Any], str]:
     """``render`` options for ``mode`` on ``step``, and the status note: the mode's own,
-    or why it falls back to op colours (nothing to compare with, not measured yet)."""
+    or why it falls back to op colours (nothing to compare with, not measured yet).
+    ``against``: the earlier step a mode of the two steps' values (error) compares with
+    (default: the previous one); the timed diff compares with the previous step."""
     chosen = colour_modes.MODES.get(mode)
     if chosen is None:  # e.g. set from Python, or a mode removed from the table since
         return {}, f"{mode!r} is not a colour mode (the modes: {', '.join(colour_modes.MODES)}); coloured by op"
@@ -37,8 +39,9 @@ def coloring(mode: str, session: Any, step: Any, profiler: Profiler) -> tuple[di
         # both steps timed in one interleaved run, never two cached profiles
         previous = session.steps[step.index - 1]
         if chosen.fill is not colour_modes.by_mark:  # the two steps' values (error), not their timing
-            return {"color_by": chosen.name, "values": _of_pair(previous, step, chosen.name, chosen.data)}, \
-                chosen.note.format(previous=previous.index)
+            earlier = previous if against is None else against
+            return {"color_by": chosen.name, "values": _of_pair(earlier, step, chosen.name, chosen.data)}, \
+                chosen.note.format(previous=earlier.index)
         compared = profiler.compared(previous, step)
         if compared is None or compared.error:  # the structure needs no timing: drawn at once
             why = compared.error if compared else "timing both steps (A/B)…"
@@ -55,23 +58,29 @@ def coloring(mode: str, session: Any, step: Any, profiler: Profiler) -> tuple[di
     return {"color_by": chosen.name, "values": data}, chosen.note.format(previous=step.index - 1)
 
 
-_pairs: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # step -> (id of previous, Comparison, {what: data})
+#: step -> earlier step -> (their Comparison, {what: data made of it}); weak both ways
+_pairs: weakref.WeakKeyDictionary[Any, weakref.WeakKeyDictionary[Any, tuple[Any, dict[str, Any]]]] = \
+    weakref.WeakKeyDictionary()
 
 
 def comparison(previous: Any, step: Any) -> Any:
-    """``compare(previous, step)``, made once per pair: what it works out (the structure,
-    the numerics: both steps run) serves the colour modes and the Explorer's panels alike."""
-    known = _pairs.get(step)
-    if known is None or known[0] != id(previous):
-        known = _pairs[step] = (id(previous), compare(previous, step), {})
-    return known[1]
+    """``compare(previous, step)``, made once per pair (going back to an earlier choice of
+    ``previous`` runs nothing again): what it works out (the structure, the numerics: both
+    steps run) serves the colour modes and the Explorer's panels alike."""
+    return _pair(previous, step)[0]
+
+
+def _pair(previous: Any, step: Any) -> tuple[Any, dict[str, Any]]:
+    known = _pairs.setdefault(step, weakref.WeakKeyDictionary())
+    if previous not in known:
+        known[previous] = (compare(previous, step), {})
+    return known[previous]
 
 
 def _of_pair(previous: Any, step: Any, what: str, data: Any) -> Any:
     """``data(comparison(previous, step))`` (the structural diff marks, the error per node),
     once per pair and ``what``."""
-    found = comparison(previous, step)
-    made = _pairs[step][2]
+    found, made = _pair(previous, step)
     if what not in made:
         made[what] = data(found)
     return made[what]

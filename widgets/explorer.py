@@ -12,7 +12,7 @@ Stable CSS classes (browser tests and styling rely on them):
   fxviz-title, fxviz-step, fxviz-undo, fxviz-redo: model name; "step i of n · pass"; buttons
   fxviz-badge           a step's numeric check (the first one: the current step's); inside it fxviz-badge-match
                         | -expected | -mismatch (also a check error) | -unknown (nothing compared, not checked)
-                        | -pending; beside the first, fxviz-show-where (step_error.py): its first divergent node
+                        | -pending; beside the first (step_error.py) fxviz-show-where, fxviz-error-against
   fxviz-error           error line (empty when none; fxviz-error-node: its node); fxviz-status: info line
   fxviz-progress        profiling progress bar (hidden when idle); fxviz-graph: the GraphView; fxviz-node-table
   fxviz-tabs            the Details / Code / Passes / Timing / Memory tabs; each panel fxviz-tab-panel
@@ -85,6 +85,7 @@ class Explorer(w.VBox):
         self._drawing = GraphDrawing(self.graph, self._say)
         self.table = TableView(columns=COLUMNS, sort_by="index").add_class("fxviz-node-table")
         self.step_error = StepError(session, self.graph, self.table, self._act, self._say, lambda: self.details.again())
+        self.step_error.on_change = self._show_measured  # another step to compare with: errors shown anew
         self.memory = MemoryPanel(self.select, session)
         self.details = DetailsPanel(select=self.select, show_source=self._show_source, capture=session.capture,
                                     sections=(self.step_error.details_html, self.memory.details_html))
@@ -110,7 +111,7 @@ class Explorer(w.VBox):
         self._report = ReportButton(session, name, self.profiler.paused, self._say)
         self.export_button, self.export_link = self._report.button, self._report.link
         header = w.HBox([self.title, self.step_label, self.undo_button, self.redo_button, self.badge,
-                         self.step_error.where, self.profiler.progress, self.status, self.export_button, self.export_link])
+                         self.step_error.controls, self.profiler.progress, self.status, self.export_button, self.export_link])
         header.add_class("fxviz-header")
         style = w.HTML(f"<style>{CSS}</style>", layout=w.Layout(display="none"))
         super().__init__([style, header, self.error, w.HBox([self.graph, self.tabs]), self.side_by_side, self.table])
@@ -285,8 +286,8 @@ class Explorer(w.VBox):
 
     def _draw(self, reveal: str = "", *, keep_on_error: bool = False) -> bool:
         """Draw the current step in the chosen colour mode (see ``GraphDrawing.draw``)."""
-        step = self.session.current
-        options, note = coloring.coloring(self.graph.color_mode, self.session, step, self.profiler)
+        step, mode = self.session.current, self.graph.color_mode
+        options, note = coloring.coloring(mode, self.session, step, self.profiler, self.step_error.reference(step))
         return self._drawing.draw(step, options, note, reveal, keep_on_error=keep_on_error)
 
     def _on_selected(self, change: dict[str, Any]) -> None:

@@ -2,7 +2,7 @@
 
 Op, name, target, args/kwargs, users and module path (the FX tutorial's concepts),
 shape/dtype/stride/memory format and FLOPs (from ``step.graph``), the owner's
-``sections`` (the error against the previous step, memory) and, once the step is
+``sections`` (the error against an earlier step, memory) and, once the step is
 profiled, its time and the ATen operators it ran. Input and user nodes are
 buttons that select them; the model line a node came from is a button that shows
 that code (the Code tab's "model source").

@@ -1,9 +1,10 @@
 """Where the current step's numbers move, in the Explorer: the "show where" link beside
 its check badge, the error rows of Details and the node table's error column, all from
-one ``Comparison.numerics`` of the step against the step before it.
+one ``Comparison.numerics`` of the step against an earlier step: the one before it, or
+the one chosen in the "against" list shown beside the link while errors are shown.
 
 That comparison runs both steps once, so it is made only when asked for (a click on
-"show where", or the "error" colour mode) and then kept for the step.
+"show where", or the "error" colour mode) and then kept for the pair of steps.
 """
 from __future__ import annotations
 
@@ -28,41 +29,74 @@ from .table_view import TableView
 
 
 class StepError:
-    """The error of ``session``'s current step against its previous step, node by node,
-    shown in the Explorer's ``graph`` (selecting; coloured by "error": shown without a
-    click) and ``table``. ``act(fn)`` runs a click's work as the Explorer's actions run
-    (errors shown, measuring paused), ``say(text, error=False)`` writes its status line,
-    ``shown()`` shows the selected node's Details again (with its error, once asked for)."""
+    """The error of ``session``'s current step against an earlier step (:meth:`reference`),
+    node by node, shown in the Explorer's ``graph`` (selecting; coloured by "error": shown
+    without a click) and ``table``. ``act(fn)`` runs a click's work as the Explorer's
+    actions run (errors shown, measuring paused), ``say(text, error=False)`` writes its
+    status line, ``shown()`` shows the selected node's Details again (with its error, once
+    asked for); ``on_change()``, set by the Explorer, shows everything again once the user
+    picks another step to compare with."""
 
     def __init__(self, session: Any, graph: GraphView, table: TableView, act: Callable[..., Any],
                  say: Callable[..., Any], shown: Callable[[], Any]):
         self._session, self._graph, self._table, self._say, self._shown = session, graph, table, say, shown
         self._act = act
-        self._rows: weakref.WeakKeyDictionary[Any, tuple[int, pd.DataFrame]] = weakref.WeakKeyDictionary()
+        self._rows: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()  # step -> earlier -> rows
         self._asked: weakref.WeakSet[Any] = weakref.WeakSet()  # steps whose errors the user asked for
         self._sent: Columns | None = None  # the table's extra columns as this made them last
         self.where = w.Button(description="show where", icon="crosshairs", layout=w.Layout(width="auto", display="none"),
-                              tooltip="select the first node whose output differs from the previous step's")
+                              tooltip="select the first node whose output differs from the earlier step's")
         self.where.add_class("fxviz-show-where")
         self.where.on_click(lambda _: self._act(self.show_where))
+        self.on_change: Callable[[], Any] = lambda: None
+        self._chosen = -1  # the step to compare with (-1: the previous one)
+        self._listing = False  # the list's options being set, not a user's choice
+        self.against = w.Dropdown(description="against", layout=w.Layout(width="auto", display="none"),
+                                  tooltip="the earlier step the errors are measured against")
+        self.against.add_class("fxviz-error-against")
+        self.against.observe(self._on_against, "value")
+        self.controls = w.HBox([self.where, self.against])
 
     def show_badge(self, step: Any) -> None:
-        """The link beside ``step``'s badge, while its check says its outputs differ."""
+        """The link beside ``step``'s badge, while its check says its outputs differ; the
+        list of steps to compare with, while ``step``'s errors are shown."""
         differs = step.index > 0 and step.check_done and step.check.status in DIFFERS
         self.where.layout.display = "" if differs else "none"
+        self.against.layout.display = "" if self.active(step) else "none"
+        options = [(f"previous (step {step.index - 1})", -1),
+                   *((f"step {i} · {self._session.steps[i].pass_name}", i) for i in range(step.index - 1))]
+        if list(self.against.options) != options:
+            self._listing = True
+            try:
+                self.against.options = options
+                self.against.value = self._chosen if self._chosen in range(step.index - 1) else -1
+            finally:
+                self._listing = False
+
+    def reference(self, step: Any) -> Any:
+        """The step ``step``'s errors are against: the chosen one while it comes before
+        ``step``, else the previous one."""
+        chosen = self._chosen
+        return self._session.steps[chosen if 0 <= chosen < step.index else step.index - 1]
+
+    def _on_against(self, change: dict[str, Any]) -> None:
+        if self._listing or change["new"] == self._chosen:
+            return
+        self._chosen, self._sent = change["new"], None
+        self._act(self.on_change)
 
     def active(self, step: Any) -> bool:
         """Whether ``step``'s errors are shown: asked for, or coloured by."""
         return step.index > 0 and (step in self._asked or self._graph.color_mode == "error")
 
     def rows(self, step: Any) -> pd.DataFrame:
-        """The step's numerics against the previous step's, indexed by node, made once per
-        step (from the comparison the "error" colouring reads: both steps run once)."""
-        previous = self._session.steps[step.index - 1]
-        known = self._rows.get(step)
-        if known is None or known[0] != previous.index:
-            known = self._rows[step] = (previous.index, comparison(previous, step).numerics.set_index("node"))
-        return known[1]
+        """The step's numerics against :meth:`reference`'s, indexed by node, made once per
+        pair (from the comparison the "error" colouring reads: both steps run once)."""
+        earlier = self.reference(step)
+        known = self._rows.setdefault(step, weakref.WeakKeyDictionary())
+        if earlier not in known:
+            known[earlier] = comparison(earlier, step).numerics.set_index("node")
+        return known[earlier]
 
     def _rows_or_why(self, step: Any) -> pd.DataFrame | str:
         """:meth:`rows`, or why they could not be made (a panel must still show)."""
@@ -80,7 +114,7 @@ class StepError:
         self.show_where()
 
     def show_where(self) -> None:
-        """Select the first node of the current step that diverges from the previous step
+        """Select the first node of the current step that diverges from :meth:`reference`
         beyond the check's tolerance; say so when none does although the outputs differ."""
         step = self._session.current
         if step.index == 0:
@@ -89,7 +123,7 @@ class StepError:
         rows = self.rows(step)
         first = first_divergence(rows.reset_index())
         self.show_column(step)
-        previous = self._session.steps[step.index - 1]
+        previous = self.reference(step)
         if first is not None:
             self._graph.select(first)
             self._shown()  # selected already: no change to follow
@@ -121,7 +155,7 @@ class StepError:
         extra = table.extra.columns if len(table.extra) == n else {}
         made = Columns({**extra, "error": errors.where(errors.notna(), None).tolist()}, n)
         with table.hold_sync():
-            table.columns, table.extra = [*COLUMNS, error_column(step.index - 1)], made
+            table.columns, table.extra = [*COLUMNS, error_column(self.reference(step).index)], made
         self._sent = made
 
     def details_html(self, name: str) -> str:
@@ -130,7 +164,7 @@ class StepError:
         step = self._session.current
         if not self.active(step) or name not in step.graph:
             return ""
-        rows, previous = self._rows_or_why(step), step.index - 1
+        rows, previous = self._rows_or_why(step), self.reference(step).index
         if isinstance(rows, str):
             return _section(previous, [("error", rows)])
         return _node_html(step, rows, name, previous) + _gradients_html(rows, name, step.graph, previous)
@@ -173,7 +207,7 @@ def _gradients_said(rows: pd.DataFrame) -> str:
 
 
 def _gradients_html(rows: pd.DataFrame, name: str, graph: Any, previous: int) -> str:
-    """A training step's gradients against the previous step's: all of them at the output
+    """A training step's gradients against step ``previous``'s: all of them at the output
     node (the first to diverge marked), one at the node that gives it."""
     gradients = rows.attrs.get("gradients")
     if gradients is None or gradients.empty:
