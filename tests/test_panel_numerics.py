@@ -25,8 +25,8 @@ class Net(nn.Module):
 
 
 def slip_after_conv1(gm, scale: float = 1.01):
-    """A user's pass with a bug: conv1's users read conv1 * scale."""
-    conv = next(n for n in gm.graph.nodes if n.name == "conv1")
+    """A user's pass with a bug: conv1's users read conv1 * scale (conv1 in a module too)."""
+    conv = next(n for n in gm.graph.nodes if n.name.endswith("conv1"))
     with gm.graph.inserting_after(conv):
         wrong = gm.graph.call_function(operator.mul, (conv, scale))
     conv.replace_all_uses_with(wrong, delete_user_cb=lambda user: user is not wrong)
@@ -177,6 +177,39 @@ def test_errors_are_against_the_step_chosen_in_the_list(explorer):
     against.value = -1
     ex.step_error.where.click()
     assert ex.graph.selected == "output" and ex.table.columns[-1]["label"] == "error vs step 1"
+
+
+class Wrapped(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = Net()
+
+    def forward(self, x):
+        return self.body(x)
+
+
+def graph_names(ex):
+    return {e["name"] for e in ex.graph.elements.values() if e["kind"] == "node"}
+
+
+@pytest.mark.parametrize("selected_first", [False, True])
+def test_show_where_opens_the_collapsed_module_that_hides_the_node(selected_first):
+    """Selected already (then its module collapsed) or not: the view opens the box and shows it."""
+    passes.register(slip_after_conv1)
+    torch.manual_seed(0)
+    ex = explore(Wrapped().eval(), torch.randn(1, 3, 10, 10), profile="off")
+    try:
+        apply(ex, "slip_after_conv1")
+        if selected_first:
+            ex.select("body_bn1")
+        ex.graph.collapsed = ["body"]  # a click on the module's box in the browser
+        assert "body_bn1" not in graph_names(ex) and "body" in ex.graph.collapsed
+        ex.step_error.where.click()
+        assert ex.graph.selected == "body_bn1" and "body_bn1" in graph_names(ex)
+        assert "body" not in ex.graph.collapsed
+    finally:
+        ex.close()
+        passes.unregister("slip_after_conv1")
 
 
 def test_the_memory_tab_and_details_give_bytes_with_the_peak_selectable(explorer):

@@ -125,8 +125,9 @@ class StepError:
         self.show_column(step)
         previous = self.reference(step)
         if first is not None:
+            if self._graph.selected == first:  # a change all the same: the view opens its box and pans there,
+                self._graph.select("")  # Details show it again
             self._graph.select(first)
-            self._shown()  # selected already: no change to follow
             gradients = _gradients_said(rows)
             self._say(f"First node beyond the check's tolerance against step {previous.index}: {first} (Details: "
                       f"the error introduced there, carried in).{f' Gradients: {gradients}.' if gradients else ''}",
