@@ -2,7 +2,9 @@
 /**
  * Graph view, the overview (minimap): a small copy of the drawing in the viewport's
  * corner with the part on screen framed; a click or drag on it goes there. Shown only
- * while some of the graph is off screen. The maths is pure and exported.
+ * while the graph on screen is well beyond the pane (a graph a little taller than the
+ * pane is scrolled, not mapped: the overview would hide part of it). The maths is pure
+ * and exported.
  */
 
 /** @typedef {import("./gv_view.js").View} View */
@@ -14,7 +16,9 @@
  * thinner than MINIMAP_MIN). */
 
 /** The overview's room (px) across and down: a share of the pane, within these bounds. */
-const ROOM = { across: [0.25, 220], down: [0.5, 300] };
+const ROOM = { across: [0.2, 180], down: [0.4, 240] };
+/** How far beyond the pane (across or down, as drawn now) a graph must reach to get an overview. */
+export const OVERVIEW_BEYOND = 1.5;
 /** Its smallest side (px): a tall thin graph still leaves something to click. */
 export const MINIMAP_MIN = 40;
 /** How much more a thin graph's short side may be stretched than its long side (up to
@@ -23,13 +27,11 @@ export const MINIMAP_STRETCH = 4;
 const THIN = 80;
 
 /**
- * Whether the whole graph is on screen (1 px of slack): then no overview is needed.
+ * Whether an overview helps: the graph as drawn now reaches well beyond the pane.
  * @param {View} view @param {Box} graph @param {number} width @param {number} height
  */
-export function wholeOnScreen(view, graph, width, height) {
-  const left = graph.x * view.k + view.x, top = graph.y * view.k + view.y;
-  return left >= -1 && top >= -1 && left + graph.width * view.k <= width + 1
-    && top + graph.height * view.k <= height + 1;
+export function overviewNeeded(view, graph, width, height) {
+  return graph.width * view.k > OVERVIEW_BEYOND * width || graph.height * view.k > OVERVIEW_BEYOND * height;
 }
 
 /**
@@ -107,12 +109,12 @@ export function createMinimap({ h, viewport, go, on }) {
     box.hidden = true;
   }
 
-  /** Show the frame of `view`; hidden while the whole graph is on screen.
+  /** Show the frame of `view`; hidden unless the graph reaches well beyond the pane.
    * @param {View} view @param {Box} graph */
   function update(view, graph) {
     const width = viewport.clientWidth, height = viewport.clientHeight;
     const needed = copy && width > 0 && graph.width > 0 && graph.height > 0
-      && !wholeOnScreen(view, graph, width, height);
+      && overviewNeeded(view, graph, width, height);
     box.hidden = !needed;
     if (!copy || !needed) return;
     const layout = minimapLayout(graph, width, height);

@@ -5,7 +5,7 @@ import { test } from "node:test";
 
 import {
   MINIMAP_MIN, MINIMAP_STRETCH, NATURAL_SCALE, fitBox, initialView, inputNames, minimapFrame, minimapLayout,
-  minimapTarget, readableScale, startTarget, topRow, unionBox, wholeOnScreen,
+  minimapTarget, readableScale, startTarget, topRow, unionBox, overviewNeeded,
 } from "../../widgets/graph_view.js";
 
 const readable = readableScale(11);
@@ -91,22 +91,23 @@ test("the user's inputs: placeholders, not the parameters export or dynamo lifte
   assert.deepEqual(inputNames({}), []);
 });
 
-test("the overview is needed only while some of the graph is off screen", () => {
+test("the overview is needed only while the graph reaches well beyond the pane", () => {
   const graph = { x: 0, y: 0, width: 400, height: 300 };
-  assert.equal(wholeOnScreen({ x: 10, y: 10, k: 1 }, graph, 800, 600), true);
-  assert.equal(wholeOnScreen({ x: 10, y: 10, k: 2 }, graph, 800, 600), false);
-  assert.equal(wholeOnScreen({ x: -50, y: 10, k: 1 }, graph, 800, 600), false);
+  assert.equal(overviewNeeded({ x: 10, y: 10, k: 1 }, graph, 800, 600), false); // on screen
+  assert.equal(overviewNeeded({ x: -50, y: 10, k: 1 }, graph, 800, 600), false); // moved, still small
+  assert.equal(overviewNeeded({ x: 10, y: 10, k: 2.5 }, graph, 800, 600), false); // a little beyond: scrolled
+  assert.equal(overviewNeeded({ x: 10, y: 10, k: 3.1 }, graph, 800, 600), true); // 1240 px across a pane of 800
 });
 
 test("overview layout: within its room, a thin graph stretched at most MINIMAP_STRETCH, never a hairline", () => {
   const square = minimapLayout({ x: 0, y: 0, width: 1000, height: 1000 }, 800, 600);
   assert.equal(square.sx, square.sy);
-  assert.ok(square.width <= 220 && square.height <= 300);
+  assert.ok(square.width <= 180 && square.height <= 240);
   const tall = minimapLayout({ x: 0, y: 0, width: 300, height: 30000 }, 800, 600);
   close(tall.sx, tall.sy * MINIMAP_STRETCH);
   const chain = minimapLayout({ x: 0, y: 0, width: 300, height: 3000 }, 800, 600);
   close(chain.sx * 300, 80); // stretched only up to 80 px across
-  close(tall.height, 300);
+  close(tall.height, 240); // 40 % of the pane down, at most 240 px
   assert.ok(tall.width >= MINIMAP_MIN);
   close(tall.ox, (tall.width - 300 * tall.sx) / 2); // centred across its box
 });
