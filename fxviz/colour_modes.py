@@ -68,7 +68,8 @@ class ColourMode:
     graph, the profile's table or the Comparison) into a value per node;
     ``fill(boxes, data, name)`` colours the boxes and writes the legend. ``given_as``
     says what ``render``'s caller passes instead (its error message when missing);
-    ``note`` is the status line while drawn (``{previous}``: the step compared with)."""
+    ``note`` is the status line while drawn (``{previous}``: the step compared with);
+    ``offered(graph)``: whether a graph has anything to colour this way (None: any)."""
 
     name: str
     label: str
@@ -78,6 +79,7 @@ class ColourMode:
     unit: str = ""
     given_as: str = "values={node name: number}"
     note: str = ""
+    offered: Callable[[nx.DiGraph], bool] | None = None
 
     def __post_init__(self) -> None:
         if self.needs not in NEEDS:
@@ -215,7 +217,8 @@ MODES: dict[str, ColourMode] = {m.name: m for m in (
                note="bytes alive as each node runs (inputs and weights apart; a collapsed module: its peak)"),
     ColourMode("kernel", "inductor kernel", by_kernel, graph_attr("kernel"),
                given_as="values={node name: kernel} (a graph of fxviz.compiled(..., backend='inductor'))",
-               note="the inductor kernel computing each node (fused kernels in their own colours)"),
+               note="the inductor kernel computing each node (fused kernels in their own colours)",
+               offered=lambda graph: any("kernel" in record for _, record in graph.nodes(data=True))),
 )}
 
 
@@ -230,9 +233,10 @@ def mode(name: str | None, *, ad_hoc: bool = False) -> ColourMode:
     raise InputError(f"No colour mode {name!r}; the modes are: {', '.join(MODES)}.")
 
 
-def views() -> list[dict[str, str]]:
-    """Every mode as the graph view lists it, in table order."""
-    return [m.view() for m in MODES.values()]
+def views(graph: nx.DiGraph | None = None) -> list[dict[str, str]]:
+    """The modes as the graph view lists them, in table order: those ``graph`` has
+    something to colour by (every mode when None)."""
+    return [m.view() for m in MODES.values() if graph is None or m.offered is None or m.offered(graph)]
 
 
 def fills(graph: nx.DiGraph, boxes: Boxes, color_by: str | None, given: NodeData | None) -> Fills:

@@ -123,3 +123,17 @@ def test_the_explorers_diff_mode_shows_the_structure_while_nothing_is_timed():
     assert colour_modes.MARK_COLORS["changed"] in explorer.graph.svg.lower()
     assert explorer.profiler.compared(*explorer.session.steps) is None  # nothing was measured for it
     explorer.close()
+
+
+def test_the_kernel_mode_is_offered_only_on_a_graph_with_kernels():
+    """A graph inductor did not compile has nothing to colour by kernel: the graph view
+    does not list the mode there."""
+    import networkx as nx
+
+    plain = nx.DiGraph()
+    plain.add_node("relu", op="call_function")
+    assert "kernel" not in [v["name"] for v in colour_modes.views(plain)]
+    compiled = plain.copy()
+    compiled.nodes["relu"]["kernel"] = "triton_poi_fused_relu_0"
+    assert "kernel" in [v["name"] for v in colour_modes.views(compiled)]
+    assert [v["name"] for v in colour_modes.views()] == list(colour_modes.MODES)  # no graph: every mode

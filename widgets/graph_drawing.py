@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from fxviz import colour_modes
 from fxviz.errors import FxvizError
 from fxviz.render import render
 
@@ -35,6 +36,9 @@ class GraphDrawing:
         collapse or expand) that cannot be laid out keeps the one on screen. Returns
         whether the asked-for drawing is shown."""
         view = self.view
+        offered = colour_modes.views(step.graph)
+        if view.color_modes != offered:  # e.g. "kernel" only on a graph inductor compiled
+            view.color_modes = offered
         status = " · ".join(filter(None, [f"{len(step.graph)} nodes", f"step {step.index}", note]))
         try:
             rendering = render(step.graph, collapse=view.collapsed, expand=[reveal, *self.open] if reveal else self.open,
