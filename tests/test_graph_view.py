@@ -16,8 +16,8 @@ WIDGETS = Path(__file__).resolve().parents[1] / "widgets"
 
 from fxviz.widgets.graph_view import MODULES, GraphView, esm_source  # noqa: E402 (after the skip)
 
-CONTRACT = {"svg", "elements", "legend", "legend_mode", "nodes", "times", "selected", "collapsed", "color_mode",
-            "color_modes", "status"}
+CONTRACT = {"svg", "elements", "legend", "legend_mode", "nodes", "times", "selected", "marked", "collapsed",
+            "color_mode", "color_modes", "status"}
 NODES = {"x": {"op": "placeholder", "target": "x", "module_path": "", "shape": "1×3", "time": ""},
          "relu": {"op": "call_function", "target": "torch.relu", "module_path": "act",
                   "shape": "1×3", "time": "1 µs"}}
@@ -39,7 +39,7 @@ def test_contract_traitlets_are_synced_with_their_defaults():
     state = w.get_state()
     assert {k: state[k] for k in CONTRACT} == {
         "svg": "", "elements": {}, "legend": [], "legend_mode": "", "nodes": EMPTY, "times": EMPTY, "selected": "",
-        "collapsed": [],
+        "marked": [], "collapsed": [],
         "color_mode": "op", "color_modes": [
             {"name": "op", "label": "op kind", "unit": ""},
             {"name": "time", "label": "time share", "unit": "% of the step's node time"},

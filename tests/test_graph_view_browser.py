@@ -375,6 +375,45 @@ def test_selecting_from_python_highlights_and_scrolls_into_view(page):
     assert saved(page) == []  # nothing echoed back to Python
 
 
+def _ring(page, node_id: str) -> tuple[str, str]:
+    """The stroke colour and dashes of a drawn node's outline."""
+    stroke, dashes = page.eval_on_selector(f"#{node_id} > :is(polygon, path, ellipse)", "p => [getComputedStyle(p)"
+                                           ".stroke, getComputedStyle(p).strokeDasharray]")
+    return stroke, dashes
+
+
+def _marked(page) -> set[str]:
+    return set(page.locator(".fxviz-marked").evaluate_all("es => es.map(e => e.id)"))
+
+
+def test_marked_nodes_are_outlined_apart_from_the_selection_and_through_a_collapsed_box(page):
+    mount(page, {**graph(), "marked": ["encoder_1", "relu"], "selected": "relu"})
+    assert _marked(page) == {"fx-encoder_1", "fx-relu"}
+    marked, selected, plain = _ring(page, "fx-encoder_1"), _ring(page, "fx-relu"), _ring(page, "fx-head_0")
+    assert marked == ("rgba(0, 0, 0, 0.87)", "6px, 3px")  # a dashed ring in the theme's ink
+    assert selected == ("rgb(25, 118, 210)", "none")  # the selection's ring wins on a marked selected node
+    assert plain[1] == "none" and plain[0] != marked[0]
+    page.evaluate("s => harness.model.fromPython(s)", {**graph(collapsed=("encoder",)), "selected": "relu"})
+    page.wait_for_selector("#fxco-3")
+    assert _marked(page) == {"fxco-3", "fx-relu"}  # the box holding encoder_1
+    page.evaluate("harness.model.fromPython({marked: ['encoder_0', 'encoder_1']})")
+    assert _marked(page) == {"fxco-3"}
+    page.evaluate("harness.model.fromPython({marked: []})")
+    assert _marked(page) == set()
+    assert saved(page) == []  # marks are Python's: nothing sent back
+
+
+@pytest.mark.parametrize("theme", ["light", "dark"])
+def test_marked_screenshot_theme(page, theme):
+    """Marked nodes beside a selected one, for a person to judge (test-artifacts/)."""
+    page.evaluate(f"harness.setTheme('{theme}')")
+    mount(page, {**graph(), "marked": ["head_0", "relu", "add"], "selected": "relu"})
+    ink = {"light": "rgba(0, 0, 0, 0.87)", "dark": "rgba(255, 255, 255, 0.87)"}[theme]
+    assert _ring(page, "fx-add")[0] == ink
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.locator(".fxviz-gv").screenshot(path=ARTIFACTS / f"graph_view_marked_{theme}.png")
+
+
 def test_search_marks_counts_and_enter_cycles(page):
     mount(page, graph())
     page.fill(".fxviz-gv-search", "ENCODER")

@@ -85,6 +85,7 @@ function render({ model, el }) {
   };
   const elements = () => /** @type {Elements} */ (model.get("elements") || {});
   const selected = () => /** @type {string} */ (model.get("selected"));
+  const marked = () => /** @type {string[]} */ (model.get("marked") || []); // a report's model may lack it
   /** @param {Record<string, unknown>} changes */
   function send(changes) {
     for (const [key, value] of Object.entries(changes)) model.set(key, value);
@@ -97,8 +98,8 @@ function render({ model, el }) {
     onView: minimap.update, onDraw: minimap.draw });
   const tooltip = createTooltip({ tip, canvas, h, width: stage.width, height: stage.height,
     describe: (/** @type {string} */ id) => tooltipFor(elements(), nodes(), id) });
-  const selection = createSelection({ canvas, viewport, selectionButton: button.selection, selected, nodes, send,
-    elementFor: stage.elementFor, show: stage.reveal, revealWhenDrawn: stage.revealWhenDrawn, on });
+  const selection = createSelection({ canvas, viewport, selectionButton: button.selection, selected, marked, nodes,
+    send, elementFor: stage.elementFor, show: stage.reveal, revealWhenDrawn: stage.revealWhenDrawn, on });
   const finder = createSearch({ search, count, root, canvas, nodes, elementFor: stage.elementFor,
     reveal: selection.reveal, on });
   const stopPointer = attachPointer({ doc, root, viewport, hint, stage, tooltip, elements, selected,
@@ -107,10 +108,11 @@ function render({ model, el }) {
     send, on });
   const keys = createUndoKeys({ el, root, send: (content) => model.send(content), signal: listeners.signal });
 
-  /** The selection and search marks, on a new drawing or new element and node records. */
+  /** The selection, marked nodes and search marks, on a new drawing or new element and node records. */
   function refreshMarks() {
     stage.reindex();
     selection.mark();
+    selection.outline();
     finder.run();
   }
 
@@ -136,6 +138,7 @@ function render({ model, el }) {
     stage.refitIfUntouched();
   });
   onModel("selected", selection.follow);
+  onModel("marked", selection.outline);
   onModel("color_modes", bar.renderModes);
   onModel("color_mode", bar.renderMode);
   onModel("legend", bar.renderLegend);

@@ -123,6 +123,9 @@ class GraphView(anywidget.AnyWidget):
     times = traitlets.Any(Columns()).tag(sync=True, to_json=lambda times, _: times.json())
     #: FX node name, or "" for none
     selected = traitlets.Unicode("").tag(sync=True)
+    #: FX node names outlined apart from the selection (e.g. the nodes fused into the
+    #: selected node's kernel); a collapsed box holding one is outlined; [] clears
+    marked = traitlets.List(traitlets.Unicode()).tag(sync=True)
     #: module paths drawn as one summary node
     collapsed = traitlets.List(traitlets.Unicode()).tag(sync=True)
     color_mode = traitlets.Unicode("op").tag(sync=True)

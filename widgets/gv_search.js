@@ -4,6 +4,7 @@
  * Shift+Enter step through them (each shown legibly and selected), Escape clears.
  */
 import { countText, nextIndex, searchNodes } from "./gv_graph.js";
+import { markedElements, setClass } from "./gv_select.js";
 
 /** @typedef {import("./gv_graph.js").Nodes} Nodes */
 
@@ -32,10 +33,9 @@ export function createSearch({ search, count, root, canvas, nodes, elementFor, r
 
   /** Mark the matches drawn now and say how many there are. */
   function mark() {
-    for (const e of canvas.querySelectorAll(".fxviz-match")) e.classList.remove("fxviz-match");
     const query = search.value;
     root.classList.toggle("fxviz-gv-searching", query.trim() !== "");
-    for (const name of matches) elementFor(name)?.classList.add("fxviz-match");
+    setClass(canvas.querySelectorAll(".fxviz-match"), markedElements(matches, elementFor), "fxviz-match");
     count.textContent = countText(matches.length, cursor, query);
   }
 

@@ -1,12 +1,40 @@
 // @ts-check
 /**
- * Graph view, selection: the selected node marked and kept in view, and the keyboard
+ * Graph view, selection: the selected node marked and kept in view, the marked nodes
+ * (`marked`: e.g. those fused into the selected node's kernel) outlined, and the keyboard
  * on the focused viewport (Escape clears, the arrow keys walk to inputs and users).
  */
 import { walkStep } from "./gv_graph.js";
 
 /** @typedef {import("./gv_graph.js").Nodes} Nodes */
 /** @typedef {import("./gv_graph.js").Walk} Walk */
+
+/**
+ * Give class `cls` to exactly the `wanted` elements: taken from those of `holders` (the
+ * elements that have it now) not wanted, given to the rest.
+ * @param {Iterable<Element>} holders @param {Iterable<Element>} wanted @param {string} cls
+ */
+export function setClass(holders, wanted, cls) {
+  const keep = new Set(wanted);
+  for (const e of holders) if (!keep.has(e)) e.classList.remove(cls);
+  for (const e of keep) e.classList.add(cls);
+}
+
+/**
+ * The drawn elements standing for FX nodes `names`, each once: a node's own box, or the
+ * collapsed box hiding it (several marked nodes inside give it once); nodes not drawn
+ * give nothing.
+ * @param {string[]} names @param {(name: string) => Element | null} elementFor
+ * @returns {Set<Element>}
+ */
+export function markedElements(names, elementFor) {
+  const found = new Set();
+  for (const name of names) {
+    const e = elementFor(name);
+    if (e) found.add(e);
+  }
+  return found;
+}
 
 /**
  * What a key on the viewport does: clear the selection, move it (`walkStep`'s answer,
@@ -24,23 +52,27 @@ export function viewportKey(e, nodes, selected, walk) {
 
 /**
  * @param {{canvas: HTMLElement, viewport: HTMLElement, selectionButton: HTMLButtonElement,
- *   selected: () => string, nodes: () => Nodes, send: (changes: Record<string, unknown>) => void,
+ *   selected: () => string, marked: () => string[], nodes: () => Nodes, send: (changes: Record<string, unknown>) => void,
  *   elementFor: (name: string) => Element | null, show: (e: Element) => void,
  *   revealWhenDrawn: (name: string) => void,
  *   on: (target: EventTarget, type: string, fn: (e: any) => void) => void}} parts
  */
-export function createSelection({ canvas, viewport, selectionButton, selected, nodes, send, elementFor, show,
-  revealWhenDrawn, on }) {
+export function createSelection({ canvas, viewport, selectionButton, selected, marked, nodes, send, elementFor,
+  show, revealWhenDrawn, on }) {
   /** The last Up/Down arrow move, for Left/Right. @type {Walk | null} */
   let walk = null;
 
   /** Mark the selected node in the drawing; returns its element (null: not drawn). */
   function mark() {
-    for (const e of canvas.querySelectorAll(".fxviz-selected")) e.classList.remove("fxviz-selected");
     const e = elementFor(selected());
-    if (e) e.classList.add("fxviz-selected");
+    setClass(canvas.querySelectorAll(".fxviz-selected"), e ? [e] : [], "fxviz-selected");
     selectionButton.disabled = !e;
     return e;
+  }
+
+  /** Outline the marked nodes (or the collapsed boxes hiding them) in the drawing. */
+  function outline() {
+    setClass(canvas.querySelectorAll(".fxviz-marked"), markedElements(marked(), elementFor), "fxviz-marked");
   }
 
   /** A new selection (from the kernel too: a table row, a revealed node): marked and
@@ -71,5 +103,5 @@ export function createSelection({ canvas, viewport, selectionButton, selected, n
     reveal(action.step.name);
   });
 
-  return { mark, follow, reveal };
+  return { mark, outline, follow, reveal };
 }

@@ -4,8 +4,8 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 
 import {
-  DRAG_THRESHOLD, anchorsView, dragView, legendView, searchKey, toolbarAction, undoAction, viewportKey,
-  worldBox,
+  DRAG_THRESHOLD, anchorsView, dragView, legendView, markedElements, searchKey, setClass, toolbarAction, undoAction,
+  viewportKey, worldBox,
 } from "../../widgets/graph_view.js";
 
 const NODES = {
@@ -82,4 +82,27 @@ test("Ctrl/⌘+Z undoes and with Shift redoes, except in a text field", () => {
   const field = { closest: (sel) => (sel.includes("input") ? field : null) };
   assert.equal(undoAction(key("z", { ctrlKey: true, target: field })), null);
   assert.equal(undoAction(key("z", { ctrlKey: true, target: { closest: () => null } })), "undo");
+});
+
+/** A stand-in for a drawn element: its id and a classList over a Set. */
+const drawn = (id, ...classes) => {
+  const set = new Set(classes);
+  return { id, classes: set, classList: { add: (c) => set.add(c), remove: (c) => set.delete(c) } };
+};
+
+test("setClass gives a class to exactly the wanted elements, keeping others' classes", () => {
+  const [a, b, c] = [drawn("fx-a", "node", "fxviz-marked"), drawn("fx-b", "node", "fxviz-marked"), drawn("fx-c", "node")];
+  setClass([a, b], [b, c], "fxviz-marked");
+  assert.deepEqual([a, b, c].map((e) => [...e.classes]),
+    [["node"], ["node", "fxviz-marked"], ["node", "fxviz-marked"]]);
+  setClass([b, c], [], "fxviz-marked"); // cleared
+  assert.deepEqual([a, b, c].map((e) => e.classes.has("fxviz-marked")), [false, false, false]);
+});
+
+test("marked nodes stand for their own boxes or, once, the collapsed box hiding them; undrawn ones for none", () => {
+  const relu = drawn("fx-relu"), encoder = drawn("fxco-3");
+  const elementFor = (name) => ({ relu, encoder_0: encoder, encoder_1: encoder })[name] ?? null;
+  const found = markedElements(["encoder_0", "relu", "encoder_1", "gone"], elementFor);
+  assert.deepEqual([...found].map((e) => e.id), ["fxco-3", "fx-relu"]);
+  assert.equal(markedElements([], elementFor).size, 0);
 });
