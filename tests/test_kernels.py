@@ -217,16 +217,23 @@ def test_compile_explorer_shows_kernels_and_follows_the_selection(compiled):
         gm = explorer.session.current.gm
         relu = next(n.name for n in gm.graph.nodes if n.target == torch.ops.aten.relu.default)
         fused = next(r for r in c.kernels.itertuples() if relu in r.nodes)
+        explorer.graph.color_mode = "kernel"
         explorer.select(relu)
         assert panel.table.selected == fused.kernel
+        assert explorer.graph.marked == list(fused.nodes)  # the nodes fused with it outlined in the graph
         html = panel.about.value + panel.code.value
         assert 'class="hll"' in html and "fxviz-kernel-fused" in html
         assert all(f">{n}<" in html for n in fused.nodes if n != relu)
         addmm = next(r for r in c.kernels.itertuples() if r.kind == "extern" and "addmm" in r.kernel)
         panel.table.selected = addmm.kernel  # picking a kernel selects its node
         assert explorer.graph.selected == addmm.nodes[0] and "extern_kernels.addmm" in panel.about.value
+        assert explorer.graph.marked == list(addmm.nodes)
         explorer.select("x")  # an input: no kernel
         assert "computed by no kernel" in panel.about.value and not panel.code.value
+        assert explorer.graph.marked == []
+        explorer.select(relu)
+        explorer.graph.color_mode = "op"  # another colour mode: the outlines go
+        assert explorer.graph.marked == []
         panel.compare.click()
         assert "<td>bn</td>" in panel.modules.value and "eager" in panel.modules.value
         view.show(0, "dynamo")

@@ -17,7 +17,8 @@ fxviz-compile-info (the chosen graph's break and guards), fxviz-compile-break,
 fxviz-compile-guards, fxviz-compile-check-all (the button checking every graph, when
 there are several: a check covers one) and fxviz-compile-checks (its results, one per graph).
 Under an AOT graph inductor compiled (``fxviz.compiled(..., backend="inductor")``), its
-kernels (widgets/panel_kernels.py, ``.kernels``), following the Explorer's selection.
+kernels (widgets/panel_kernels.py, ``.kernels``), following the Explorer's selection and
+outlining the selected node's kernel in the graph.
 """
 from __future__ import annotations
 
@@ -136,10 +137,13 @@ class CompileExplorer(w.VBox):
         if self.compiled.backend != "inductor" or part == "dynamo":
             return None
         kernels = self.compiled.kernels
+        graph = explorer.graph
         panel = KernelsPanel(kernels[(kernels.graph == index) & (kernels.part == part)],
                              self.compiled.kernel_totals[(index, part)], explorer.session.current.gm, explorer.select,
+                             lambda names: setattr(graph, "marked", names),
                              (lambda: self.compiled.module_times(index)) if part == "forward" else None)
-        explorer.graph.observe(lambda change: panel.show_node(change["new"]), "selected")
+        graph.observe(lambda change: panel.show_node(change["new"]), "selected")
+        graph.observe(lambda change: panel.show_mode(change["new"]), "color_mode")
         return panel
 
     def check_graphs(self) -> list[CheckResult]:

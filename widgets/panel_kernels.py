@@ -1,8 +1,10 @@
 """The kernels panel of a graph inductor compiled (``fxviz.compiled(..., backend="inductor")``):
 its kernels in a table (time, share of the graph's time, the nodes each computes) and the
 chosen kernel's code. Selecting a node in the Explorer picks its kernel, marks the code's
-lines that look like the node's operator and names the nodes fused with it; picking a
-kernel selects its first node (the kernel colour mode shows the rest in its colour).
+lines that look like the node's operator, names the nodes fused with it and outlines them
+in the graph (the graph view's ``marked``); picking a kernel selects its first node and
+outlines all of its nodes. A node in no kernel, or a colour mode other than "kernel",
+clears the outlines.
 
 Stable CSS classes: fxviz-kernels (the panel), fxviz-kernels-summary, fxviz-kernels-table
 (the TableView), fxviz-kernels-compare (eager vs compiled per module: the button) and
@@ -54,13 +56,15 @@ def code_html(code: str, marked: list[int]) -> str:
 
 class KernelsPanel(w.VBox):
     """``kernels`` (the rows of one graph's part), ``total_us`` (that graph's own time per
-    run), ``gm`` (the graph the Explorer shows: the nodes' operators) and ``select(name)``
-    (selects a node in the Explorer). ``show_node(name)`` follows the Explorer's selection."""
+    run), ``gm`` (the graph the Explorer shows: the nodes' operators), ``select(name)``
+    (selects a node in the Explorer) and ``mark(names)`` (outlines nodes in its graph, []
+    clears). ``show_node(name)`` follows the Explorer's selection, ``show_mode(mode)`` its
+    colour mode."""
 
     def __init__(self, kernels: pd.DataFrame, total_us: float, gm: Any, select: Callable[[str], Any],
-                 module_times: Callable[[], pd.DataFrame] | None = None):
+                 mark: Callable[[list[str]], Any], module_times: Callable[[], pd.DataFrame] | None = None):
         self.kernels = kernels.set_index("kernel", drop=False)
-        self._select, self._targets = select, {n.name: n.target for n in gm.graph.nodes}
+        self._select, self._mark, self._targets = select, mark, {n.name: n.target for n in gm.graph.nodes}
         self._kernel_of = {node: row.kernel for row in kernels.itertuples() for node in row.nodes}
         self._following = False  # a kernel chosen because a node was selected: its node stays selected
         self.summary = w.HTML(_summary(kernels, total_us)).add_class("fxviz-kernels-summary")
@@ -84,9 +88,10 @@ class KernelsPanel(w.VBox):
 
     def show_node(self, name: str) -> None:
         """The kernel computing node ``name``: chosen in the table, its code shown with the
-        node's lines marked and the nodes fused with it named."""
+        node's lines marked, the nodes fused with it named and, with it, outlined."""
         kernel = self._kernel_of.get(name)
         if kernel is None:
+            self._mark([])
             if name:
                 self.about.value = (f'<p class="fxviz-hint">{escape(name)} is computed by no kernel: a view '
                                     "inductor makes by reinterpreting a buffer, or an input.</p>")
@@ -98,6 +103,13 @@ class KernelsPanel(w.VBox):
         finally:
             self._following = False
         self._show(kernel, name)
+        self._mark(list(self.kernels.loc[kernel, "nodes"]))
+
+    def show_mode(self, mode: str) -> None:
+        """Another colour mode than the kernels' own clears the outlines: they belong to
+        the kernel view of the graph."""
+        if mode != "kernel":
+            self._mark([])
 
     def _show_modules(self, table: pd.DataFrame) -> None:
         self.modules.value = table.to_html(index=False, escape=True, border=0, na_rep="", classes="fxviz-table",
@@ -110,6 +122,7 @@ class KernelsPanel(w.VBox):
             return
         nodes = self.kernels.loc[change["new"], "nodes"]
         self._show(change["new"], "")
+        self._mark(list(nodes))
         if nodes:
             self._select(nodes[0])
 
