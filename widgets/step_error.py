@@ -52,6 +52,7 @@ class StepError:
         self._chosen = -1  # the step to compare with (-1: the previous one)
         self._listing = False  # the list's options being set, not a user's choice
         self.against = w.Dropdown(description="against", layout=w.Layout(width="auto", display="none"),
+                                  style={"description_width": "initial"},  # the word's width, no wider
                                   tooltip="the earlier step the errors are measured against")
         self.against.add_class("fxviz-error-against")
         self.against.observe(self._on_against, "value")

@@ -129,6 +129,9 @@ def test_colour_by_error_then_memory_with_units_and_the_memory_tab(desk, explore
     ex = explorer
     labels = _colour_by(ex, "error", "relative error")
     assert labels[0] == "not compared (no counterpart)" and float(labels[-1]) > 1e-3, labels  # mul; the worst
+    against = ex.locator(".fxviz-error-against select")  # the step the errors are against, shown with them
+    against.wait_for()
+    assert [t.replace("\xa0", " ") for t in against.locator("option").all_inner_texts()] == ["previous (step 0)"]
     ex.locator(".fxviz-graph g.node#fx-conv2").click()
     ex.locator(".fxviz-details .fxviz-details-error", has_text="beyond the check's tolerance").wait_for()
     shoot_themes(ex.page, ex, "e2e-numerics-colour-error")
