@@ -209,7 +209,7 @@ MODES: dict[str, ColourMode] = {m.name: m for m in (
     ColourMode("diff", "diff vs previous", by_mark, lambda comparison: comparison.node_marks(), needs="pair",
                given_as="marks={node name: 'added'|'removed'|'changed'|'unchanged'|'faster'|'slower'}",
                note="diff against step {previous} (structure; timing: A/B, beyond noise)"),
-    ColourMode("error", "error vs previous", peak_error, relative_errors, needs="pair",
+    ColourMode("error", "numeric error", peak_error, relative_errors, needs="pair",
                unit="relative error, max |b − a| / max |a|",
                given_as="values={node name: relative error} (e.g. a Comparison's numerics max_rel)",
                note="relative error against step {previous}, node by node (a collapsed module: its worst)"),

@@ -45,7 +45,7 @@ def test_contract_traitlets_are_synced_with_their_defaults():
             {"name": "time", "label": "time share", "unit": "% of the step's node time"},
             {"name": "flops", "label": "FLOPs", "unit": "floating-point operations per forward"},
             {"name": "diff", "label": "diff vs previous", "unit": ""},
-            {"name": "error", "label": "error vs previous", "unit": "relative error, max |b − a| / max |a|"},
+            {"name": "error", "label": "numeric error", "unit": "relative error, max |b − a| / max |a|"},
             {"name": "memory", "label": "memory alive", "unit": "bytes of activations alive as the node runs"}],
         "status": ""}
 
