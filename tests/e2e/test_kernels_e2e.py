@@ -5,8 +5,10 @@ and opens AOT's forward graph in the compile view. They colour the graph by kern
 BatchNorm's arithmetic and the ReLU share one fused kernel's colour, named in the legend),
 select the fused ReLU and read its kernel's C++ code in the kernels panel, the ReLU's lines
 marked and the nodes fused with it named; then pick the matmul's kernel in the table,
-which selects its node, and set eager times beside compiled ones per module. Screenshots: test-artifacts/e2e-kernels-coloured-{light,dark}.png,
-e2e-kernels-code-{light,dark}.png.
+which selects its node, then the fused kernel, whose nodes are outlined together in the
+graph, and set eager times beside compiled ones per module. Screenshots:
+test-artifacts/e2e-kernels-coloured-{light,dark}.png, e2e-kernels-code-{light,dark}.png,
+e2e-kernels-marked-{light,dark}.png.
 """
 from __future__ import annotations
 
@@ -82,6 +84,16 @@ def test_colour_by_kernel_select_a_fused_node_and_read_its_code(desk, lab):
     rows.filter(has_text=matmul["kernel"]).first.click()
     poll("the matmul's node selected", lambda: kernel_json(desk, "print(json.dumps(view.explorer.graph.selected))")
          == matmul["nodes"][0], timeout=30)
+
+    outlined = ex.locator(".fxviz-graph g.node.fxviz-marked")
+    drawn = {f"fx-{n}" for n in fused["nodes"] if ex.locator(f".fxviz-graph g.node#fx-{n}").count()}
+    rows.filter(has_text=fused["kernel"]).first.click()  # the fused kernel: all its nodes outlined together
+    poll("the fused kernel's nodes outlined", lambda: set(outlined.evaluate_all("gs => gs.map(g => g.id)")) == drawn,
+         timeout=30)
+    assert len(drawn) >= 3 and f"fx-{fused['nodes'][0]}" in drawn
+    assert "fxviz-selected" in ex.locator(f".fxviz-graph g.node#fx-{fused['nodes'][0]}").get_attribute("class")
+    ex.evaluate("e => e.scrollIntoView({block: 'start'})")  # the row's click scrolled the page to the table
+    shoot_themes(desk, ex, "e2e-kernels-marked")
     panel.locator(".fxviz-kernels-compare").click()
     modules = panel.locator(".fxviz-kernels-modules table")
     modules.wait_for(timeout=120_000)
