@@ -174,7 +174,7 @@ def test_renders_graph_toolbar_and_legend(page):
     assert colors == ["rgb(199, 240, 216)", "rgb(199, 240, 216)", "rgb(207, 226, 255)",
                       "rgb(253, 232, 182)"]
     assert page.eval_on_selector(".fxviz-gv-select", "s => [...s.options].map(o => o.text)") == [
-        "op kind", "time share", "FLOPs", "diff vs previous", "numeric error", "memory alive"]
+        "op kind", "time share", "FLOPs", "diff vs previous", "numeric error", "memory alive", "inductor kernel"]
     # Fitted on first render: the whole graph is in view.
     assert inside(box(page, ".fxviz-gv-canvas svg"), box(page, ".fxviz-gv-viewport"))
     # Our tooltip replaces the browser's native <title> one.
