@@ -44,6 +44,30 @@ def signature(value: Any) -> Any:
     return (type(value), value)  # type too: 1 == 1.0 == True, yet they dispatch differently
 
 
+def module_signature(module: torch.nn.Module) -> Any:
+    """What a module's call and its FLOPs depend on besides its inputs: its class, its
+    settings (stride, groups, training), its parameters' and buffers' signatures and its
+    submodules', so that the equal layers of a stack share one count. None where a
+    setting is unhashable or a hook could change what the call runs."""
+    parts: list[Any] = [type(module)]
+    try:
+        for name, value in vars(module).items():
+            if "hook" in name and value:
+                return None
+            if name == "_modules":
+                value = tuple((k, () if m is None else module_signature(m)) for k, m in value.items())
+                if any(part is None for _, part in value):  # a submodule that has none
+                    return None
+            elif isinstance(value, (set, frozenset)):
+                value = frozenset(value)
+            else:
+                value = signature(value)
+            parts.append((name, value))
+    except TypeError:  # an unhashable setting
+        return None
+    return tuple(parts)
+
+
 def tensor_metadata(value: Any) -> Any:
     """torch's ``TensorMetadata`` of a tensor, or the same structure with one for each
     tensor of a container; other values as they are. A contiguous dense tensor (most

@@ -12,7 +12,8 @@ from torch.fx.passes.shape_prop import TensorMetadata
 
 from fxviz._node_runner import last_uses, may_write_inputs
 from fxviz._runtime import fresh_containers, preserved_buffers
-from fxviz._values import Unknown, has_tensor, signature as _signature, tensor_metadata, tensors as _tensors
+from fxviz._values import Unknown, has_tensor, module_signature, signature as _signature, tensor_metadata, \
+    tensors as _tensors
 from fxviz._torch_internals import FlopCounter, OpOverload
 from fxviz.errors import RunError
 from fxviz.capture._common import as_inputs, first_line
@@ -30,7 +31,8 @@ class _Annotator(torch.fx.Interpreter):
     the run 6 % slower at 100k nodes, a dict per note 0.02 s), each
     output described once (a tensor layout seen before reuses its record), and FLOPs
     counted (under torch's ``FlopCounterMode``, about 30 µs per operator) once per
-    distinct call, meaning the same target on inputs of the same shapes, dtypes and
+    distinct call, meaning the same target (for a module: an equal one,
+    :func:`~fxviz._values.module_signature`) on inputs of the same shapes, dtypes and
     constant arguments (every layer of a stack repeats its first), and reused for the
     others."""
 
@@ -38,7 +40,8 @@ class _Annotator(torch.fx.Interpreter):
         super().__init__(gm, garbage_collect_values=False)  # run() drops values itself
         self.notes: dict[str, dict[str, Any]] = {}
         self._flops: dict[Any, int | str | None] = {}  # call signature -> FLOPs (None: not counted; str: why)
-        self._calls: dict[tuple[str, Any], tuple[Any, bool]] = {}  # (op, target) -> :meth:`_call`
+        self._calls: dict[tuple[str, Any], tuple[Any, bool, Any]] = {}  # (op, target) -> :meth:`_call`
+        self._modules: dict[Any, int] = {}  # module signature -> its head in a FLOPs key
         self._layouts: dict[Any, tuple[Any, Any, int]] = {}  # tensor layout -> (signature, metadata, bytes)
         self._described: dict[torch.fx.Node, tuple[Any, dict[int, int]]] = {}  # live node -> (signature, tensor bytes)
 
@@ -54,18 +57,18 @@ class _Annotator(torch.fx.Interpreter):
             op, target, node_args, node_kwargs = node.op, node.target, node.args, node.kwargs  # args: properties
             try:
                 try:
-                    run, may_write = calls[op, target]
+                    run, may_write, head = calls[op, target]
                 except KeyError:
-                    run, may_write = calls[op, target] = self._call(node)
+                    run, may_write, head = calls[op, target] = self._call(node)
                 except TypeError:  # an unhashable target
-                    run, may_write = self._call(node)
+                    run, may_write, head = self._call(node)
                 args = map_arg(node_args, value_of)
                 kwargs = map_arg(node_kwargs, value_of) if node_kwargs else {}
                 if run is None:
                     flops, result = None, getattr(self, op)(target, args, kwargs)
                 else:
                     try:  # args are a tuple: its parts, most of them nodes, inline
-                        key = (op, target,
+                        key = (op, head,
                                *[described[a][0] if a.__class__ is Node else signature_of(a) for a in node_args],
                                signature_of(node_kwargs) if node_kwargs else ())
                         flops = counted.get(key, _UNCOUNTED)
@@ -127,16 +130,25 @@ class _Annotator(torch.fx.Interpreter):
                 del env[done], described[done]
         raise RunError("The graph has no output node.")
 
-    def _call(self, n: torch.fx.Node) -> tuple[Any, bool]:
-        """How a node is run (None: not a call, run by the Interpreter's method of its op)
-        and whether it may write its inputs."""
+    def _call(self, n: torch.fx.Node) -> tuple[Any, bool, Any]:
+        """How a node is run (None: not a call, run by the Interpreter's method of its op),
+        whether it may write its inputs, and what its FLOPs key holds for its target."""
         if not n.op.startswith("call_"):
-            return None, False
+            return None, False, n.target
         # The first: Interpreter's, less a check.
         run = _call_function if n.op == "call_function" else getattr(self, n.op)
         if n.op != "call_method" and not isinstance(n.target, BuiltinFunctionType | OpOverload):
             run = _with_fresh_containers(run)  # Python code (a function, a module), which may fill in a list
-        return run, may_write_inputs(n)
+        return run, may_write_inputs(n), self._head(n)
+
+    def _head(self, n: torch.fx.Node) -> Any:
+        """The target as a FLOPs key holds it: a module by :func:`module_signature` (the
+        module itself where it has none), one int per distinct signature (cheap to hash)."""
+        if n.op != "call_module":
+            return n.target
+        module = self.fetch_attr(n.target)
+        found = module_signature(module)
+        return module if found is None else self._modules.setdefault(found, len(self._modules))
 
     def _count(self, key: Any, run: Any, target: Any, args: tuple, kwargs: dict, node: Node,
                may_write: bool) -> tuple[int | str | None, Any]:

@@ -107,12 +107,41 @@ class FlopCounter(FlopCounterMode):
         return entered
 
     def _count_flops(self, func_packet, out, args, kwargs):
-        self.counted = self.counted or func_packet in self.flop_registry
+        """torch's, with the shapes a formula takes made by :func:`_shapes` (torch's
+        ``tree_map`` was two thirds of the time of a counted operator)."""
+        formula = self.flop_registry.get(func_packet)
+        if formula is None:
+            return out
+        self.counted = True
         try:
-            return super()._count_flops(func_packet, out, args, kwargs)
+            if getattr(formula, "__code__", None) is _SHAPE_WRAPPER:  # shape_wrapper(f): f on shapes
+                count = formula.__wrapped__(*_shapes(args), out_shape=_shapes(out), **_shapes(kwargs))
+            else:
+                count = formula(*args, **kwargs, out_val=out)
+            for parent in set(self.mod_tracker.parents):
+                self.flop_counts[parent][func_packet] += count
         except Exception as exc:  # the op ran: its count is unknown, not its result
             self.failed = self.failed or f"{func_packet}: {type(exc).__name__}: {exc}"
-            return out
+        return out
+
+
+#: The code of the function torch's ``shape_wrapper`` makes of a formula (``__wrapped__``:
+#: the formula), which maps its arguments to shapes with ``tree_map(get_shape, ...)``.
+_SHAPE_WRAPPER = flop_counter.shape_wrapper(lambda: 0).__code__
+
+
+def _shapes(value: Any) -> Any:
+    """``tree_map(flop_counter.get_shape, value)`` for what operators take and return:
+    tensors by shape, in tuples, lists and dicts."""
+    if isinstance(value, torch.Tensor):
+        return value.shape
+    if value.__class__ in (tuple, list):
+        return value.__class__(map(_shapes, value))
+    if value.__class__ is dict:
+        return {k: _shapes(v) for k, v in value.items()}
+    if isinstance(value, tuple) and hasattr(value, "_fields"):  # a named tuple
+        return value.__class__(*map(_shapes, value))
+    return value
 
 
 _ATTENTION_FORMULAS = _attention_formulas()

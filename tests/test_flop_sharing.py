@@ -1,0 +1,74 @@
+"""FLOPs of equal modules are counted once and shared; what makes modules unequal
+(a setting, a hook) keeps them apart; the counter's own shape mapping counts as torch's."""
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+import fxviz
+import fxviz.shapes
+from fxviz._torch_internals import FlopCounter
+
+
+class _Counting(FlopCounter):
+    """FlopCounter that notes how often it was entered."""
+
+    entered = 0
+
+    def __enter__(self):
+        type(self).entered += 1
+        return super().__enter__()
+
+
+def _flops(model: torch.nn.Module, x: torch.Tensor, monkeypatch) -> tuple[dict, int]:
+    """FLOPs per module called, and how many counts were made."""
+    _Counting.entered = 0
+    monkeypatch.setattr(fxviz.shapes, "FlopCounter", _Counting)
+    gm = fxviz.annotate(fxviz.trace(model), x)
+    return {n.target: n.meta["flops"] for n in gm.graph.nodes if n.op == "call_module"}, _Counting.entered
+
+
+def test_equal_modules_are_counted_once_and_each_gets_the_count(monkeypatch):
+    model = torch.nn.Sequential(*[torch.nn.Linear(8, 8) for _ in range(4)], torch.nn.Linear(8, 3))
+    flops, entered = _flops(model, torch.randn(2, 8), monkeypatch)
+    assert [flops[str(i)] for i in range(5)] == [2 * 2 * 8 * 8] * 4 + [2 * 2 * 8 * 3]
+    assert entered == 2  # one Linear(8, 8) and the Linear(8, 3)
+
+
+def test_modules_with_equal_weights_but_other_settings_are_counted_apart(monkeypatch):
+    class Two(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = torch.nn.Conv2d(3, 4, 3, padding=1)
+            self.b = torch.nn.Conv2d(3, 4, 3, padding=1, stride=2)
+
+        def forward(self, x):
+            return self.a(x), self.b(x)
+
+    flops, entered = _flops(Two(), torch.randn(1, 3, 8, 8), monkeypatch)
+    per_position = 2 * 4 * 3 * 3 * 3
+    assert (flops["a"], flops["b"]) == (per_position * 8 * 8, per_position * 4 * 4)
+    assert entered == 2
+
+
+def test_a_module_with_a_hook_is_counted_on_its_own(monkeypatch):
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Linear(8, 8))
+    model[1].register_forward_hook(lambda module, args, out: out @ out.T)  # a 2x8 @ 8x2 matmul more
+    flops, entered = _flops(model, torch.randn(2, 8), monkeypatch)
+    assert flops["0"] == 2 * 2 * 8 * 8
+    assert flops["1"] == 2 * 2 * 8 * 8 + 2 * 2 * 2 * 8
+    assert entered == 2
+
+
+def test_the_counter_counts_what_torchs_counts():
+    x = torch.randn(2, 3, 8, 8)
+    calls = [lambda: torch.nn.functional.linear(torch.randn(4, 5), torch.randn(6, 5), torch.randn(6)),
+             lambda: torch.bmm(torch.randn(2, 3, 4), torch.randn(2, 4, 5)),
+             lambda: torch.baddbmm(torch.randn(2, 3, 5), torch.randn(2, 3, 4), torch.randn(2, 4, 5)),
+             lambda: torch.nn.functional.conv2d(x, torch.randn(4, 3, 3, 3), stride=2, padding=1),
+             lambda: torch.nn.functional.conv_transpose2d(x, torch.randn(3, 2, 3, 3)),
+             lambda: torch.nn.functional.conv1d(torch.randn(1, 2, 9), torch.randn(4, 1, 3), groups=2)]
+    for call in calls:
+        with FlopCounter(display=False) as ours:
+            call()
+        with FlopCounterMode(display=False) as theirs:
+            call()
+        assert ours.get_total_flops() == theirs.get_total_flops() > 0
