@@ -52,8 +52,10 @@ def module_signature(module: torch.nn.Module) -> Any:
     parts: list[Any] = [type(module)]
     try:
         for name, value in vars(module).items():
-            if "hook" in name and value:
-                return None
+            if "hook" in name:
+                if value:
+                    return None
+                continue
             if name == "_modules":
                 value = tuple((k, () if m is None else module_signature(m)) for k, m in value.items())
                 if any(part is None for _, part in value):  # a submodule that has none
