@@ -137,3 +137,14 @@ def test_the_kernel_mode_is_offered_only_on_a_graph_with_kernels():
     compiled.nodes["relu"]["kernel"] = "triton_poi_fused_relu_0"
     assert "kernel" in [v["name"] for v in colour_modes.views(compiled)]
     assert [v["name"] for v in colour_modes.views()] == list(colour_modes.MODES)  # no graph: every mode
+
+
+def test_an_explorer_lists_the_kernel_mode_only_for_a_compiled_graph():
+    """The Explorer's drawing narrows its graph view's list to what the step's graph has:
+    an ordinary model gets no "inductor kernel" entry."""
+    from fxviz.widgets import Explorer
+
+    ex = Explorer(fxviz.Session(torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU()), torch.randn(2, 4)),
+                  profile="off")
+    names = [m["name"] for m in ex.graph.color_modes]
+    assert "kernel" not in names and {"op", "time", "error", "memory"} <= set(names)

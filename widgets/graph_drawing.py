@@ -22,6 +22,7 @@ class GraphDrawing:
 
     def __init__(self, view: GraphView, say: Callable[[str], None]):
         self.view, self._say = view, say
+        self.modes = list(view.color_modes)  # the view's own list, of which each graph is offered its part
         self.collapsed: list[str] | None = None  # the collapsed boxes on screen, in drawing order
         self.open: list[str] = []  # boxes the view keeps open, most wanted (latest opened) first
         self.source = ""  # the DOT on screen: the same DOT is not laid out twice
@@ -36,7 +37,8 @@ class GraphDrawing:
         collapse or expand) that cannot be laid out keeps the one on screen. Returns
         whether the asked-for drawing is shown."""
         view = self.view
-        offered = colour_modes.views(step.graph)
+        has = {m["name"] for m in colour_modes.views(step.graph)}
+        offered = [m for m in self.modes if m["name"] in has or m["name"] not in colour_modes.MODES]
         if view.color_modes != offered:  # e.g. "kernel" only on a graph inductor compiled
             view.color_modes = offered
         status = " · ".join(filter(None, [f"{len(step.graph)} nodes", f"step {step.index}", note]))

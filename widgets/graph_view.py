@@ -15,7 +15,6 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import anywidget
-import networkx as nx
 import traitlets
 
 from fxviz import assets, colour_modes
@@ -151,8 +150,7 @@ class GraphView(anywidget.AnyWidget):
 
     @traitlets.default("color_modes")
     def _every_mode(self) -> list[dict[str, str]]:
-        # read when a view is made (a mode added since is offered); a drawing offers its graph's own
-        return colour_modes.views(nx.DiGraph())
+        return colour_modes.views()  # read when a view is made: a mode added since is offered
 
     #: set by an owner that sends ``nodes`` after the first drawing (the Explorer, on a
     #: large graph); called before they are read
