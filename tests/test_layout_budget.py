@@ -54,7 +54,8 @@ def drawing(monkeypatch):
     from fxviz.widgets.graph_drawing import GraphDrawing
 
     monkeypatch.setattr(fxviz.render, "MAX_NODES", BUDGET)
-    view = View(collapsed=[], svg="", elements={}, legend=[], legend_mode="op", status="", selected="", show_weights=False)
+    view = View(collapsed=[], svg="", elements={}, legend=[], legend_mode="op", status="", selected="", show_weights=False,
+                color_modes=[{"name": "op", "label": "op kind", "unit": ""}])
     errors: list[str] = []
     result = GraphDrawing(view, errors.append)
     result.step, result.errors = SimpleNamespace(graph=nested_graph(), index=0), errors
