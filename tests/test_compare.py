@@ -335,6 +335,7 @@ def test_a_diff_window_shows_the_node_after_a_long_removal_and_the_end_past_the_
     """Rows of the first code only (a removal) are at no line of the second: a window
     from line ``near`` starts at that line's row, not inside the removal before it; with
     no change at or after ``near``, the window is the diff's end."""
+    from fxviz._linediff import unified_diff
     from fxviz.widgets.panel_code import diff_html
 
     a = _generated_code(3000, set())  # lines 1001-2000 (add_999 ... add_1998) fused into one
@@ -343,7 +344,7 @@ def test_a_diff_window_shows_the_node_after_a_long_removal_and_the_end_past_the_
     assert "fused = fused_op(add_998)" in table and "more lines" in table
     later = code_diff_html("\n".join(a), "\n".join(b), near=1002, max_rows=50, before=0)
     assert re.search(r"⋯ \d+ lines before", later) and "add_1999 = torch.tanh(fused)" in later
-    comparison = SimpleNamespace(code_diff="\n".join(unified_lines := __import__("fxviz")._linediff.unified_diff(
+    comparison = SimpleNamespace(code_diff="\n".join(unified_lines := unified_diff(
         a, b, "a", "b")), code_diff_html=lambda **window: code_diff_html("\n".join(a), "\n".join(b), **window))
     assert len(unified_lines) > 400
     unified = diff_html(comparison, "unified", near=1001)
