@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import scale  # noqa: E402  (bench/scale.py: the synthetic graph)
 
 import fxviz  # noqa: E402
-from fxviz.measure import Scheduler  # noqa: E402
+from fxviz.background.measure import Scheduler  # noqa: E402
 
 
 def cancel_after(step, delay: float) -> float:

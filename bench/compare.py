@@ -35,8 +35,8 @@ import torchvision
 from torch import nn
 
 import fxviz
-from fxviz.profiling import profile
-from fxviz.timing_diff import diff_timing
+from fxviz.timing.profiling import profile
+from fxviz.timing.timing_diff import diff_timing
 
 SLOWED = "layer3_0_conv2"
 CONDITIONS = ("quiet", "loaded", "load spike")

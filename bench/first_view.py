@@ -102,7 +102,7 @@ REPORT_TARGET = 2.0
 
 def first_view(model: Any, inputs: tuple) -> str:
     import fxviz
-    from fxviz.render import render
+    from fxviz.draw.render import render
 
     session = fxviz.Session(model, inputs)
     return render(session.current.graph).drawn().svg
@@ -113,7 +113,7 @@ def first_view_and_report(model: Any, inputs: tuple) -> None:
     import tempfile
 
     import fxviz
-    from fxviz.render import render
+    from fxviz.draw.render import render
 
     session = fxviz.Session(model, inputs)
     render(session.current.graph).drawn()

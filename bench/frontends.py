@@ -511,7 +511,7 @@ def _try(fn: Callable[[], Any]) -> tuple[bool, float, str]:
 def measure(build: Callable[[], tuple]) -> dict[str, Any]:
     """One row: fxviz, then symbolic_trace, torch.export and torchview on the same model."""
     import fxviz
-    from fxviz.render import render
+    from fxviz.draw.render import render
 
     row: dict[str, Any] = {}
     try:
@@ -554,11 +554,11 @@ def view_counts(graph: Any, first: Any) -> dict[str, int]:
     """What a first view and "Collapse all" (every top-level box closed) draw: boxes, and
     how many of them are parameters, "nodes N–M" segments, or setup plumbing (drawn op by
     op, not folded into a setup box)."""
-    from fxviz.layout_index import box_index
-    from fxviz.render import render
+    from fxviz.draw.layout_index import box_index
+    from fxviz.draw.render import render
 
     try:
-        from fxviz.layout_paths import node_paths, setup_paths  # this work's; absent before it
+        from fxviz.draw.layout_paths import node_paths, setup_paths  # this work's; absent before it
         paths = node_paths(graph, {n for n, a in graph.nodes(data=True) if a.get("weight")})
         found, checks = setup_paths(graph, paths)
         plumbing = set(found) | checks

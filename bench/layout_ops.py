@@ -83,7 +83,7 @@ def run(path: str, save: pathlib.Path | None = None) -> None:
     said: list[str] = []
     drawing = GraphDrawing(view, said.append)
     layouts: list[float] = []
-    import fxviz.render as render_module
+    import fxviz.draw.render as render_module
 
     real = render_module.layout_svg
 

@@ -33,8 +33,8 @@ from types import SimpleNamespace
 import torch
 
 import fxviz
-from fxviz.numerics import numerics
-from fxviz.structure import structure
+from fxviz.checks.numerics import numerics
+from fxviz.diff.structure import structure
 
 OPS = (torch.sin, torch.relu, torch.tanh)
 

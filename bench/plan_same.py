@@ -25,14 +25,14 @@ sys.path.insert(0, str(Path(__file__).parent))
 import scale  # noqa: E402
 
 import fxviz  # noqa: E402
-from fxviz import layout_plan as new  # noqa: E402
+from fxviz.draw import layout_plan as new  # noqa: E402
 
 FIELDS = ("children", "labels", "collapsed", "opened", "members", "edges", "stubs", "shared_stubs",
           "drawn", "span", "closed", "box_count", "work")
 
 
 def old_module(rev: str):
-    source = subprocess.run(["git", "show", f"{rev}:fxviz/layout_plan.py"], capture_output=True, text=True,
+    source = subprocess.run(["git", "show", f"{rev}:fxviz/draw/layout_plan.py"], capture_output=True, text=True,
                             check=True, cwd=Path(__file__).parent.parent).stdout
     path = Path(tempfile.mkdtemp()) / "layout_plan_old.py"
     path.write_text(source)

@@ -21,7 +21,7 @@ import torch
 import torch.fx
 import torchvision
 
-from fxviz.profiling import profile
+from fxviz.timing.profiling import profile
 from fxviz.capture import trace
 
 

@@ -16,7 +16,7 @@ import torch
 import torchvision
 
 import fxviz
-from fxviz.render import render
+from fxviz.draw.render import render
 
 BASELINE_LIMIT_S = 60.0
 

@@ -20,7 +20,7 @@ import torchvision
 from torch import nn
 
 import fxviz
-from fxviz.render import render
+from fxviz.draw.render import render
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "e2e"))
 import labdriver  # noqa: E402

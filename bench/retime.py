@@ -23,9 +23,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import scale  # noqa: E402  (bench/scale.py: the synthetic graph)
 
 import fxviz  # noqa: E402
-from fxviz import _clock  # noqa: E402
-from fxviz.profiling import profile  # noqa: E402
-from fxviz.timing_ab import measure_pair  # noqa: E402
+from fxviz.timing import _clock  # noqa: E402
+from fxviz.timing.profiling import profile  # noqa: E402
+from fxviz.timing.timing_ab import measure_pair  # noqa: E402
 
 SETTINGS = {"warmup": 1, "repeats": 5}  # few forwards: what is compared is making the code
 

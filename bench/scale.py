@@ -44,11 +44,11 @@ import torch.fx
 from torch import nn
 
 import fxviz
-from fxviz._gc import gc_paused
+from fxviz.background._gc import gc_paused
 from fxviz.errors import RenderError
-from fxviz.layout_plan import plan_layout
-from fxviz.render import render
-from fxviz.shapes import annotated_run
+from fxviz.draw.layout_plan import plan_layout
+from fxviz.draw.render import render
+from fxviz.annotation.shapes import annotated_run
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 LAYER_NODES = 156  # ATen nodes per layer of a training step (measured: 19,968 for 128 layers)

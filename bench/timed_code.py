@@ -1,7 +1,7 @@
 """What making a graph's timed forward costs, against torch making the graph's own code.
 
 A profile's timed forward is ``gm.code`` with a tick line before each node, compiled
-(fxviz/_clock.py); the baseline is ``gm.recompile()`` (torch generating and compiling the
+(fxviz/timing/_clock.py); the baseline is ``gm.recompile()`` (torch generating and compiling the
 same graph's code), timed in the same run, interleaved, on bench/scale.py's synthetic
 graph. Prints per size the medians over rounds and the ratio timed/recompile (min-max).
 
@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import scale  # noqa: E402  (bench/scale.py: the synthetic graph)
 
 import fxviz  # noqa: E402
-from fxviz import _clock  # noqa: E402
+from fxviz.timing import _clock  # noqa: E402
 
 
 def timed_code_s(gm) -> float:

@@ -82,7 +82,7 @@ fused = fuse(gm)
 print(fused.graph)"""
 # Where explore()'s kernel time goes, measured after the browser timings (warm).
 BREAKDOWN = """\
-from fxviz.render import render
+from fxviz.draw.render import render
 def seconds(f):
     start = time.perf_counter(); out = f(); return time.perf_counter() - start, out
 with torch.no_grad():

@@ -11,21 +11,21 @@ from fxviz.errors import (
     FxvizError, InputError, MeasureError, MissingDependency, NoSuchAttribute, NoSuchStep, PassError, RenderError,
     RunError, TraceError, UsageError,
 )
-from fxviz.markup import escape
+from fxviz.present.markup import escape
 from fxviz.capture import trace
-from fxviz.shapes import annotate
-from fxviz.graph import to_networkx
-from fxviz.render import Rendering, to_dot, to_svg
-from fxviz.check import CheckResult, check_outputs
+from fxviz.annotation.shapes import annotate
+from fxviz.annotation.graph import to_networkx
+from fxviz.draw.render import Rendering, to_dot, to_svg
+from fxviz.checks.check import CheckResult, check_outputs
 from fxviz.session import Session, Step
 from fxviz import passes
 
 __version__ = "0.1.0"
 
 #: name -> the module it is imported from on first use: pandas alone is a third of a cold first view
-LAZY = {"profile": "fxviz.profiling", "plot_profile": "fxviz.profiling", "profile_aten": "fxviz.aten_breakdown",
-        "Comparison": "fxviz.comparison", "compare": "fxviz.comparison",
-        "Compiled": "fxviz.compile_graphs", "compiled": "fxviz.compile_graphs"}
+LAZY = {"profile": "fxviz.timing.profiling", "plot_profile": "fxviz.timing.profiling", "profile_aten": "fxviz.timing.aten_breakdown",
+        "Comparison": "fxviz.diff.comparison", "compare": "fxviz.diff.comparison",
+        "Compiled": "fxviz.compiler.graphs", "compiled": "fxviz.compiler.graphs"}
 
 
 def __getattr__(name):

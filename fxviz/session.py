@@ -20,17 +20,17 @@ import torch.fx
 from torch import nn
 
 from fxviz import _cow
-from fxviz._gc import gc_paused
+from fxviz.background._gc import gc_paused
 from fxviz._runtime import closed_over_modules
 from fxviz._torch_internals import is_fake, tree_leaves, uncompiled
-from fxviz.check import CheckResult, compare_outputs, random_like, run_outputs, seeded
-from fxviz.check_scope import check_all_graphs, check_graph
+from fxviz.checks.check import CheckResult, compare_outputs, random_like, run_outputs, seeded
+from fxviz.checks.scope import check_all_graphs, check_graph
 from fxviz.capture import OPTIONS as TRACE_OPTIONS, export, keywords
 from fxviz.capture.info import graph_info, own_graph_info
 from fxviz.errors import FxvizError, NoSuchStep, PassError, TraceError, UsageError
-from fxviz.known_shapes import NOT_RUN, unrun
+from fxviz.annotation.known_shapes import NOT_RUN, unrun
 from fxviz.passes.registry import PassSpec, resolve, selection_names
-from fxviz.shapes import annotated_run
+from fxviz.annotation.shapes import annotated_run
 from fxviz.step import NEEDS_REAL_TENSORS, Action, Step
 
 __all__ = ["Action", "OPTIONS", "Session", "Step", "split_options"]
@@ -216,7 +216,7 @@ class Session:
     def compare(self, i: int, j: int, **options: Any) -> Any:
         """``fxviz.compare`` of steps ``i`` and ``j``: its timings measure both steps in one
         interleaved run (``options``: its keyword arguments, e.g. ``profile_kwargs={"budget_s": 1}``)."""
-        from fxviz.comparison import compare
+        from fxviz.diff.comparison import compare
 
         return compare(self._steps[i], self._steps[j], **options)
 
@@ -226,8 +226,8 @@ class Session:
 
     def to_html(self, path: Any, **options: Any) -> Any:
         """Write the session as one self-contained HTML page, readable without a kernel;
-        returns its path. ``options``: see :func:`fxviz.report.write_html`."""
-        from fxviz.report import write_html
+        returns its path. ``options``: see :func:`fxviz.report.page.write_html`."""
+        from fxviz.report.page import write_html
 
         return write_html(self, path, **options)
 
@@ -236,7 +236,7 @@ class Session:
         """One annotated run on the example inputs proves the graph runs (else ``error``,
         and nothing changes), notes what its drawing shows, and is the check's first output;
         ``first_run``: that run, made already (the capture's, :attr:`Capture.first_run`), or
-        for step 0 of a graph that carries its shapes, those (:func:`~fxviz.known_shapes.unrun`)."""
+        for step 0 of a graph that carries its shapes, those (:func:`~fxviz.annotation.known_shapes.unrun`)."""
         first_run = first_run or (unrun(gm, check_inputs[0]) if index == 0 else None)
         try:
             with gc_paused(), seeded(check_inputs[0]):  # linear cost on graphs of 100k nodes
@@ -299,7 +299,7 @@ class Session:
             callback(self)
 
     def _repr_html_(self) -> str:
-        from fxviz.report_static import session_html
+        from fxviz.report.static import session_html
 
         return session_html(self)
 

@@ -10,10 +10,10 @@ from typing import Any
 import torch.fx
 
 from fxviz.capture.info import graph_info
-from fxviz.check import CheckResult
-from fxviz.check_scope import graph_scope
+from fxviz.checks.check import CheckResult
+from fxviz.checks.scope import graph_scope
 from fxviz.errors import MeasureError
-from fxviz.graph import to_networkx
+from fxviz.annotation.graph import to_networkx
 from fxviz.passes.spec import PassSpec
 
 
@@ -82,10 +82,10 @@ class Step:
     @cached_property
     def memory(self) -> Any:
         """Bytes per node, output and alive after it, with the peak in ``attrs``
-        (:func:`fxviz.memory.memory`): from shapes alone, so meta models answer too; on
+        (:func:`fxviz.checks.memory.memory`): from shapes alone, so meta models answer too; on
         CUDA also the measured peak of one forward (``attrs["measured_peak_bytes"]``)."""
         from fxviz.capture import as_inputs
-        from fxviz.memory import memory
+        from fxviz.checks.memory import memory
 
         return memory(self.graph, self.gm, as_inputs(self.example_inputs))
 
@@ -94,7 +94,7 @@ class Step:
         """The numeric check against the original model on the example inputs and the
         random ones. Computed on first use: each random input costs two forwards, which
         a UI can spend in the background after drawing the step. On one of dynamo's
-        graphs it says which of them it covered (:func:`fxviz.check_scope.graph_scope`)."""
+        graphs it says which of them it covered (:func:`fxviz.checks.scope.graph_scope`)."""
         return graph_scope(self._checker(), self.gm)
 
     @property
@@ -104,7 +104,7 @@ class Step:
 
     def profile(self, **kwargs: Any) -> Any:
         """``fxviz.profile(gm, example_inputs, **kwargs)``, computed once per kwargs."""
-        from fxviz.profiling import profile
+        from fxviz.timing.profiling import profile
 
         key = repr(sorted(kwargs.items()))
         if graph_info(self.gm).real_tensors is False:
@@ -123,7 +123,7 @@ class Step:
         return profiles[-1] if profiles else None
 
     def _repr_html_(self) -> str:
-        from fxviz.report_static import step_html
+        from fxviz.report.static import step_html
 
         return step_html(self)
 

@@ -8,11 +8,11 @@ import torch.nn.functional as F
 from torch import nn
 
 import fxviz
-import fxviz.shapes
+import fxviz.annotation.shapes
 from fxviz._torch_internals import FlopCounter
-from fxviz.aten_breakdown import profile_aten
+from fxviz.timing.aten_breakdown import profile_aten
 from fxviz.capture import capture, forget_front_end, front_end
-from fxviz.shapes import annotated_run
+from fxviz.annotation.shapes import annotated_run
 
 B, H, L, E = 2, 4, 16, 8  # batch, heads, sequence, head size
 SDPA_FLOPS = 4 * B * H * L * L * E  # QK^T and AV, 2 FLOPs per multiply-add
@@ -122,7 +122,7 @@ class _BrokenCounter(FlopCounter):
 def test_a_counter_that_breaks_leaves_flops_unknown_and_the_graph_runs(monkeypatch):
     """Whatever fails in torch's counter, the call runs again without it (a module too: it
     wrote nothing before failing), and the reason is kept."""
-    monkeypatch.setattr(fxviz.shapes, "FlopCounter", _BrokenCounter)
+    monkeypatch.setattr(fxviz.annotation.shapes, "FlopCounter", _BrokenCounter)
     model = nn.Sequential(nn.Linear(4, 4), nn.ReLU()).eval()
     x = torch.randn(2, 4)
     outputs, notes = annotated_run(fxviz.trace(model, x), x)

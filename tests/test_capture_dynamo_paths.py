@@ -122,7 +122,7 @@ def test_backward_ops_sit_beside_their_forward_module(result):
 
 def test_the_drawing_puts_q_and_its_weight_in_one_cluster(result):
     """Before, the weight was drawn in SelfAttention's cluster and its linear in a 'q' one."""
-    dot = fxviz.render.to_dot(result.graphs[0].gm, show_weights=True).source
+    dot = fxviz.draw.render.to_dot(result.graphs[0].gm, show_weights=True).source
     cluster = dot.partition("label=<SelfAttention · Attention>")[2].partition("}")[0]
     assert '"fx-l_self_modules_q_parameters_weight_"' in cluster and '"fx-linear"' in cluster
     assert "label=<q" not in dot.partition("label=<encoder · ModuleDict>")[0]

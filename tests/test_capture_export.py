@@ -129,7 +129,7 @@ def test_each_block_of_an_exported_model_keeps_its_box():
     """ep.module() reads every parameter first; far from its ops, each block was drawn in
     its parent (one box for all of a transformer's layers). Weights are not drawn, so a
     one-op module (lin, norm) is a node of its block, as it is in a symbolic trace."""
-    from fxviz.layout_tree import build_tree
+    from fxviz.draw.layout_tree import build_tree
 
     model = nn.Sequential(*(_Block() for _ in range(4)))
     x = torch.randn(2, 8)

@@ -4,8 +4,8 @@ import torch
 from torch import nn
 
 import fxviz
-from fxviz.check import Gradients, compare_outputs
-from fxviz.layout_tree import build_tree
+from fxviz.checks.check import Gradients, compare_outputs
+from fxviz.draw.layout_tree import build_tree
 from fxviz.capture.info import graph_info
 
 

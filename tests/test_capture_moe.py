@@ -81,7 +81,7 @@ def test_a_moe_step_that_loops_over_the_experts_it_routes_to_says_why_it_opens_a
 def test_the_check_catches_a_graph_that_bakes_in_the_examples_routing():
     """What a capture that read the router's values would make: the same graph with the
     example's experts as a constant. Right on the example, wrong on the random inputs."""
-    from fxviz.check import check_outputs
+    from fxviz.checks.check import check_outputs
 
     model, train_step = _step(CONFIGS["mixtral"]())
     ids = torch.randint(0, 64, (1, 6))

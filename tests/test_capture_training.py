@@ -216,7 +216,7 @@ def test_a_step_calling_backward_is_checked_on_its_gradients_and_leaves_grad_alo
 
 def test_the_check_fails_when_one_gradient_is_wrong():
     from fxviz.capture.gradients import with_gradients
-    from fxviz.check import check_outputs
+    from fxviz.checks.check import check_outputs
 
     net, step = _backward_step()
     reference = with_gradients(step)
@@ -280,8 +280,8 @@ class _Block(nn.Module):  # resnet-ish: conv with bias -> training-mode BN -> re
 def test_a_comparison_of_two_steps_judges_gradients_as_the_check_does():
     from types import SimpleNamespace
 
-    from fxviz.check import compare_outputs
-    from fxviz.comparison import compare
+    from fxviz.checks.check import compare_outputs
+    from fxviz.diff.comparison import compare
 
     torch.manual_seed(0)
     net = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), _Block(), _Block(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),

@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 import fxviz
-from fxviz.check import CheckResult, check_outputs, compare_outputs, random_like, run_outputs, tolerance
+from fxviz.checks.check import CheckResult, check_outputs, compare_outputs, random_like, run_outputs, tolerance
 
 
 def test_identical_outputs_match_with_zero_error():
@@ -249,7 +249,7 @@ def test_gradients_allow_rounding_noise_that_follows_the_largest_and_catch_a_one
     largest off after a reordering (bench/frontends.py "qwen3 (export joint)"): rounding,
     not a bug (1.5e-4 of its own scale: judged by it alone, a mismatch). A 1 % error in a
     gradient at 20 % of the largest is one."""
-    from fxviz.check import Gradients
+    from fxviz.checks.check import Gradients
 
     ramp = torch.linspace(-1, 1, 64)  # the largest gradient: 1
     grads = Gradients(big=ramp, embed=0.02 * ramp, mid=0.2 * ramp)

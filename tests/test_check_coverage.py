@@ -12,9 +12,9 @@ import pytest
 import torch
 from torch import nn
 
-from fxviz.check import compare_outputs
-from fxviz.check_inputs import EXAMPLE_ONLY, random_like
-from fxviz.check_scope import failed_beyond_example
+from fxviz.checks.check import compare_outputs
+from fxviz.checks.inputs import EXAMPLE_ONLY, random_like
+from fxviz.checks.scope import failed_beyond_example
 from fxviz.errors import InputError
 from fxviz.session import Session
 from fxviz.widgets import explore

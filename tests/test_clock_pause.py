@@ -13,9 +13,9 @@ import torch
 import torch.fx
 from torch import nn
 
-from fxviz import _clock
-from fxviz.jobs import cancellable
-from fxviz.jobs import Turns
+from fxviz.timing import _clock
+from fxviz.background.jobs import cancellable
+from fxviz.background.jobs import Turns
 from fxviz.errors import Cancelled
 
 

@@ -1,4 +1,4 @@
-"""The table of colour modes (fxviz/colour_modes.py): one entry is a whole mode, which the
+"""The table of colour modes (fxviz/draw/colour_modes.py): one entry is a whole mode, which the
 renderer colours with, the Explorer measures for and the graph view offers in its menu."""
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import pytest
 import torch
 
 import fxviz
-from fxviz import colour_modes
-from fxviz.colour_modes import MODES, ColourMode, graph_attr, heat, profile_column
-from fxviz.render import render
+from fxviz.draw import colour_modes
+from fxviz.draw.colour_modes import MODES, ColourMode, graph_attr, heat, profile_column
+from fxviz.draw.render import render
 
 from test_explorer import FAST, ConvBN
 

@@ -17,12 +17,12 @@ import torchvision
 from torch import nn
 from torch.fx.experimental.optimization import fuse
 
-from fxviz import timing_ab
-from fxviz.comparison import code_diff_html, compare, graph_diff
+from fxviz.timing import timing_ab
+from fxviz.diff.comparison import code_diff_html, compare, graph_diff
 from fxviz.errors import FxvizError
-from fxviz.profiling import profile
-from fxviz.timing_ab import PairedTimes
-from fxviz.timing_diff import diff_timing, plot_top, top_changes
+from fxviz.timing.profiling import profile
+from fxviz.timing.timing_ab import PairedTimes
+from fxviz.timing.timing_diff import diff_timing, plot_top, top_changes
 from fxviz.capture import trace
 
 
@@ -305,7 +305,7 @@ def test_line_diff_gives_a_valid_diff_and_difflibs_own_on_generated_code(seed):
     import difflib
     import random
 
-    from fxviz._linediff import AnchoredMatcher, unified_diff
+    from fxviz.diff._linediff import AnchoredMatcher, unified_diff
 
     rng = random.Random(seed)
     a = [rng.choice("abcdef") for _ in range(rng.randint(0, 40))]
@@ -335,7 +335,7 @@ def test_a_diff_window_shows_the_node_after_a_long_removal_and_the_end_past_the_
     """Rows of the first code only (a removal) are at no line of the second: a window
     from line ``near`` starts at that line's row, not inside the removal before it; with
     no change at or after ``near``, the window is the diff's end."""
-    from fxviz._linediff import unified_diff
+    from fxviz.diff._linediff import unified_diff
     from fxviz.widgets.panel_code import diff_html
 
     a = _generated_code(3000, set())  # lines 1001-2000 (add_999 ... add_1998) fused into one

@@ -15,9 +15,9 @@ import torch.fx
 from torch import nn
 
 import fxviz
-from fxviz.aten_breakdown import profile_aten
-from fxviz.profiling import profile
-from fxviz.timing_ab import measure_pair, paired_timing
+from fxviz.timing.aten_breakdown import profile_aten
+from fxviz.timing.profiling import profile
+from fxviz.timing.timing_ab import measure_pair, paired_timing
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 

@@ -48,7 +48,7 @@ def test_argument_errors_are_fxviz_errors_and_their_builtin():
         session.undo()
     assert isinstance(caught.value, IndexError) and isinstance(caught.value, FxvizError)
     with pytest.raises(InputError, match="needs values") as caught:
-        fxviz.render.render(session.current.gm, color_by="time")
+        fxviz.draw.render.render(session.current.gm, color_by="time")
     assert isinstance(caught.value, ValueError)
     assert issubclass(UsageError, TypeError) and caught.value.node is None
 

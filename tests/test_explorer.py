@@ -15,8 +15,8 @@ from torch import nn
 
 import ipywidgets as w
 
-import fxviz.render
-from fxviz import colour_modes
+import fxviz.draw.render
+from fxviz.draw import colour_modes
 from fxviz.errors import RenderError
 from fxviz.passes import registry
 from fxviz.session import Session
@@ -359,7 +359,7 @@ def test_an_expansion_that_cannot_be_laid_out_keeps_the_drawing_on_screen(resnet
     def too_slow(source, **_):
         raise RenderError("Laying out 9999 boxes took longer than 10 s, so it was stopped.")
 
-    monkeypatch.setattr(fxviz.render, "layout_svg", too_slow)
+    monkeypatch.setattr(fxviz.draw.render, "layout_svg", too_slow)
     explorer.graph.collapsed = []  # "Expand all"
     assert "took longer than 10 s" in explorer.error.value and "kept" in explorer.error.value
     assert explorer.graph.svg == svg and explorer.graph.collapsed == collapsed
@@ -370,7 +370,7 @@ def test_a_graph_that_cannot_be_laid_out_shows_why_and_no_stale_picture(convbn, 
     def too_slow(source, **_):
         raise RenderError("Laying out 9999 boxes took longer than 10 s, so it was stopped.")
 
-    monkeypatch.setattr(fxviz.render, "layout_svg", too_slow)
+    monkeypatch.setattr(fxviz.draw.render, "layout_svg", too_slow)
     convbn.passes.select.value = "fuse_conv_bn"
     convbn.passes.apply.click()
     assert "took longer than 10 s" in convbn.error.value
@@ -487,11 +487,11 @@ def test_explore_arguments(convbn, image):
 
 
 def test_the_same_drawing_is_laid_out_once(image, monkeypatch):
-    import fxviz.render
+    import fxviz.draw.render
 
     layouts = []
-    real = fxviz.render.layout_svg
-    monkeypatch.setattr(fxviz.render, "layout_svg", lambda *a, **k: layouts.append(1) or real(*a, **k))
+    real = fxviz.draw.render.layout_svg
+    monkeypatch.setattr(fxviz.draw.render, "layout_svg", lambda *a, **k: layouts.append(1) or real(*a, **k))
     explorer = explore(ConvBN().eval(), image, profile="sync", profile_kwargs=FAST)
     assert len(layouts) == 1  # the timings that arrived later change nothing in "op" colouring
     explorer.graph.color_mode = "time"

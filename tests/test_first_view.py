@@ -103,11 +103,11 @@ def test_an_exported_program_on_the_meta_device_is_not_checked_without_making_it
 
 
 def test_import_fxviz_leaves_pandas_and_matplotlib_until_a_part_that_needs_them_is_read():
-    code = ("import sys, fxviz, fxviz.render; heavy = ('pandas', 'matplotlib'); "
+    code = ("import sys, fxviz, fxviz.draw.render; heavy = ('pandas', 'matplotlib'); "
             "print(sorted(m for m in heavy if m in sys.modules)); "
             "print(fxviz.compare.__module__, 'pandas' in sys.modules, 'compare' in dir(fxviz))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split("\n")
-    assert out[:2] == ["[]", "fxviz.comparison True True"]
+    assert out[:2] == ["[]", "fxviz.diff.comparison True True"]
 
 
 def test_a_name_fxviz_does_not_have_is_an_attribute_error_that_says_so():
@@ -156,8 +156,8 @@ def test_an_exported_program_is_drawn_from_its_shapes_without_running_it_or_maki
 
 
 def test_notes_read_from_shapes_are_those_of_the_run():
-    from fxviz.known_shapes import known_notes
-    from fxviz.shapes import annotated_run
+    from fxviz.annotation.known_shapes import known_notes
+    from fxviz.annotation.shapes import annotated_run
 
     model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.ReLU(), nn.Flatten(), nn.Linear(144, 5)).eval()
     x = torch.randn(2, 3, 8, 8)

@@ -4,7 +4,7 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 import fxviz
-import fxviz.shapes
+import fxviz.annotation.shapes
 from fxviz._torch_internals import FlopCounter
 
 
@@ -21,7 +21,7 @@ class _Counting(FlopCounter):
 def _flops(model: torch.nn.Module, x: torch.Tensor, monkeypatch) -> tuple[dict, int]:
     """FLOPs per module called, and how many counts were made."""
     _Counting.entered = 0
-    monkeypatch.setattr(fxviz.shapes, "FlopCounter", _Counting)
+    monkeypatch.setattr(fxviz.annotation.shapes, "FlopCounter", _Counting)
     gm = fxviz.annotate(fxviz.trace(model), x)
     return {n.target: n.meta["flops"] for n in gm.graph.nodes if n.op == "call_module"}, _Counting.entered
 

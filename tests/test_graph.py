@@ -2,7 +2,7 @@ import pytest
 import torch
 
 import fxviz
-from fxviz.graph import shape_text
+from fxviz.annotation.graph import shape_text
 
 
 def test_my_module_table_matches_print_tabular(my_module):
@@ -104,7 +104,7 @@ def test_nodes_alike_get_records_of_their_own():
             y = torch.tanh(x)
             return torch.tanh(y) + torch.tanh(y + 1)
 
-    _, notes = fxviz.shapes.annotated_run(gm := fxviz.trace(Twice()), (torch.randn(2, 3),))
+    _, notes = fxviz.annotation.shapes.annotated_run(gm := fxviz.trace(Twice()), (torch.randn(2, 3),))
     g = fxviz.to_networkx(gm, notes)
     first, second, third = (g.nodes[n] for n in ("tanh", "tanh_1", "tanh_2"))
     assert (first["index"], second["index"]) == (1, 2) and first["args"] == "(x,)" and second["args"] == "(tanh,)"

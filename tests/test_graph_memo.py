@@ -9,9 +9,9 @@ import torch
 from torch import nn
 
 import fxviz
-from fxviz.colour_modes import OP_COLORS
-from fxviz import graph_memo
-from fxviz.render import human_flops, render
+from fxviz.draw.colour_modes import OP_COLORS
+from fxviz.annotation import graph_memo
+from fxviz.draw.render import human_flops, render
 
 
 class Block(nn.Module):

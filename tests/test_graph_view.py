@@ -80,7 +80,7 @@ def test_the_joined_module_imports_nothing_and_exports_what_the_modules_do(tmp_p
 def test_the_report_host_is_one_script_that_parses(tmp_path):
     """The report inlines its host as one module script: the modules joined, no import
     of each other left (checked with node when it is installed)."""
-    from fxviz.assets import REPORT_HOST, join
+    from fxviz.present.assets import REPORT_HOST, join
 
     joined = join(REPORT_HOST)
     assert not re.search(r'^\s*(import|export)\b[^;]*\bfrom\s+"\./', joined, re.MULTILINE)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from fxviz import colour_modes
+from fxviz.draw import colour_modes
 
 pytest.importorskip("playwright.sync_api")
 
@@ -512,7 +512,7 @@ def test_times_sent_apart_reach_the_tooltip(page):
     """Node records as the widget sends them (one JSON text, no times) and the times
     arriving later in their own small message: the tooltip shows each node's time;
     times of another step's nodes (another length) show none."""
-    from fxviz.columns import Columns
+    from fxviz.present.columns import Columns
     from fxviz.widgets.graph_view import GraphView
 
     view = GraphView(nodes={n: {k: v for k, v in r.items() if k != "time"} for n, r in NODES.items()})
@@ -623,8 +623,8 @@ def test_screenshot_theme(page, theme):
 def _real_state(gm, **render_options) -> dict:
     """Traitlet state from the core's own renderer (what the Explorer will send)."""
     import fxviz
-    from fxviz.graph import shape_text
-    from fxviz.render import render
+    from fxviz.annotation.graph import shape_text
+    from fxviz.draw.render import render
 
     drawn = render(gm, **render_options)
     nodes = {name: {"op": a["op"], "target": a["target"], "module_path": a["module_path"] or "",
@@ -636,7 +636,7 @@ def _real_state(gm, **render_options) -> dict:
 
 
 def test_real_rendered_model_round_trip(page):
-    """A torch model drawn by fxviz.render: select, search, collapse and expand."""
+    """A torch model drawn by fxviz.draw.render: select, search, collapse and expand."""
     import torch
     from torch import nn
 

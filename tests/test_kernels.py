@@ -11,7 +11,7 @@ from torch import nn
 import fxviz
 from fxviz._torch_internals import op_schema
 from fxviz.errors import InputError, MissingDependency, TraceError
-from fxviz.kernels import KINDS, code_lines
+from fxviz.compiler.kernels import KINDS, code_lines
 
 
 class Tiny(nn.Module):
@@ -190,8 +190,8 @@ def test_inductor_failure_says_what_and_where(monkeypatch):
 def test_kernel_colour_mode_colours_fused_nodes_alike(compiled):
     import re
 
-    from fxviz.colour_modes import NO_KERNEL, ONE_NODE_KERNEL
-    from fxviz.render import render
+    from fxviz.draw.colour_modes import NO_KERNEL, ONE_NODE_KERNEL
+    from fxviz.draw.render import render
 
     c = compiled["c"]
     step = c.session(0, "forward").current

@@ -1,6 +1,6 @@
 """The core never reaches up into the Jupyter layer: ``fxviz/`` imports no ``fxviz.widgets``,
 ipywidgets or anywidget, the HTML report included (it takes the front-end's files as
-package data, :mod:`fxviz.assets`)."""
+package data, :mod:`fxviz.present.assets`)."""
 import ast
 import pathlib
 import subprocess
@@ -66,7 +66,7 @@ def test_no_core_module_imports_the_jupyter_layer():
 
 #: Imports inside a function that close a circle on purpose, and why.
 CIRCLE_BY_DESIGN = {
-    ("fxviz.compile_graphs", "fxviz.session"): "a Compiled opens a Session per graph, and a Session of one of "
+    ("fxviz.compiler.graphs", "fxviz.session"): "a Compiled opens a Session per graph, and a Session of one of "
                                               "several graphs checks them all through a Compiled",
 }
 
@@ -116,7 +116,7 @@ def _circle(graph: dict[str, set[str]]) -> list[str]:
 
 def test_no_import_circles_in_the_core():
     graph = _imports_of_core()
-    assert "fxviz.aten_breakdown" in graph["fxviz.profiling"]  # the walk sees imports, relative ones too
+    assert "fxviz.timing.aten_breakdown" in graph["fxviz.timing.profiling"]  # the walk sees imports, relative ones too
     assert "fxviz.capture.places" in graph["fxviz.capture.keywords"]
     for (importer, imported) in CIRCLE_BY_DESIGN:
         graph[importer].discard(imported)

@@ -14,10 +14,10 @@ import torch.fx
 from torch import nn
 
 import fxviz
-import fxviz.render
-from fxviz.layout_plan import ASKED, WORK_PER_BOX, plan_layout
-from fxviz.layout_tree import build_tree
-from fxviz.render import LayoutTimeout, render
+import fxviz.draw.render
+from fxviz.draw.layout_plan import ASKED, WORK_PER_BOX, plan_layout
+from fxviz.draw.layout_tree import build_tree
+from fxviz.draw.render import LayoutTimeout, render
 
 BUDGET = 60
 
@@ -53,7 +53,7 @@ def drawing(monkeypatch):
     pytest.importorskip("anywidget")
     from fxviz.widgets.graph_drawing import GraphDrawing
 
-    monkeypatch.setattr(fxviz.render, "MAX_NODES", BUDGET)
+    monkeypatch.setattr(fxviz.draw.render, "MAX_NODES", BUDGET)
     view = View(collapsed=[], svg="", elements={}, legend=[], legend_mode="op", status="", selected="", show_weights=False,
                 color_modes=[{"name": "op", "label": "op kind", "unit": ""}])
     errors: list[str] = []
@@ -135,7 +135,7 @@ def slow_dot_above(monkeypatch, limit: int) -> list[tuple[int, float]]:
             raise subprocess.TimeoutExpired(cmd, timeout)
         return real(cmd, input=input, timeout=timeout, **kwargs)
 
-    monkeypatch.setattr(fxviz.render.subprocess, "run", run)
+    monkeypatch.setattr(fxviz.draw.render.subprocess, "run", run)
     return asked
 
 
@@ -208,11 +208,11 @@ def test_a_box_too_dense_to_open_quickly_has_its_children_grouped():
     options = {"collapse": {"m.0"}, "auto": True, "max_nodes": BUDGET, "long_edge": 40}
     plan = plan_layout(graph, expand=["stack_20"], **options)  # a reveal opens one group of 16
     assert plan.unit_of["stack_20"] == ("node", "stack_20") and plan.box_count <= 16 + 4
-    assert plan.work <= WORK_PER_BOX * fxviz.render.MAX_NODES  # within what the default drawing allows
+    assert plan.work <= WORK_PER_BOX * fxviz.draw.render.MAX_NODES  # within what the default drawing allows
 
 
 def test_a_report_view_that_runs_out_of_time_is_drawn_coarser_with_its_own_elements(monkeypatch):
-    from fxviz.report_views import Views
+    from fxviz.report.views import Views
 
     views = Views()
     views.add(render(nested_graph()))

@@ -5,9 +5,9 @@ import torch
 import torchvision
 
 import fxviz
-from fxviz.layout_index import BoxIndex, Units, box_index
-from fxviz.layout_plan import plan_layout
-from fxviz.layout_tree import build_tree
+from fxviz.draw.layout_index import BoxIndex, Units, box_index
+from fxviz.draw.layout_plan import plan_layout
+from fxviz.draw.layout_tree import build_tree
 
 from test_layout_plan import flat_graph
 

@@ -3,8 +3,8 @@ import torch
 from torch import nn
 
 import fxviz
-from fxviz.layout_tree import build_tree
-from fxviz.render import render
+from fxviz.draw.layout_tree import build_tree
+from fxviz.draw.render import render
 
 
 class Layer(nn.Module):

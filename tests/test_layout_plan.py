@@ -10,9 +10,9 @@ import torch.fx
 from torch import nn
 
 import fxviz
-from fxviz.layout_plan import plan_layout
-from fxviz.layout_tree import MAX_ITEMS, build_tree
-from fxviz.render import render
+from fxviz.draw.layout_plan import plan_layout
+from fxviz.draw.layout_tree import MAX_ITEMS, build_tree
+from fxviz.draw.render import render
 
 
 def flat_graph(n_modules: int, n_loose: int) -> nx.DiGraph:

@@ -8,9 +8,9 @@ import torch
 from torch import nn
 
 from fxviz import Session
-from fxviz.jobs import cancellable
+from fxviz.background.jobs import cancellable
 from fxviz.errors import Cancelled
-from fxviz.measure import Scheduler
+from fxviz.background.measure import Scheduler
 
 FAST = {"warmup": 0, "repeats": 3}
 LONG = {"repeats": 10**9, "budget_s": 30.0}  # a profile that runs for 30 s unless cancelled
@@ -188,9 +188,9 @@ def test_closing_cancels_a_profile_in_flight_and_keeps_nothing_of_it():
 def test_a_check_that_ends_after_close_calls_nothing_back(monkeypatch):
     """A check cannot be cancelled: when it ends after close(), the panels are not
     redrawn (on the worker, while close() waits for it) and nothing is profiled."""
-    import fxviz.jobs
+    import fxviz.background.jobs
 
-    monkeypatch.setattr(fxviz.jobs, "START_DELAY_S", 0.0)
+    monkeypatch.setattr(fxviz.background.jobs, "START_DELAY_S", 0.0)
     scheduler = Scheduler("background")
 
     class SlowCheck(FakeStep):
@@ -213,9 +213,9 @@ def test_what_the_worker_measured_is_shown_after_a_kernel_action_not_during_it(m
     step on the worker, holding the Explorer's lock the undo's own redraw waited for: the
     worker's callbacks now wait for the action's end. An action that runs the model
     (``alone``) waits for the check to end; one that runs none (an undo) starts at once."""
-    import fxviz.jobs
+    import fxviz.background.jobs
 
-    monkeypatch.setattr(fxviz.jobs, "START_DELAY_S", 0.0)
+    monkeypatch.setattr(fxviz.background.jobs, "START_DELAY_S", 0.0)
     checking, release, ended, acting = threading.Event(), threading.Event(), threading.Event(), [False]
     scheduler = Scheduler("background", FAST)
     turns = scheduler.jobs.turns
@@ -252,9 +252,9 @@ def test_a_kernel_action_preempts_a_profile_in_flight_which_runs_again_after(mon
     """Applying a pass while a step profiles used to wait for the whole profile (11 s at
     100k nodes); the profile stops at its next forward instead, keeps nothing, and is
     measured again once the kernel is done."""
-    import fxviz.jobs
+    import fxviz.background.jobs
 
-    monkeypatch.setattr(fxviz.jobs, "START_DELAY_S", 0.0)
+    monkeypatch.setattr(fxviz.background.jobs, "START_DELAY_S", 0.0)
     step = deep_session().current
     starts, forwards = [], Forwards(step)
 
@@ -285,13 +285,13 @@ def test_a_kernel_action_runs_beside_a_job_making_timed_code_which_is_kept(monke
     """Compiling a timed forward runs no model and cannot stop (seconds at 100k nodes):
     an apply need not wait for it. The job stops after it and runs again, with the code
     kept, not made twice."""
-    import fxviz._clock
-    import fxviz.jobs
+    import fxviz.timing._clock
+    import fxviz.background.jobs
 
-    monkeypatch.setattr(fxviz.jobs, "START_DELAY_S", 0.0)
+    monkeypatch.setattr(fxviz.background.jobs, "START_DELAY_S", 0.0)
     step = deep_session().current
     generating, release, generated = threading.Event(), threading.Event(), threading.Event()
-    compiled = fxviz._clock._compiled
+    compiled = fxviz.timing._clock._compiled
 
     def slow(*args):  # the worker's compilation, held until the kernel is done
         generating.set()
@@ -301,7 +301,7 @@ def test_a_kernel_action_runs_beside_a_job_making_timed_code_which_is_kept(monke
         finally:
             generated.set()
 
-    monkeypatch.setattr(fxviz._clock, "_compiled", slow)
+    monkeypatch.setattr(fxviz.timing._clock, "_compiled", slow)
     scheduler = Scheduler("background", {"warmup": 0, "repeats": 3})
     try:
         scheduler.request([step])
@@ -324,15 +324,15 @@ def test_a_kernel_action_beside_a_pair_in_the_making_may_compare_steps_itself(mo
     3.11 their lock is one per class, and a kernel action comparing two other steps
     beside the pair's code generation waited for it, while the worker waited for the
     action (a deadlock)."""
-    import fxviz._clock
-    import fxviz.jobs
+    import fxviz.timing._clock
+    import fxviz.background.jobs
 
-    monkeypatch.setattr(fxviz.jobs, "START_DELAY_S", 0.0)
+    monkeypatch.setattr(fxviz.background.jobs, "START_DELAY_S", 0.0)
     session = Session(nn.Sequential(*[m for _ in range(5) for m in (nn.Linear(16, 16), nn.ReLU())]),
                       (torch.randn(2, 16),))
     session.apply("lower_modules", types=("ReLU",))
     generating, release, done = threading.Event(), threading.Event(), threading.Event()
-    compiled = fxviz._clock._compiled
+    compiled = fxviz.timing._clock._compiled
 
     def slow(*args):  # the worker's compilation of timed code, held while the kernel acts
         if threading.current_thread().name == "fxviz-measure":
@@ -340,7 +340,7 @@ def test_a_kernel_action_beside_a_pair_in_the_making_may_compare_steps_itself(mo
             release.wait()  # until the kernel's comparison is done: a deadlock hangs here
         return compiled(*args)
 
-    monkeypatch.setattr(fxviz._clock, "_compiled", slow)
+    monkeypatch.setattr(fxviz.timing._clock, "_compiled", slow)
     scheduler = Scheduler("background", {"warmup": 0, "repeats": 5})
 
     def kernel():
@@ -364,13 +364,13 @@ def test_a_kernel_action_beside_a_pair_in_the_making_may_compare_steps_itself(mo
 def test_a_kernel_action_runs_beside_the_parse_of_an_aten_trace_which_goes_on(monkeypatch):
     """Parsing torch.profiler's trace (8 s at 100k nodes) runs no model and cannot stop:
     an apply runs beside it, and the breakdown, recorded before, is kept, not redone."""
-    import fxviz.aten_breakdown
-    import fxviz.jobs
+    import fxviz.timing.aten_breakdown
+    import fxviz.background.jobs
 
-    monkeypatch.setattr(fxviz.jobs, "START_DELAY_S", 0.0)
+    monkeypatch.setattr(fxviz.background.jobs, "START_DELAY_S", 0.0)
     step = deep_session().current
     parsing, release, parsed, calls = threading.Event(), threading.Event(), threading.Event(), []
-    attribute = fxviz.aten_breakdown.attribute_events
+    attribute = fxviz.timing.aten_breakdown.attribute_events
 
     def slow(*args, **kwargs):
         calls.append(1)
@@ -381,7 +381,7 @@ def test_a_kernel_action_runs_beside_the_parse_of_an_aten_trace_which_goes_on(mo
         finally:
             parsed.set()
 
-    monkeypatch.setattr(fxviz.aten_breakdown, "attribute_events", slow)
+    monkeypatch.setattr(fxviz.timing.aten_breakdown, "attribute_events", slow)
     scheduler = Scheduler("background", {"warmup": 0, "repeats": 3})
     try:
         scheduler.request([step])
@@ -400,10 +400,10 @@ def test_a_kernel_action_runs_beside_the_parse_of_an_aten_trace_which_goes_on(mo
 def test_after_a_kernel_action_the_newest_request_is_measured_first(monkeypatch):
     """The step an apply made (the one on screen) is profiled before the re-run of the
     one the apply preempted."""
-    import fxviz.jobs
-    from fxviz.jobs import stop_if_cancelled
+    import fxviz.background.jobs
+    from fxviz.background.jobs import stop_if_cancelled
 
-    monkeypatch.setattr(fxviz.jobs, "START_DELAY_S", 0.0)
+    monkeypatch.setattr(fxviz.background.jobs, "START_DELAY_S", 0.0)
     order, started = [], threading.Event()
     scheduler = Scheduler("background")
     turns = scheduler.jobs.turns
@@ -474,7 +474,7 @@ atexit.register(report)
 import torch
 from torch import nn
 from fxviz import Session
-from fxviz.measure import Scheduler
+from fxviz.background.measure import Scheduler
 session = Session(nn.Sequential(*[nn.Linear(64, 64) for _ in range(50)]), (torch.randn(8, 64),))
 started, now, forwards = threading.Event(), [None], []
 def forward(*_):  # a profile's 5th forward is a timed one (after 2 warm-ups of 2)

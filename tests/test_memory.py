@@ -1,4 +1,4 @@
-"""Memory per node from shapes alone (fxviz.memory): known peaks, views, in-place ops, meta models."""
+"""Memory per node from shapes alone (fxviz.checks.memory): known peaks, views, in-place ops, meta models."""
 from types import SimpleNamespace
 
 import numpy as np
@@ -9,9 +9,9 @@ import torchvision
 from torch import nn
 
 import fxviz
-from fxviz.comparison import compare
-from fxviz.memory import MAX_POINTS, binned, memory, plot_memory
-from fxviz.render import render
+from fxviz.diff.comparison import compare
+from fxviz.checks.memory import MAX_POINTS, binned, memory, plot_memory
+from fxviz.draw.render import render
 
 
 class Chain(nn.Module):
@@ -70,7 +70,7 @@ def test_memory_colour_mode_shows_bytes_alive():
     gm, graph = annotated(Chain(), torch.randn(100))
     drawn = render(graph, color_by="memory")
     assert drawn.legend[-1]["label"] == "memory 3.2 kB"  # in the units a person reads
-    memory_view = next(view for view in fxviz.colour_modes.views() if view["name"] == "memory")
+    memory_view = next(view for view in fxviz.draw.colour_modes.views() if view["name"] == "memory")
     assert memory_view["unit"] == "bytes of activations alive as the node runs"
 
 

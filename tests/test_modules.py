@@ -22,12 +22,12 @@ MODULES = _modules()
 
 
 def test_every_fxviz_module_imports_by_name_as_a_module():
-    assert {"fxviz.widgets.explorer", "fxviz.capture.dynamo", "fxviz.passes.registry", "fxviz.render"} <= set(MODULES)
+    assert {"fxviz.widgets.explorer", "fxviz.capture.dynamo", "fxviz.passes.registry", "fxviz.draw.render"} <= set(MODULES)
     for name in MODULES:
         module = importlib.import_module(name)
         assert isinstance(module, types.ModuleType) and module.__name__ == name
         parent, _, child = name.rpartition(".")
-        # ``fxviz.render`` reached by attribute, as a user types it, is the module too.
+        # ``fxviz.draw.render`` reached by attribute, as a user types it, is the module too.
         assert getattr(importlib.import_module(parent), child) is module, f"{name} is shadowed"
 
 

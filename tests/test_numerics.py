@@ -1,4 +1,4 @@
-"""Where a step's numbers move (fxviz.numerics): known answers per node, propagated and introduced."""
+"""Where a step's numbers move (fxviz.checks.numerics): known answers per node, propagated and introduced."""
 import copy
 import math
 import operator
@@ -10,10 +10,10 @@ from torch import nn
 from torch.overrides import TorchFunctionMode
 
 import fxviz
-from fxviz import numerics as numerics_module
+from fxviz.checks import numerics as numerics_module
 from fxviz.capture import trace
-from fxviz.comparison import compare
-from fxviz.render import render
+from fxviz.diff.comparison import compare
+from fxviz.draw.render import render
 
 
 class Net(nn.Module):
@@ -169,7 +169,7 @@ def test_error_colour_mode_draws_the_relative_error(net):
     model, x = net
     gm = trace(model)
     cmp = compare(step(0, gm, x), step(1, slipped(gm), x))
-    values = fxviz.colour_modes.MODES["error"].data(cmp)
+    values = fxviz.draw.colour_modes.MODES["error"].data(cmp)
     assert "mul" not in values and values["output"] == cmp.numerics.set_index("node").loc["output", "max_rel"]
     drawn = render(fxviz.annotate(slipped(gm), (x,)), color_by="error", values=values)
     assert drawn.legend[-1]["label"] == f"error {max(values.values()):.3g}"
@@ -265,7 +265,7 @@ def test_an_unchanged_node_on_unchanged_inputs_is_not_run_again():
 
 def test_small_values_wait_within_the_budget(monkeypatch):
     """A chain of 2,000 small ops: values wait to be compared in batches, never more than the budget."""
-    from fxviz import _numerics_stats as stats_module
+    from fxviz.checks import _numerics_stats as stats_module
 
     class Chain(nn.Module):
         def forward(self, x):

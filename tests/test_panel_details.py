@@ -89,7 +89,7 @@ def test_a_graph_traced_on_fake_tensors_says_so_and_where_the_real_trace_stopped
 
 def test_flops_never_counted_are_not_shown_as_zero():
     from fxviz import Session
-    from fxviz.overview import graph_overview
+    from fxviz.present.overview import graph_overview
 
     rows = dict(graph_overview(Session(nn.ReLU(), torch.randn(3)).current.graph)["rows"])
     assert rows["FLOPs"] == "— (no FLOP formula for any of its 1 calls)" and "captured by" not in rows
@@ -101,9 +101,9 @@ def test_symbolic_sizes_draw_and_sum_as_expressions():
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv, StatelessSymbolicContext
 
-    from fxviz.graph import to_networkx
-    from fxviz.overview import graph_overview
-    from fxviz.shapes import annotated_run
+    from fxviz.annotation.graph import to_networkx
+    from fxviz.present.overview import graph_overview
+    from fxviz.annotation.shapes import annotated_run
 
     gm = torch.fx.symbolic_trace(nn.Sequential(nn.Linear(4, 4), nn.ReLU()))
     mode = FakeTensorMode(shape_env=ShapeEnv(), allow_non_fake_inputs=True)

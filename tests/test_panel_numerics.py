@@ -10,7 +10,9 @@ import pytest
 import torch
 from torch import nn
 
-from fxviz import colour_modes, passes
+from fxviz import passes
+
+from fxviz.draw import colour_modes
 from fxviz.widgets import explore
 
 
@@ -243,8 +245,8 @@ def test_the_memory_tab_and_details_give_bytes_with_the_peak_selectable(explorer
 
 
 def test_the_colouring_and_the_panels_share_one_run_of_both_steps(explorer, monkeypatch):
-    from fxviz import comparison
-    from fxviz.numerics import numerics
+    from fxviz.diff import comparison
+    from fxviz.checks.numerics import numerics
 
     runs = []
     monkeypatch.setattr(comparison, "numerics", lambda *args: runs.append(args) or numerics(*args))

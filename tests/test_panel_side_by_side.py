@@ -10,11 +10,11 @@ import pytest
 import torch
 from torch import nn
 
-from fxviz.colour_modes import MARK_COLORS
+from fxviz.draw.colour_modes import MARK_COLORS
 from fxviz.errors import InputError
 from fxviz.passes import registry
 from fxviz.session import Session
-from fxviz.side_by_side import MEANINGS
+from fxviz.diff.side_by_side import MEANINGS
 from fxviz.widgets import explore
 
 SCRIPT = "<script>alert(1)</script>"

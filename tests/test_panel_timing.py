@@ -4,7 +4,7 @@ import dataclasses
 
 import pandas as pd
 
-from fxviz.measure import Timings
+from fxviz.background.measure import Timings
 from fxviz.widgets.panel_timing import _launch_html, _noise_html, _overhead, chart_svg
 
 
@@ -70,7 +70,7 @@ def test_the_compare_table_shows_the_whole_forward_first_the_ratios_and_one_row_
     import torch
 
     import fxviz
-    from fxviz.measure import Compared, Scheduler
+    from fxviz.background.measure import Compared, Scheduler
     from fxviz.widgets.panel_timing import TimingPanel
     from test_compare import TinyResNet, synthetic_pair
 

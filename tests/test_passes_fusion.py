@@ -3,7 +3,7 @@ import pytest
 import torch
 from torch import nn
 
-from fxviz.check import check_outputs
+from fxviz.checks.check import check_outputs
 from fxviz.errors import PassError
 from fxviz.passes import NothingToDo, fuse_conv_bn, get
 from fxviz.capture import trace

@@ -4,7 +4,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from fxviz.check import check_outputs
+from fxviz.checks.check import check_outputs
 from fxviz.errors import PassError
 from fxviz.passes import NothingToDo, get
 from fxviz.capture import trace

@@ -3,7 +3,7 @@ import pytest
 import torch
 from torch import nn
 
-from fxviz.check import check_outputs
+from fxviz.checks.check import check_outputs
 from fxviz.passes import NothingToDo, get
 from fxviz.passes.memory_format import to_channels_last
 from fxviz.capture import trace

@@ -4,7 +4,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from torch import nn
 
-from fxviz.check import check_outputs
+from fxviz.checks.check import check_outputs
 from fxviz.passes import NothingToDo, get
 from fxviz.capture import trace
 

@@ -1,5 +1,5 @@
 """One presentation of a node: the Explorer's Details tab and the HTML report say the
-same strings of the same node (fxviz.presentation), the report's timing table too."""
+same strings of the same node (fxviz.present.presentation), the report's timing table too."""
 from __future__ import annotations
 
 import base64
@@ -13,10 +13,10 @@ import pytest
 import torch
 
 import fxviz
-from fxviz.columns import rows_from_json
-from fxviz.measure import Timings
-from fxviz.presentation import NOT_COUNTED, check_text, node_rows, node_times, timing_cells
-from fxviz.report import report_html
+from fxviz.present.columns import rows_from_json
+from fxviz.background.measure import Timings
+from fxviz.present.presentation import NOT_COUNTED, check_text, node_rows, node_times, timing_cells
+from fxviz.report.page import report_html
 from fxviz.step import Step
 
 
@@ -101,7 +101,7 @@ def test_cells_and_times_read_the_same_everywhere(timed):
 
 
 def test_a_check_reads_as_the_explorers_badge_says_it():
-    from fxviz.check import CheckResult
+    from fxviz.checks.check import CheckResult
 
     wrong = CheckResult(status="mismatch", max_abs=0.012345, max_rel=0.5, atol=1e-5, rtol=1e-5, n_inputs=3,
                         message="beyond tolerance")

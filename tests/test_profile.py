@@ -17,13 +17,13 @@ import torch.fx
 import torchvision
 from torch import nn
 
-from fxviz.jobs import cancellable
-from fxviz import _clock
-from fxviz._clock import instrument
+from fxviz.background.jobs import cancellable
+from fxviz.timing import _clock
+from fxviz.timing._clock import instrument
 from fxviz.errors import Cancelled, FxvizError
-from fxviz.aten_breakdown import attribute_events, auto_repeats, profile_aten
-from fxviz.profiling import _table, plot_profile, profile
-from fxviz.shapes import annotate
+from fxviz.timing.aten_breakdown import attribute_events, auto_repeats, profile_aten
+from fxviz.timing.profiling import _table, plot_profile, profile
+from fxviz.annotation.shapes import annotate
 from fxviz.capture import trace
 
 COLUMNS = ["node", "op", "target", "kind", "module_path", "median_us", "p25_us", "p75_us", "share", "flops", "gflops",
@@ -153,7 +153,7 @@ def test_flops_come_from_annotate_and_give_achieved_rate(resnet18_profile):
 
 
 class FakeClock:
-    """The timing engine's clock (``time`` in :mod:`fxviz._clock`), moved on only by
+    """The timing engine's clock (``time`` in :mod:`fxviz.timing._clock`), moved on only by
     :class:`Spend`: what each node is charged is exact, however busy the machine."""
 
     def __init__(self):

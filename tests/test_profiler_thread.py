@@ -11,7 +11,7 @@ SCRIPT = """
 import os, torch
 from torch import nn
 from fxviz import Session
-from fxviz.measure import Scheduler
+from fxviz.background.measure import Scheduler
 
 class Loud(nn.Module):
     def forward(self, x):

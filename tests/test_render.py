@@ -8,7 +8,7 @@ from torch import nn
 
 import fxviz
 from fxviz.errors import RenderError
-from fxviz.render import render
+from fxviz.draw.render import render
 
 SCRIPT = "<script>alert(1)</script>"
 DOT_BREAKER = '"]; a -> b; //'
@@ -147,7 +147,7 @@ def test_diff_marks_and_highlight(my_module):
 
 
 def test_missing_dot_says_how_to_install(my_module, monkeypatch):
-    monkeypatch.setattr("fxviz.render.shutil.which", lambda name: None)
+    monkeypatch.setattr("fxviz.draw.render.shutil.which", lambda name: None)
     with pytest.raises(RenderError, match="apt-get install graphviz"):
         render(fxviz.trace(my_module)).svg
 
@@ -156,7 +156,7 @@ def test_slow_layout_is_stopped_with_advice(my_module, monkeypatch):
     def too_slow(*args, **kwargs):
         raise subprocess.TimeoutExpired(cmd="dot", timeout=kwargs["timeout"])
 
-    monkeypatch.setattr("fxviz.render.subprocess.run", too_slow)
+    monkeypatch.setattr("fxviz.draw.render.subprocess.run", too_slow)
     with pytest.raises(RenderError, match="longer than 0.5 s.*collapse"):
         render(fxviz.trace(my_module), layout_timeout=0.5).svg
 
@@ -175,7 +175,7 @@ def test_renderings_lay_out_at_the_same_time_each_once(my_module, monkeypatch):
     threads asking for one rendering at once lay it out once."""
     import threading
 
-    import fxviz.render as render_module
+    import fxviz.draw.render as render_module
 
     barrier, calls = threading.Barrier(2), []  # a layout that waits for the other's: a hang, pytest-timeout's
 

@@ -16,11 +16,11 @@ import torch
 from torch import nn
 
 import fxviz
-from fxviz.colour_modes import OP_COLORS
-from fxviz.node_table import COLUMNS
-from fxviz.report import report_html
-from fxviz.report_views import ALL, chain, focused, module_paths
-from fxviz.columns import rows_from_json
+from fxviz.draw.colour_modes import OP_COLORS
+from fxviz.present.node_table import COLUMNS
+from fxviz.report.page import report_html
+from fxviz.report.views import ALL, chain, focused, module_paths
+from fxviz.present.columns import rows_from_json
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -296,7 +296,7 @@ def test_the_explorers_export_button_writes_the_report_and_links_it(tmp_path, mo
 
 
 def test_the_report_marks_the_line_the_code_tab_marks(resnet_session):
-    from fxviz.report import _node_lines
+    from fxviz.report.page import _node_lines
     from fxviz.widgets.panel_code import node_line
 
     step = resnet_session.steps[2]
@@ -307,7 +307,7 @@ def test_the_report_marks_the_line_the_code_tab_marks(resnet_session):
 
 def test_a_graph_view_carries_its_svg_as_html(resnet_session):
     pytest.importorskip("anywidget")
-    from fxviz.render import render
+    from fxviz.draw.render import render
     from fxviz.widgets import GraphView
 
     view = GraphView(svg=render(resnet_session.current.graph).svg, status="51 nodes · step 2")
@@ -347,7 +347,7 @@ def _formatted_in_js(values: list, column: dict) -> list[str]:
 def test_static_numbers_are_rounded_as_the_browser_rounds_them():
     """Ties (12.25) and shortest decimals (0.15, stored as 0.1499…) round as
     toLocaleString does, to the live table's digit; NaN is blank, infinity a sign."""
-    from fxviz.report_static import _shown
+    from fxviz.report.static import _shown
 
     values = [0.15, 0.35, 12.25, 2.5, 1.005, 1234567.25, 48, 20480000, 0, "nan", "inf"]
     for digits in (0, 1):
@@ -373,7 +373,7 @@ def test_the_explorers_static_copy_has_the_live_tables_columns_and_first_rows(n_
     too), every string escaped; on a large graph without waiting for the rows that the
     live table gets once the cell is done (here: never on its own)."""
     pytest.importorskip("ipywidgets")
-    from fxviz.report_static import MAX_ROWS
+    from fxviz.report.static import MAX_ROWS
     from fxviz.widgets import explorer as explorer_module
 
     monkeypatch.setattr(explorer_module, "after_cell", lambda fill: True)  # a kernel, its cell still running

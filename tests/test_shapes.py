@@ -5,8 +5,8 @@ from typing import Any
 import torch
 
 import fxviz
-import fxviz.aten_breakdown
-from fxviz.shapes import annotated_run
+import fxviz.timing.aten_breakdown
+from fxviz.annotation.shapes import annotated_run
 
 
 def test_channels_last_strides_and_memory_format(resnet18):
@@ -107,7 +107,7 @@ def test_bytes_count_each_tensor_once_through_tuples_and_aliases():
 
 def test_values_are_dropped_after_their_last_use():
     """Peak memory of the annotated run follows the graph's live values, as a forward's does."""
-    from fxviz.shapes import _Annotator
+    from fxviz.annotation.shapes import _Annotator
 
     live = []
 
@@ -225,7 +225,7 @@ def test_a_function_that_fills_in_a_list_it_is_given_runs_as_the_graph_module_do
     outputs, notes = annotated_run(session.current.gm, x)
     torch.testing.assert_close(outputs, x * 3)
     assert notes["mul"]["tensor_meta"].shape == (2, 3) and session.current.check.status == "match"
-    table = fxviz.aten_breakdown.profile_aten(session.current.gm, x, warmup=0, repeats=1)
+    table = fxviz.timing.aten_breakdown.profile_aten(session.current.gm, x, warmup=0, repeats=1)
     assert "aten::mul" in set(table["aten_op"])
 
 

@@ -12,7 +12,7 @@ from torch import nn
 
 pytest.importorskip("playwright.sync_api")
 
-from fxviz.colour_modes import MARK_COLORS  # noqa: E402
+from fxviz.draw.colour_modes import MARK_COLORS  # noqa: E402
 from fxviz.widgets import explore  # noqa: E402
 from test_graph_view import from_browser  # noqa: E402
 from test_graph_view_browser import ARTIFACTS, pytestmark, server  # noqa: E402, F401  (fixture)

@@ -38,7 +38,7 @@ def test_missing_numbers_travel_as_null():
 def test_columns_are_encoded_once_and_extra_columns_travel_apart():
     """The same Columns set again sends nothing; its picks share its encodings; columns
     measured later (``extra``) change only ``extra``; ``rows`` reads them whole."""
-    from fxviz.columns import Columns
+    from fxviz.present.columns import Columns
 
     every = Columns({"name": ["a", "b"], "op": ["x", "y"], "time_us": [1.0, None]})
     rows = every.pick(["name", "op", "missing"])
@@ -62,7 +62,7 @@ def test_columns_are_encoded_once_and_extra_columns_travel_apart():
 
 
 def test_rows_travel_column_by_column_and_come_back_whole():
-    from fxviz.columns import rows_from_json, rows_to_json
+    from fxviz.present.columns import rows_from_json, rows_to_json
 
     rows = [{"name": "x", "flops": 4}, {"name": "y", "shape": "2×3"}]
     sent = rows_to_json(rows)
@@ -86,7 +86,7 @@ def test_every_column_form_comes_back_whole_in_python_and_in_the_browser(decode_
     """Node indices as a start, FX names as stems and steps, module paths as runs, ops as
     codes, no times as one value: under 15 % of the records as JSON; columns.js (under node)
     reads back what rows_from_json does."""
-    from fxviz.columns import rows_from_json, rows_to_json
+    from fxviz.present.columns import rows_from_json, rows_to_json
 
     ops = ("tanh", "sigmoid", "neg")
     names = ["x", "_0", "_1", "add", "conv_01"] + [f"{ops[i % 3]}_{i // 3}" if i > 2 else ops[i] for i in range(3000)]

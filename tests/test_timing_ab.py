@@ -10,12 +10,12 @@ import torch
 import torch.fx
 from torch import nn
 
-import fxviz._clock
-from fxviz.jobs import cancellable
-from fxviz._clock import Clock, instrument
+import fxviz.timing._clock
+from fxviz.background.jobs import cancellable
+from fxviz.timing._clock import Clock, instrument
 from fxviz.errors import Cancelled, FxvizError
-from fxviz.timing_ab import NOISY, PairedTimes, _drop_preempted, measure_pair, paired_timing
-from fxviz.timing_diff import top_changes
+from fxviz.timing.timing_ab import NOISY, PairedTimes, _drop_preempted, measure_pair, paired_timing
+from fxviz.timing.timing_diff import top_changes
 
 order: list[str] = []
 
@@ -143,7 +143,7 @@ def test_a_node_whose_thread_was_off_the_cpu_is_left_out(monkeypatch):
         stamps["cpu"] += int(cpu_us * 1e3)
         return x
 
-    monkeypatch.setattr(fxviz._clock, "time", SimpleNamespace(perf_counter_ns=lambda: stamps["wall"],
+    monkeypatch.setattr(fxviz.timing._clock, "time", SimpleNamespace(perf_counter_ns=lambda: stamps["wall"],
                                                               thread_time_ns=lambda: stamps["cpu"]))
     graph = torch.fx.Graph()
     napped = graph.call_function(spend, (graph.placeholder("x"), 2000, 0))

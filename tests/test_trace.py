@@ -188,7 +188,7 @@ def test_pauses_of_the_collector_from_two_threads_end_with_the_last_one():
     import gc
     import threading
 
-    from fxviz._gc import gc_paused
+    from fxviz.background._gc import gc_paused
 
     entered, leave = threading.Event(), threading.Event()
 

@@ -2,7 +2,7 @@
 graph of 100,000 nodes an action takes seconds, and a click that shows nothing reads as
 a click that was lost; a click made meanwhile waits in the kernel's queue and would then
 run unseen (:class:`OneAtATime`). Work that can wait runs once the running cell is done
-(:func:`after_cell`). Work off the kernel's thread is :mod:`fxviz.jobs`'."""
+(:func:`after_cell`). Work off the kernel's thread is :mod:`fxviz.background.jobs`'."""
 from __future__ import annotations
 
 import asyncio

@@ -2,16 +2,16 @@
 ``render`` options once it is known (or op colours, with a note saying why not yet).
 
 Everything about a mode itself (its words, its data, its colours) is its entry in
-:data:`fxviz.colour_modes.MODES`; this module only maps its ``needs`` onto the
-Explorer's measurements (:class:`fxviz.measure.Scheduler`).
+:data:`fxviz.draw.colour_modes.MODES`; this module only maps its ``needs`` onto the
+Explorer's measurements (:class:`fxviz.background.measure.Scheduler`).
 """
 from __future__ import annotations
 
 import weakref
 from typing import Any
 
-from fxviz import colour_modes
-from fxviz.comparison import compare
+from fxviz.draw import colour_modes
+from fxviz.diff.comparison import compare
 
 from .profiling import Profiler
 

@@ -1,6 +1,6 @@
 // @ts-check
 /**
- * Records as the kernel sends them, column by column (fxviz.columns, which
+ * Records as the kernel sends them, column by column (fxviz.present.columns, which
  * says the forms: `{n, keys, columns}`; a column is its values, `{values: [v]}`,
  * `{start}`, `{values, codes}`, `{values, runs}` or `{stems, codes, steps}`), as that
  * form's JSON text (what the widgets send: one string, parsed here) or parsed already

@@ -31,10 +31,10 @@ from typing import Any
 import ipywidgets as w
 
 from fxviz.capture.info import graph_info
-from fxviz.check import CheckResult
-from fxviz.check_scope import graph_checks
-from fxviz.markup import escape
-from fxviz.compile_graphs import Compiled
+from fxviz.checks.check import CheckResult
+from fxviz.checks.scope import graph_checks
+from fxviz.present.markup import escape
+from fxviz.compiler.graphs import Compiled
 
 from ._busy import working
 from ._tree import close_tree, replace_children
@@ -50,7 +50,7 @@ def explore_compiled(model: Any, example_inputs: tuple, session_kwargs: dict[str
                      model_kwargs: dict[str, Any] | None = None, **explorer_options: Any) -> CompileExplorer:
     """``explore(model, *inputs, tracer="dynamo")``: every graph torch.compile makes,
     with AOT's forward and backward (``backward=`` as in :func:`fxviz.compiled`)."""
-    from fxviz.compile_graphs import compiled
+    from fxviz.compiler.graphs import compiled
     from fxviz.errors import TraceError
 
     options = {k: v for k, v in session_kwargs.items() if k != "tracer"}

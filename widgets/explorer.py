@@ -39,9 +39,9 @@ from typing import Any
 import ipywidgets as w
 
 from fxviz.errors import FxvizError
-from fxviz.markup import escape
+from fxviz.present.markup import escape
 from fxviz.passes import NothingToDo
-from fxviz.report_static import MAX_ROWS, check_text, node_rows, static_html
+from fxviz.report.static import MAX_ROWS, check_text, node_rows, static_html
 from fxviz.session import Session
 
 from . import coloring

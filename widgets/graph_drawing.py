@@ -8,9 +8,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from fxviz import colour_modes
+from fxviz.draw import colour_modes
 from fxviz.errors import FxvizError
-from fxviz.render import render
+from fxviz.draw.render import render
 
 from .graph_view import GraphView
 

@@ -2,7 +2,7 @@
 
 The front-end (``graph_view.js``) does pan/zoom, hover, search and selection; this
 class only declares the synced state. Whoever owns the view (the Explorer) renders
-``svg``/``elements``/``legend`` with ``fxviz.render.render`` and re-renders when
+``svg``/``elements``/``legend`` with ``fxviz.draw.render.render`` and re-renders when
 ``collapsed`` or ``color_mode`` change; the view never lays out anything itself.
 Set related traitlets together under ``hold_sync()`` so the browser sees one
 consistent state (e.g. an ``svg`` and its ``elements``).
@@ -17,10 +17,12 @@ from typing import Any
 import anywidget
 import traitlets
 
-from fxviz import assets, colour_modes
+from fxviz.present import assets
+
+from fxviz.draw import colour_modes
 from fxviz.errors import InputError
-from fxviz.columns import Columns, as_columns
-from fxviz.report_static import static_html
+from fxviz.present.columns import Columns, as_columns
+from fxviz.report.static import static_html
 
 _HERE = pathlib.Path(__file__).parent
 MODULES = assets.GRAPH_VIEW
@@ -28,7 +30,7 @@ MODULES = assets.GRAPH_VIEW
 
 def esm_source() -> str:
     """The graph view's front-end as one ES module (anywidget loads one string): the
-    modules joined, their imports of each other dropped (see :mod:`fxviz.assets`)."""
+    modules joined, their imports of each other dropped (see :mod:`fxviz.present.assets`)."""
     return assets.join(MODULES)
 
 
@@ -116,7 +118,7 @@ class GraphView(anywidget.AnyWidget):
     #: optionally "inputs"/"users" (lists of node names) for walking with the arrow keys:
     #: a :class:`NodeRecords` (a dict given is made one), sent as its JSON text
     nodes = traitlets.Any(NodeRecords(Columns())).tag(sync=True, to_json=lambda nodes, _: nodes.columns.json())
-    #: each node's "time_us" and "share" (the tooltip's time), as :class:`fxviz.columns.Columns`
+    #: each node's "time_us" and "share" (the tooltip's time), as :class:`fxviz.present.columns.Columns`
     #: in the order of ``nodes`` (rows given are made one); sent apart: timings arriving
     #: resend only them
     times = traitlets.Any(Columns()).tag(sync=True, to_json=lambda times, _: times.json())
@@ -132,7 +134,7 @@ class GraphView(anywidget.AnyWidget):
     #: time colouring falls back to op kinds until timings arrive); "" = ``color_mode``
     legend_mode = traitlets.Unicode("").tag(sync=True)
     #: the modes the menu offers, [{"name", "label", "unit"}] (default: every mode of
-    #: ``fxviz.colour_modes.MODES``); the front-end shows their words as they are
+    #: ``fxviz.draw.colour_modes.MODES``); the front-end shows their words as they are
     color_modes = traitlets.List(traitlets.Dict()).tag(sync=True)
     #: parameters, buffers and constants drawn as nodes (else listed on the ops that read them)
     show_weights = traitlets.Bool(False).tag(sync=True)

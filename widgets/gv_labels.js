@@ -47,7 +47,7 @@ export function tooltipFor(elements, nodes, id) {
   }
 }
 
-/** A colour mode as the core's table describes it (fxviz/colour_modes.py).
+/** A colour mode as the core's table describes it (fxviz/draw/colour_modes.py).
  * @typedef {{name: string, label?: string, unit?: string}} Mode */
 
 /** The menu's words for mode `name`: its label from the model's `color_modes`, else the name.

@@ -1,22 +1,22 @@
 """What the Explorer shows of each node: node-table rows and the graph view's records,
-column by column (:class:`fxviz.columns.Columns`).
+column by column (:class:`fxviz.present.columns.Columns`).
 
 A step's graph never changes, so its columns are built once per graph, straight from
 the networkx node attributes (no dict per node), and encoded once: the table and the
 graph view send the columns they share from one encoding, and showing the same step
 again (new timings, a colour mode) resends nothing of them. Times are columns of their
-own, sent apart. The columns are :mod:`fxviz.node_table`'s; the HTML report builds
-its node table with :func:`fxviz.presentation.table_rows`.
+own, sent apart. The columns are :mod:`fxviz.present.node_table`'s; the HTML report builds
+its node table with :func:`fxviz.present.presentation.table_rows`.
 """
 from __future__ import annotations
 
 from typing import Any
 
-from fxviz import presentation
-from fxviz.columns import Columns
-from fxviz.graph_memo import derived
-from fxviz.node_table import COLUMNS, values
-from fxviz.presentation import TABLE_KEYS
+from fxviz.present import presentation
+from fxviz.present.columns import Columns
+from fxviz.annotation.graph_memo import derived
+from fxviz.present.node_table import COLUMNS, values
+from fxviz.present.presentation import TABLE_KEYS
 
 from .graph_view import GraphView, NodeRecords
 from .profiling import Timings
@@ -27,7 +27,7 @@ VIEW_KEYS = ("name", "op", "target", "module_path", "shape", "weights", "inputs"
 
 def node_columns(graph: Any) -> tuple[Columns, NodeRecords]:
     """The node table's columns and the graph view's records (``VIEW_KEYS``) of
-    ``graph``, in graph order, sharing one encoding; made once per graph (:mod:`fxviz.graph_memo`)."""
+    ``graph``, in graph order, sharing one encoding; made once per graph (:mod:`fxviz.annotation.graph_memo`)."""
     return derived(graph, "node_columns", _node_columns)
 
 
@@ -43,7 +43,7 @@ def _node_columns(graph: Any) -> tuple[Columns, NodeRecords]:
 
 
 def time_columns(graph: Any, timings: Timings | None) -> Columns:
-    """:func:`fxviz.presentation.time_columns` of the step's timings (none: no columns)."""
+    """:func:`fxviz.present.presentation.time_columns` of the step's timings (none: no columns)."""
     return presentation.time_columns(graph, None if timings is None else timings.table)
 
 

@@ -16,7 +16,7 @@ from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import DiffLexer, PythonLexer
 
-from fxviz.markup import escape
+from fxviz.present.markup import escape
 from fxviz.capture import cell_name
 
 #: diff layouts: "fit" picks unified or side by side from the panel's width (CSS)

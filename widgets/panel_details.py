@@ -20,10 +20,10 @@ import ipywidgets as w
 import networkx as nx
 import pandas as pd
 
-from fxviz.markup import escape
-from fxviz.node_table import human_bytes
-from fxviz.overview import graph_overview
-from fxviz.presentation import NOT_PROFILED, NodeTime, node_rows, node_times
+from fxviz.present.markup import escape
+from fxviz.present.node_table import human_bytes
+from fxviz.present.overview import graph_overview
+from fxviz.present.presentation import NOT_PROFILED, NodeTime, node_rows, node_times
 
 from ._tree import replace_children
 from .panel_code import user_place
@@ -113,7 +113,7 @@ class DetailsPanel(w.VBox):
 
 
 def overview_html(graph: nx.DiGraph, capture: Any = None) -> str:
-    """:func:`fxviz.overview.graph_overview` as the panel shows it."""
+    """:func:`fxviz.present.overview.graph_overview` as the panel shows it."""
     found = graph_overview(graph, capture)
     cells = "".join(f"<tr><th>{escape(k)}</th><td>{escape(v)}</td></tr>" for k, v in found["rows"])
     tried = ""

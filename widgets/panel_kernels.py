@@ -23,9 +23,9 @@ import pandas as pd
 from pygments import highlight
 from pygments.formatters import HtmlFormatter
 
-from fxviz.kernels import code_lines
-from fxviz.markup import escape
-from fxviz.report_kernels import code_lexer
+from fxviz.compiler.kernels import code_lines
+from fxviz.present.markup import escape
+from fxviz.report.kernels import code_lexer
 
 from .table_view import TableView
 

@@ -1,7 +1,7 @@
 """The Memory tab: the bytes of activations alive over the step's execution, where the
 peak is (a button selects that node), and what Details says of one node's memory.
 
-All from :func:`fxviz.memory.memory` of the step's shapes (so models on ``meta`` answer
+All from :func:`fxviz.checks.memory.memory` of the step's shapes (so models on ``meta`` answer
 too), never by running the model: on CUDA ``Step.memory`` also measures one forward,
 which the panel shows once it is known, but a display must not run the model behind the
 profiler's back. The chart is drawn when the tab is shown: matplotlib's first import
@@ -15,10 +15,10 @@ from typing import Any
 
 import ipywidgets as w
 
-from fxviz.chart import chart_svg
-from fxviz.markup import escape
-from fxviz.memory import memory, memory_change, plot_memory
-from fxviz.node_table import human_bytes
+from fxviz.present.chart import chart_svg
+from fxviz.present.markup import escape
+from fxviz.checks.memory import memory, memory_change, plot_memory
+from fxviz.present.node_table import human_bytes
 
 
 class MemoryPanel(w.VBox):

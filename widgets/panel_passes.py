@@ -16,7 +16,7 @@ import ipywidgets as w
 
 from fxviz import passes
 from fxviz.errors import InputError
-from fxviz.markup import escape
+from fxviz.present.markup import escape
 from fxviz.passes import PassParam, PassSpec
 
 from ._busy import working

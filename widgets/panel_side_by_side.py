@@ -4,7 +4,7 @@ Explorer's main row, as Model Explorer shows a diff.
 
 Each side is a :class:`GraphView` drawn by a :class:`GraphDrawing` (the box budget,
 clicked boxes, revealing a node in a collapsed box), in the "diff" colouring with
-:func:`fxviz.side_by_side.legend`'s legend. A node selected in one side is selected
+:func:`fxviz.diff.side_by_side.legend`'s legend. A node selected in one side is selected
 in the other through its counterpart (a removed BatchNorm -> the conv that absorbed
 it) and in the Explorer's view where the step shown there has it.
 
@@ -19,9 +19,9 @@ from typing import Any
 
 import ipywidgets as w
 
-from fxviz import colour_modes
-from fxviz.markup import escape
-from fxviz.side_by_side import SIDES, counterparts, legend, summary
+from fxviz.draw import colour_modes
+from fxviz.present.markup import escape
+from fxviz.diff.side_by_side import SIDES, counterparts, legend, summary
 
 from ._tree import close_tree
 from .graph_drawing import GraphDrawing
@@ -33,7 +33,7 @@ MARKED = {"a": "removed and changed nodes marked", "b": "added and changed nodes
 
 
 class SideBySide(w.VBox):
-    """Hidden until :meth:`show` gets a :class:`fxviz.comparison.Comparison`; the close
+    """Hidden until :meth:`show` gets a :class:`fxviz.diff.comparison.Comparison`; the close
     button hides it again. ``main``: the Explorer's view, which follows a selection."""
 
     def __init__(self, main: GraphView):

@@ -8,11 +8,11 @@ from typing import Any
 
 import ipywidgets as w
 
-from fxviz.chart import chart_svg
-from fxviz.comparison import compare
-from fxviz.markup import escape
-from fxviz.profiling import plot_profile
-from fxviz.timing_ab import CATEGORIES
+from fxviz.present.chart import chart_svg
+from fxviz.diff.comparison import compare
+from fxviz.present.markup import escape
+from fxviz.timing.profiling import plot_profile
+from fxviz.timing.timing_ab import CATEGORIES
 
 from .profiling import Profiler, Timings
 

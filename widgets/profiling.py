@@ -1,4 +1,4 @@
-"""The Explorer's measurements: :class:`fxviz.measure.Scheduler` with a progress bar.
+"""The Explorer's measurements: :class:`fxviz.background.measure.Scheduler` with a progress bar.
 
 The scheduler (headless, in ``fxviz``) queues, caches and cancels checks, profiles,
 ATen breakdowns and A/B comparisons; this view only shows what it is doing.
@@ -11,7 +11,7 @@ from typing import Any
 
 import ipywidgets as w
 
-from fxviz.measure import MODES, Compared, Scheduler, Timings
+from fxviz.background.measure import MODES, Compared, Scheduler, Timings
 
 __all__ = ["Profiler", "Timings", "Compared", "MODES"]
 

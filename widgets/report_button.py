@@ -10,7 +10,7 @@ from typing import Any
 
 import ipywidgets as w
 
-from fxviz.markup import escape
+from fxviz.present.markup import escape
 
 from ._busy import working
 

@@ -1,13 +1,13 @@
 // @ts-check
 /**
- * fxviz report page: a Session frozen into one HTML file (see fxviz/report.py).
+ * fxviz report page: a Session frozen into one HTML file (see fxviz/report/page.py).
  *
  * The graph is the Explorer's own graph view (graph_view.js, loaded from the page's
  * JSON as an ES module): `HostModel` (report_model.js) stands in for anywidget's model
  * and this file plays the kernel, answering the view's `save_changes` from drawings
  * made in advance. The page's elements come from report_panels.js; everything from
  * the user's model enters the DOM with textContent. report.py inlines the three
- * modules joined (fxviz.assets); `node --test` imports them as files.
+ * modules joined (fxviz.present.assets); `node --test` imports them as files.
  */
 import { HostModel, focusAfter, focusText, revealFocus } from "./report_model.js";
 import {

@@ -78,7 +78,7 @@ export function parentPath(path) {
 }
 
 /**
- * The focus a click in the graph view asks for (see fxviz/report_views.py): expanding
+ * The focus a click in the graph view asks for (see fxviz/report/views.py): expanding
  * a module focuses it, collapsing one focuses its parent; null when nothing changed.
  * @param {string[]} before @param {string[]} after
  * @returns {string | null}

@@ -13,7 +13,7 @@ export const TABLE_OPEN_MAX = 1000;
 
 /**
  * The badge of a check: its class suffix and its text, as Python words them
- * (fxviz.presentation: CHECK_CLASSES, check_text). @param {Check} check
+ * (fxviz.present.presentation: CHECK_CLASSES, check_text). @param {Check} check
  */
 export function badgeParts(check) {
   return { slug: check.slug, text: check.text };
@@ -108,7 +108,7 @@ function keyValues(h, rows) {
 }
 
 /**
- * The whole graph (fxviz.overview.graph_overview's record), shown while no node is selected.
+ * The whole graph (fxviz.present.overview.graph_overview's record), shown while no node is selected.
  * @param {Make} h @param {{rows: Array<[string, string]>, method: string, tried: Array<[string, string]>}} overview
  */
 function overviewContent(h, overview) {
@@ -163,7 +163,7 @@ export function codeContent(h, code, mark) {
 
 /**
  * The Timing panel: the summary, the slowest nodes' table (display strings, as
- * fxviz.presentation words them) and the chart (an SVG string), or why the step has no timing.
+ * fxviz.present.presentation words them) and the chart (an SVG string), or why the step has no timing.
  * @param {Make} h @param {any} t @param {string} [chart]
  */
 export function timingContent(h, t, chart) {

@@ -16,10 +16,10 @@ from typing import Any
 import ipywidgets as w
 import pandas as pd
 
-from fxviz.columns import Columns
-from fxviz.markup import escape
-from fxviz.node_table import COLUMNS, error_column
-from fxviz.numerics import first_divergence, first_gradient_divergence
+from fxviz.present.columns import Columns
+from fxviz.present.markup import escape
+from fxviz.present.node_table import COLUMNS, error_column
+from fxviz.checks.numerics import first_divergence, first_gradient_divergence
 
 from .coloring import comparison
 from .graph_view import GraphView

@@ -3,7 +3,7 @@
 Python owns the data (``columns`` and the rows: ``data``, with more columns in
 ``extra``); the browser sorts and reports row clicks by setting ``selected``. Setting
 ``selected`` from Python marks the row and scrolls it into view. Rows travel column by
-column as one JSON text (:class:`fxviz.columns.Columns`: a key is sent once, not once per
+column as one JSON text (:class:`fxviz.present.columns.Columns`: a key is sent once, not once per
 row, and each column in a short form; decoded by ``columns.js``, which the graph view
 shares); columns known later (times) travel apart in ``extra``, so that their arrival
 resends only them. Python reads and sets the rows whole as ``rows``.
@@ -18,8 +18,8 @@ import anywidget
 import pandas as pd
 import traitlets
 
-from fxviz import assets
-from fxviz.columns import Columns, as_columns
+from fxviz.present import assets
+from fxviz.present.columns import Columns, as_columns
 
 _HERE = pathlib.Path(__file__).parent
 
@@ -36,7 +36,7 @@ class TableView(anywidget.AnyWidget):
 
     #: [{"key": str, "label": str, "numeric": bool, "digits": int}]
     columns = traitlets.List(traitlets.Dict()).tag(sync=True)
-    #: the rows, [{"name": str, <key>: str | number | None, ...}], as :class:`fxviz.columns.Columns`
+    #: the rows, [{"name": str, <key>: str | number | None, ...}], as :class:`fxviz.present.columns.Columns`
     #: (a list of dicts given is made one; NaN becomes None)
     data = traitlets.Any(Columns()).tag(sync=True, to_json=_json)
     #: more columns of the same rows, in the same order (e.g. times measured later), as

@@ -15,7 +15,7 @@ Not here: private *attributes* whose names are a protocol with torch rather than
 API, used where they matter: ``_orig_mod`` (which make_fx reads to record module
 paths, fxviz/capture/make_fx.py) and nn.Module's ``_parameters``/``_buffers``/
 ``_modules`` dicts (copied by fxviz/_cow.py for copy-on-write module trees;
-read by fxviz/_values.py's ``module_signature``).
+read by fxviz/annotation/_values.py's ``module_signature``).
 """
 from __future__ import annotations
 

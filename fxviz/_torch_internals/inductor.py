@@ -31,7 +31,7 @@ class Lowered:
     """What inductor made of one ATen graph (``part``: "forward" or "backward"): the wrapper
     module's ``source``, its kernel calls (``"name:handle"`` -> post-grad node names), the
     graph's node names each post-grad node came from, the compiled callable (boxed: one
-    list argument) and, once measured, its kernels timed (``fxviz.kernel_times.timed``)."""
+    list argument) and, once measured, its kernels timed (``fxviz.compiler.kernel_times.timed``)."""
 
     part: str
     source: str

@@ -25,7 +25,7 @@ from fxviz.capture._common import (Capture, FrontEnd, Request, as_inputs, auto_o
                                    forget_front_end, front_end, front_ends, methods, torch_errors_quiet)
 from fxviz.capture.info import GraphInfo, graph_info
 from fxviz.capture.places import called_as, caller, cell_name, where
-from fxviz._gc import gc_paused
+from fxviz.background._gc import gc_paused
 from fxviz._runtime import containers_kept
 from fxviz._torch_internals import uncompiled
 from fxviz.discovery import import_modules
@@ -234,10 +234,10 @@ def _runs(result: Capture, inputs: tuple) -> None:
     tracing bakes in Python values and misses shape errors): try the next method. The run
     is the annotated one a Session's step 0 needs (``result.first_run``): one forward, not two.
     A graph that carries its shapes (export's, make_fx's: traced through the ops themselves)
-    is not run: its check runs it (:func:`~fxviz.known_shapes.unrun`)."""
-    from fxviz.check import seeded
-    from fxviz.known_shapes import unrun
-    from fxviz.shapes import annotated_run
+    is not run: its check runs it (:func:`~fxviz.annotation.known_shapes.unrun`)."""
+    from fxviz.checks.check import seeded
+    from fxviz.annotation.known_shapes import unrun
+    from fxviz.annotation.shapes import annotated_run
 
     gm = result.gm
     ran = graph_info(gm).graph_inputs

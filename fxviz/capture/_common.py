@@ -43,7 +43,7 @@ class Capture:
     note: str = ""
     #: What its graphs show when not what the method's usually do (AOT's graphs of a dynamo graph).
     summary: str = ""
-    #: The outputs and per-node notes of the annotated run (:func:`fxviz.shapes.annotated_run`,
+    #: The outputs and per-node notes of the annotated run (:func:`fxviz.annotation.shapes.annotated_run`,
     #: seeded as a check is) that proved its graph runs (``tracer="auto"``): a Session's step 0
     #: reuses them instead of running the model again before its first view.
     first_run: tuple[Any, dict[str, dict[str, Any]]] | None = None

@@ -28,7 +28,7 @@ from fxviz.capture.places import where
 from fxviz.capture.backward import attribute_backward
 from fxviz.capture.export import next_to_first_user, without_partial_graph
 from fxviz.capture.keywords import keywords_last
-from fxviz.check import Gradients
+from fxviz.checks.check import Gradients
 from fxviz.errors import TraceError
 
 _LIFTED = (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR)

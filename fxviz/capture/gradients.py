@@ -9,7 +9,7 @@ from typing import Any
 from torch import nn
 
 from fxviz.capture.closure import closed_over_module
-from fxviz.check import Gradients
+from fxviz.checks.check import Gradients
 
 
 def with_gradients(fn: Callable[..., Any], module: nn.Module | None = None) -> Callable[..., Any]:

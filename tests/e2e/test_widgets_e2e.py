@@ -76,7 +76,7 @@ import torch
 from torch import nn
 import ipywidgets as w
 import fxviz
-from fxviz.render import render
+from fxviz.draw.render import render
 from fxviz.widgets.graph_view import GraphView
 
 class Block(nn.Module):

@@ -1,0 +1,94 @@
+"""Values as the annotated run (:mod:`fxviz.annotation.shapes`) sees them: what a call's FLOPs
+depend on (its signature), their tensor metadata, the tensors inside containers."""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch.fx.node import map_aggregate
+from torch.fx.passes.shape_prop import TensorMetadata
+
+from fxviz._torch_internals import extract_tensor_metadata, tree_leaves
+
+
+class Unknown:
+    """Metadata that could not be read, and why."""
+
+    def __init__(self, why: str):
+        self.why = why
+
+
+def tensors(values: Any) -> list[torch.Tensor]:
+    """The tensors among ``values`` and inside their containers (pytree leaves)."""
+    found = []
+    for value in values:
+        if isinstance(value, torch.Tensor):
+            found.append(value)
+        elif not isinstance(value, (int, float, bool, str, type(None))):
+            found += [t for t in tree_leaves(value) if isinstance(t, torch.Tensor)]
+    return found
+
+
+def signature(value: Any) -> Any:
+    """What a call's operators and their FLOPs depend on: tensors by shape, dtype and
+    device, everything else by value (raises TypeError when that is unhashable)."""
+    if isinstance(value, torch.Tensor):
+        return (value.shape, value.dtype, value.device, value.layout)
+    if isinstance(value, (tuple, list)):
+        return (type(value), *map(signature, value))
+    if isinstance(value, dict):
+        return (dict, *((k, signature(v)) for k, v in value.items()))
+    if isinstance(value, slice):  # unhashable before Python 3.12
+        return (slice, signature(value.start), signature(value.stop), signature(value.step))
+    hash(value)
+    return (type(value), value)  # type too: 1 == 1.0 == True, yet they dispatch differently
+
+
+def module_signature(module: torch.nn.Module) -> Any:
+    """What a module's call and its FLOPs depend on besides its inputs: its class, its
+    settings (stride, groups, training), its parameters' and buffers' signatures and its
+    submodules', so that the equal layers of a stack share one count. None where a
+    setting is unhashable or a hook could change what the call runs."""
+    parts: list[Any] = [type(module)]
+    try:
+        for name, value in vars(module).items():
+            if "hook" in name:
+                if value:
+                    return None
+                continue
+            if name == "_modules":
+                value = tuple((k, () if m is None else module_signature(m)) for k, m in value.items())
+                if any(part is None for _, part in value):  # a submodule that has none
+                    return None
+            elif isinstance(value, (set, frozenset)):
+                value = frozenset(value)
+            else:
+                value = signature(value)
+            parts.append((name, value))
+    except TypeError:  # an unhashable setting
+        return None
+    return tuple(parts)
+
+
+def tensor_metadata(value: Any) -> Any:
+    """torch's ``TensorMetadata`` of a tensor, or the same structure with one for each
+    tensor of a container; other values as they are. A contiguous dense tensor (most
+    of them) takes a fast path to the same record."""
+    if isinstance(value, torch.Tensor):
+        if value.layout == torch.strided and not value.is_quantized and value.is_contiguous():
+            return TensorMetadata(value.shape, value.dtype, value.requires_grad, value.stride(),
+                                  torch.contiguous_format, False, {})
+        return extract_tensor_metadata(value)
+    if isinstance(value, (tuple, list, dict)):
+        return map_aggregate(value, lambda v: extract_tensor_metadata(v) if isinstance(v, torch.Tensor) else v)
+    return value
+
+
+def has_tensor(meta: Any) -> bool:
+    if isinstance(meta, TensorMetadata):
+        return True
+    if isinstance(meta, (tuple, list)):
+        return any(has_tensor(m) for m in meta)
+    if isinstance(meta, dict):
+        return any(has_tensor(m) for m in meta.values())
+    return False

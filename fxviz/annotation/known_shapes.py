@@ -1,0 +1,150 @@
+"""What the annotated run notes per node (:func:`fxviz.annotation.shapes.annotated_run`), read from a
+graph that carries it: export and make_fx leave each ATen node's output as a fake tensor
+in ``meta["val"]``, so an exported program is drawn without running the model (which
+Model Explorer never does either); the run comes with the check."""
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+import torch
+import torch.fx
+
+from fxviz._torch_internals import FlopCounter, OpOverload, tree_leaves
+from fxviz.annotation._values import signature, tensor_metadata, tensors
+from fxviz.capture._common import first_line
+
+
+#: The output of a graph drawn from its shapes (:func:`unrun`): not known until the check runs it.
+NOT_RUN = object()
+
+
+def unrun(gm: torch.fx.GraphModule, inputs: tuple) -> tuple[Any, dict[str, dict[str, Any]]] | None:
+    """``(NOT_RUN, notes)`` in place of :func:`~fxviz.annotation.shapes.annotated_run`'s ``(outputs,
+    notes)`` where :func:`known_notes` reads them, else None."""
+    notes = known_notes(gm, inputs)
+    return None if notes is None else (NOT_RUN, notes)
+
+
+def known_notes(gm: torch.fx.GraphModule, inputs: tuple) -> dict[str, dict[str, Any]] | None:
+    """Per node name, the note :func:`~fxviz.annotation.shapes.annotated_run` would make on ``inputs``
+    (shapes, FLOPs, bytes moved), from ``meta["val"]`` alone; None where the graph does not
+    carry it all: a node without it, a size that is symbolic, an operator other than ATen's,
+    or inputs of other shapes than those it was captured on (then the graph must run)."""
+    vals = {}
+    for node in gm.graph.nodes:
+        val = _val(node, vals)
+        if val is _MISSING or node.op in ("call_module", "call_method") or \
+                (node.op == "call_function" and not _readable(node.target)):
+            return None
+        vals[node] = val
+    placeholders = [vals[n] for n in gm.graph.find_nodes(op="placeholder")]
+    given = [v for v in tree_leaves(inputs) if v is not None]
+    if len(placeholders) != len(given) or not all(map(_same, placeholders, given)):
+        return None
+    flops: dict[Any, int | str | None] = {}
+    signatures = _Signatures(vals)
+    layouts: dict[Any, Any] = {}  # a tensor's layout -> its metadata (fake tensors are slow to ask)
+    sizes = {node: {id(t): t.numel() * t.element_size() for t in tensors((val,))} for node, val in vals.items()}
+    notes = {}
+    for node, val in vals.items():
+        note = notes[node.name] = {"flops": None, "macs": None, "bytes": None}
+        if sizes[node]:
+            note["tensor_meta"] = _metadata(val, layouts)
+        if node.op != "call_function":
+            continue
+        counted = _flops(node, vals, signatures, flops)
+        if isinstance(counted, str):
+            note["flops_why"] = counted
+        elif counted is not None:
+            note["flops"], note["macs"] = counted, counted // 2
+        moved = dict(sizes[node])
+        for producer in node.all_input_nodes:
+            moved.update(sizes[producer])
+        note["bytes"] = sum(moved.values())
+    return notes
+
+
+_MISSING = object()
+
+
+def _val(node: torch.fx.Node, vals: dict[torch.fx.Node, Any]) -> Any:
+    """A node's output as its meta holds it (the output node's: its inputs'), or _MISSING
+    where it is absent or a size is symbolic."""
+    if node.op == "output":
+        return torch.fx.node.map_arg(node.args[0], vals.__getitem__)
+    if "val" not in node.meta:
+        return _MISSING
+    val = node.meta["val"]
+    for t in tensors((val,)):
+        if not all(isinstance(size, int) for size in (*t.shape, *t.stride())):
+            return _MISSING
+    return val
+
+
+def _readable(target: Any) -> bool:
+    return isinstance(target, OpOverload) or target is operator.getitem
+
+
+def _same(val: Any, given: Any) -> bool:
+    if isinstance(val, torch.Tensor):
+        return isinstance(given, torch.Tensor) and val.shape == given.shape and val.dtype == given.dtype
+    return not isinstance(given, torch.Tensor) and val == given
+
+
+def _metadata(val: Any, layouts: dict[Any, Any]) -> Any:
+    if not isinstance(val, torch.Tensor):
+        return tensor_metadata(val)
+    layout = (val.shape, val.dtype, val.stride(), val.requires_grad)
+    if layout not in layouts:
+        layouts[layout] = tensor_metadata(val)
+    return layouts[layout]
+
+
+class _Signatures(dict):
+    """Node -> :func:`signature` of its value, each made once (a value feeds several calls)."""
+
+    def __init__(self, vals: dict[torch.fx.Node, Any]):
+        super().__init__()
+        self.vals = vals
+
+    def __missing__(self, node: torch.fx.Node) -> Any:
+        found = self[node] = signature(self.vals[node])
+        return found
+
+
+def _flops(node: torch.fx.Node, vals: dict[torch.fx.Node, Any], signatures: _Signatures,
+           counted: dict[Any, int | str | None]) -> Any:
+    """The FLOPs of an ATen call, counted as the annotated run counts them (torch's counter,
+    the operator run on ``meta`` tensors of the noted shapes), once per signature."""
+    if node.target is operator.getitem:
+        return None
+    try:
+        key = (node.target, *torch.fx.node.map_arg((node.args, node.kwargs), signatures.__getitem__))
+        hash(key)
+    except TypeError:
+        key = None
+    if key in counted:
+        return counted[key]
+    args, kwargs = torch.fx.node.map_arg((node.args, node.kwargs), lambda n: _on_meta(vals[n]))
+    if "device" in kwargs:  # a factory (arange, full): made on meta too, never allocated
+        kwargs = {**kwargs, "device": torch.device("meta")}
+    try:
+        with FlopCounter(display=False) as counter:
+            node.target(*args, **kwargs)
+        found = (f"torch's FLOP formula for {counter.failed}" if counter.failed
+                 else counter.get_total_flops() if counter.counted else None)
+    except Exception as exc:  # an operator with no meta kernel: not counted, not a failure to draw
+        found = f"counting its FLOPs from its shapes failed: {first_line(exc)}"
+    if key is not None:
+        counted[key] = found
+    return found
+
+
+def _on_meta(val: Any) -> Any:
+    """``val`` with each fake tensor an empty ``meta`` one of its sizes, strides and dtype."""
+    if isinstance(val, torch.Tensor):
+        return torch.empty_strided(val.shape, val.stride(), dtype=val.dtype, device="meta")
+    if isinstance(val, (tuple, list)):
+        return type(val)(map(_on_meta, val))
+    return val

@@ -1,0 +1,107 @@
+"""What a step's check covered, said where it is less than "match" suggests.
+
+Two ways a check can claim more than it tested: a graph that runs on its example and
+fails on other data the model runs (a capture that baked in the example's sizes), and
+one of dynamo's graphs (a model cut at graph breaks) whose check covers that graph alone.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch.fx
+
+from fxviz.capture.info import graph_info
+from fxviz.checks.check import CheckResult, compare_outputs, run_outputs
+from fxviz.checks.inputs import EXAMPLE_ONLY, EXAMPLE_ONLY_WHY
+
+
+def check_graph(gm: torch.fx.GraphModule, check_inputs: Sequence[tuple], reference: Callable[[], list], first: Any,
+                fresh: bool, differs: bool, captured: Callable[[], bool]) -> tuple[CheckResult, list]:
+    """A step's check: ``gm`` against the model's outputs (``reference()``) on
+    ``check_inputs``, the example first; ``first``: ``gm``'s output on it, kept from the run
+    that proved it runs unless ``fresh`` is False (the model's tensors changed since);
+    ``differs``: a semantics-changing pass was applied; ``captured()``: whether a graph right
+    on the example alone is the capture's doing (step 0, or a later step when step 0 is
+    "example only"); a pass's doing is a mismatch. The result, and ``gm``'s outputs ([] if it failed)."""
+    try:
+        expected = reference()
+    except Exception as exc:  # a state the badge shows, never an exception lost in a thread
+        return CheckResult.failed("running the original model for the check", exc, len(check_inputs),
+                                  "Call it on the example inputs in a cell to see the traceback; "
+                                  "if only the example inputs work, use n_random_inputs=0."), []
+    try:
+        rest = run_outputs(gm, check_inputs[1:] if fresh else check_inputs)
+    except Exception as exc:  # ran on the example inputs, fails on a random one
+        example = (lambda: first) if fresh else (lambda: run_outputs(gm, check_inputs[:1])[0])
+        return failed_beyond_example(exc, expected, example, captured), []
+    outputs = [first, *rest] if fresh else rest
+    result = compare_outputs(expected, outputs, expected_to_differ=differs, example_only=True)
+    if result.status == "example only" and not captured():
+        result = compare_outputs(expected, outputs, expected_to_differ=differs)
+    return result, outputs
+
+
+def failed_beyond_example(exc: BaseException, reference: list, example_output: Callable[[], Any],
+                          captured: Callable[[], bool] = lambda: True) -> CheckResult:
+    """The check of a graph that ran on the example and failed (``exc``) on a random
+    input the model ran (``reference``: its outputs): "example only" when the graph
+    matches the model on the example and that is the capture's doing (``captured()``),
+    else a mismatch saying where it failed."""
+    n_inputs = len(reference)
+    failure = f"{type(exc).__name__}: {exc}"
+    try:
+        on_example = compare_outputs(reference[:1], [example_output()]).status if captured() else "mismatch"
+    except Exception:  # the graph fails on the example too now (the model's weights changed since)
+        on_example = "mismatch"
+    if on_example in ("match", "nothing compared"):
+        return CheckResult("example only", math.inf, math.inf, 0.0, 0.0, n_inputs,
+                           f"{EXAMPLE_ONLY}: the graph fails on a random input of the example's shapes that the "
+                           f"model runs ({failure}). {EXAMPLE_ONLY_WHY}")
+    return CheckResult("mismatch", math.inf, math.inf, 0.0, 0.0, n_inputs,
+                       f"fails on a random input of the example's shapes: {failure}")
+
+
+def graph_scope(result: CheckResult, gm: torch.fx.GraphModule) -> CheckResult:
+    """``result`` saying which graph it covered when ``gm`` is one of several (dynamo's
+    graphs, cut at graph breaks): "graph 1 of 3 checked"."""
+    info = graph_info(gm)
+    count, index = info.graph_count, info.graph_index
+    if count < 2:
+        return result
+    covered = f"graph {index + 1} of {count} checked"
+    return dataclasses.replace(result, scope="; ".join(filter(None, [result.scope, covered])), message=(
+        f"{result.message}; {covered}: the model runs as {count} graphs cut at graph breaks and this check ran "
+        f"this one alone (listed as graph {index}); Session.check_all_graphs(), or 'check all {count} graphs' "
+        "above the Explorer, checks each"))
+
+
+def check_all_graphs(session: Any, **session_options: Any) -> list[CheckResult]:
+    """One check per graph of ``session``'s capture: its own current step's for the graph
+    it is open on, step 0's of a Session on each other graph (``session_options``:
+    theirs). A capture of one graph gives the session's own check alone."""
+    from fxviz.compiler.graphs import Compiled
+
+    if len(session.capture.graphs) < 2:
+        return [session.current.check]
+    compiled = Compiled.from_capture(session.capture, **session_options)
+    compiled.adopt(session)
+    return graph_checks(compiled)
+
+
+def graph_checks(compiled: Any, done: Callable[[int, CheckResult], Any] = lambda *_: None) -> list[CheckResult]:
+    """The check of each dynamo graph of ``compiled`` (:class:`fxviz.compiler.graphs.Compiled`):
+    its Session's current step's, in order; ``done(index, result)`` after each. A graph
+    that cannot be opened is an "error" result saying why."""
+    results = []
+    for graph in compiled.graphs:
+        try:
+            result = compiled.session(graph.index).current.check
+        except Exception as exc:  # a graph that cannot open is a result, not the end of the list
+            result = CheckResult.failed(f"opening graph {graph.index}", exc, 0, "fxviz.compiled(model, x)"
+                                        f".session({graph.index}) opens it on its own, with the traceback.")
+        results.append(result)
+        done(graph.index, result)
+    return results

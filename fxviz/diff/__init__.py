@@ -1,0 +1,1 @@
+"""Two steps side by side: structure, code diff, timing, outputs."""

@@ -1,0 +1,1 @@
+"""A Session as one self-contained HTML page, and the static copies notebooks show offline."""

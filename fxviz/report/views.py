@@ -1,0 +1,133 @@
+"""The graph drawings a report carries, since a page without a kernel cannot lay out.
+
+Expanding and collapsing in the Explorer re-runs Graphviz; a report can only switch
+between drawings made in advance. All combinations of open modules are far too many
+(2^clusters), so a report follows one rule it can honour everywhere: **a focus**. The
+view focused on module ``m`` opens ``m`` and its ancestors and collapses everything
+else; the focus ``""`` is the top level with every module collapsed. Expanding a
+collapsed module focuses it; collapsing an open one focuses its parent. Focuses are
+drawn breadth first from the top level (the overview first, then one level deeper, ...)
+up to ``max_views`` per step, plus ``"*"``: the Explorer's own first view (auto-collapse
+to its box budget). Identical DOT is laid out once, however many steps share it.
+"""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+from collections.abc import Iterable
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import networkx as nx
+
+from fxviz.errors import RenderError
+from fxviz.draw.render import Rendering, render
+
+ALL = "*"  # the key of the Explorer's own first view
+WORKERS = 4  # layouts (dot processes) at once
+
+
+@dataclass
+class Views:
+    """Drawings of all steps: ``variants`` (one per distinct DOT, in order) and, per
+    step, focus -> index into ``variants``."""
+
+    variants: list[Rendering] = field(default_factory=list)
+    per_step: list[dict[str, int]] = field(default_factory=list)
+    _by_dot: dict[str, int] = field(default_factory=dict)
+    _layouts: list[Future] = field(default_factory=list)  # one per variant laid out or under way
+
+    def add(self, rendering: Rendering) -> int:
+        key = hashlib.sha1(rendering.dot.source.encode()).hexdigest()
+        if key not in self._by_dot:
+            self._by_dot[key] = len(self.variants)
+            self.variants.append(rendering)
+        return self._by_dot[key]
+
+    def lay_out(self, pool: Executor) -> None:
+        """Start laying out the variants added since the last call in ``pool``'s threads
+        (``dot`` runs in subprocesses: the caller's Python goes on meanwhile)."""
+        self._layouts += [pool.submit(_layout, r) for r in self.variants[len(self._layouts):]]
+
+    def svgs(self, workers: int = WORKERS) -> list[str | RenderError]:
+        """Lay out every variant not yet under way (:meth:`lay_out`, ``workers`` at once)
+        and wait for all; one that runs out of time is replaced by its coarser drawing
+        (``Rendering.drawn``), and a layout that fails gives its error, which the page
+        shows instead."""
+        with ThreadPoolExecutor(workers) as pool:
+            self.lay_out(pool)
+            done = [layout.result() for layout in self._layouts]
+        self.variants = [rendering for rendering, _ in done]
+        return [svg for _, svg in done]
+
+
+def _layout(rendering: Rendering) -> tuple[Rendering, str | RenderError]:
+    drawn = rendering.drawn()
+    try:
+        return drawn, drawn.svg
+    except RenderError as exc:
+        return rendering, exc
+
+
+def module_paths(graph: nx.DiGraph) -> set[str]:
+    """Every module path and its ancestors (``render`` ignores the ones it does not draw)."""
+    paths = set()
+    for path in {attrs.get("module_path") or "" for _, attrs in graph.nodes(data=True)}:  # each once
+        parts = path.split(".")
+        paths.update(".".join(parts[: i + 1]) for i in range(len(parts)) if parts[0])
+    return paths
+
+
+def chain(path: str) -> list[str]:
+    """``a.b.c`` -> ``[a, a.b, a.b.c]``; the top level ``""`` -> ``[]``."""
+    parts = path.split(".") if path else []
+    return [".".join(parts[: i + 1]) for i in range(len(parts))]
+
+
+def focused(graph: nx.DiGraph, focus: str, paths: set[str]) -> Rendering:
+    """The drawing with ``focus`` and its ancestors open and every other module collapsed."""
+    open_ = set(chain(focus))
+    return render(graph, collapse=sorted(paths - open_), expand=[focus] if focus else ())
+
+
+def step_views(graph: nx.DiGraph, views: Views, max_views: int) -> dict[str, int]:
+    """Draw the focuses of one step breadth first (at most ``max_views``) and the
+    Explorer's first view; returns focus -> variant index."""
+    paths = module_paths(graph)
+    out = {}
+    with contextlib.suppress(RenderError):  # too many boxes: the focused views remain
+        out[ALL] = views.add(render(graph))
+    queue: list[str] = [""]
+    seen = {""}
+    while queue and len(out) <= max_views:
+        focus = queue.pop(0)
+        try:
+            rendering = focused(graph, focus, paths)
+        except RenderError:  # a module with too many nodes of its own: not drawn
+            continue
+        out[focus] = views.add(rendering)
+        for inner in rendering.collapsed:
+            if inner not in seen:
+                seen.add(inner)
+                queue.append(inner)
+    return out
+
+
+def draw_all(graphs: Iterable[nx.DiGraph], max_views: int, pool: Executor) -> Views:
+    """Views of every step, each step's laid out in ``pool`` while the next is drawn
+    (``Views.svgs`` waits for them). What each drawing derives from all of a graph's
+    nodes is computed once per graph (:mod:`fxviz.annotation.graph_memo`)."""
+    views = Views()
+    for graph in graphs:
+        views.per_step.append(step_views(graph, views, max_views))
+        views.lay_out(pool)
+    return views
+
+
+def variant_record(rendering: Rendering, svg: str | RenderError) -> dict[str, Any]:
+    """What the graph view's traitlets need for one drawing (or why it is missing)."""
+    if isinstance(svg, RenderError):
+        return {"svg": "", "elements": {}, "legend": [], "collapsed": [], "error": str(svg)}
+    return {"svg": svg, "elements": rendering.elements, "legend": rendering.legend,
+            "collapsed": list(rendering.collapsed)}
