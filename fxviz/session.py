@@ -101,7 +101,7 @@ class Session:
             self._root = None if self._program is not None else _cow.skeleton(model) if isinstance(model, nn.Module) else model
         with called_as("Session"):  # a Capture made already (one graph of fxviz.compiled) is opened as is
             captured = model if isinstance(model, Capture) else capture(
-                self._root if isinstance(model, nn.Module) else model, inputs, tracer=tracer, kwargs=kwargs,
+                self._root if isinstance(model, nn.Module) else model, example_inputs, tracer=tracer, kwargs=kwargs,
                 **trace_kwargs)
         inputs = keywords.flat(inputs, kwargs)
         with gc_paused():

@@ -182,6 +182,27 @@ def test_a_tuple_given_to_explore_gets_the_call_that_unpacks_it():
     explorer.close()
 
 
+class Detector(nn.Module):
+    """Takes a list of images, as torchvision's detection models do."""
+
+    def forward(self, images):
+        if not isinstance(images, list):
+            raise ValueError(f"images is expected to be a list of 3d tensors, got {type(images).__name__}")
+        return torch.stack([image.mean((1, 2)) for image in images])
+
+
+def test_a_list_of_images_given_as_the_arguments_gets_the_call_that_wraps_it():
+    """A list of example inputs is the arguments, one per item: a model whose one argument
+    is the list gets a bare tensor, and the error says how to wrap it."""
+    images = [torch.randn(3, 8, 8), torch.randn(3, 6, 6)]
+    with pytest.raises(TraceError, match=r"wrap it in a tuple: Session\(model, \(\[image, \.\.\.\],\)\)"):
+        fxviz.Session(Detector(), images)
+    with pytest.raises(TraceError) as caught:  # a tuple is not a list: no such advice
+        fxviz.Session(Detector(), tuple(images))
+    assert "wrap it" not in str(caught.value)
+    assert fxviz.Session(Detector(), (images,)).current.check.status == "match"  # the advice works
+
+
 class CountsNonzero(nn.Module):
     """A branch on a data-dependent size: torch.export fails on it, after printing its partial graph."""
 

@@ -76,7 +76,7 @@ def _capture(model: Any, example_inputs: Any, kwargs: dict[str, Any], tracer: An
     args = as_inputs(example_inputs)
     keywords.check(model, args, kwargs)
     inputs = _distinct(keywords.flat(args, kwargs))
-    options = {**options, "keywords": tuple(kwargs)}
+    options = {**options, "keywords": tuple(kwargs), "listed": isinstance(example_inputs, list)}
     if tracer == "auto":
         return _auto(model, inputs, options, capture_timeout)
     try:
@@ -203,12 +203,12 @@ def _request(chosen: FrontEnd, model: Any, inputs: tuple, tracer: Any, options: 
 
 
 def _own_failure(model: Any, inputs: tuple, options: dict[str, Any]) -> TraceError | None:
-    return own_failure(keywords.keywords_last(model, options["keywords"]), inputs)
+    return own_failure(keywords.keywords_last(model, options["keywords"]), inputs, options["listed"])
 
 
 def _given(options: dict[str, Any]) -> list[str]:
     """The options the user set (not left at their empty defaults)."""
-    return [k for k, v in options.items() if k != "keywords"
+    return [k for k, v in options.items() if k not in ("keywords", "listed")
             and v is not None and v is not False and not (isinstance(v, (tuple, list, dict, set)) and not v)]
 
 

@@ -16,9 +16,10 @@ from fxviz.capture.model_config import config_advice
 from fxviz.errors import TraceError
 
 
-def own_failure(model: Any, inputs: tuple) -> TraceError | None:
+def own_failure(model: Any, inputs: tuple, listed: bool = False) -> TraceError | None:
     """When capture failed (every method, or the one named), the model itself may not run
-    on these inputs: say that (with its line) rather than the capture errors."""
+    on these inputs: say that (with its line) rather than the capture errors. ``listed``:
+    the example inputs were given as a list (taken as the arguments, one per item)."""
     from fxviz._runtime import preserved_buffers, untouched
 
     if not inputs:
@@ -30,13 +31,13 @@ def own_failure(model: Any, inputs: tuple) -> TraceError | None:
     except Exception as exc:
         name = getattr(model, "__name__", type(model).__name__)
         error = TraceError(f"{caller()}(...): {name} itself fails on the example inputs{where(exc)}\n"
-                           f"  {first_line(exc)}\n  What to do: {_device_advice(model, inputs, exc)}")
+                           f"  {first_line(exc)}\n  What to do: {_device_advice(model, inputs, exc, listed)}")
         error.__cause__ = exc
         return error
     return None
 
 
-def _device_advice(model: Any, inputs: tuple, exc: Exception) -> str:
+def _device_advice(model: Any, inputs: tuple, exc: Exception, listed: bool = False) -> str:
     """What to do when a model fails on its inputs: where the model's tensors and the
     inputs live apart (a meta or fake model given real inputs, a GPU model CPU ones),
     say so, the likeliest cause; where all are on meta and an operator has no meta
@@ -61,7 +62,7 @@ def _device_advice(model: Any, inputs: tuple, exc: Exception) -> str:
                 "output size depends on values, as torch.nonzero): build the model and inputs on a real device "
                 "(the CPU) to open it.")
     return (config_advice(modules) or _keywords_advice(model, inputs) or _packed_advice(inputs)
-            or "this fails without fxviz too (call the model on these inputs to see): pass inputs the model "
+            or _listed_advice(listed) or "this fails without fxviz too (call the model on these inputs to see): pass inputs the model "
                "accepts, or build it with a configuration it can run.")
 
 
@@ -73,6 +74,16 @@ def _packed_advice(inputs: tuple) -> str | None:
                 "explore(model, *inputs), not explore(model, inputs) (Session(model, inputs) takes one tuple); "
                 "else pass inputs the model accepts.")
     return None
+
+
+def _listed_advice(listed: bool) -> str | None:
+    """A list of example inputs is taken as the arguments, one per item; a model whose one
+    argument is a list (torchvision's detection models: a list of images) gets a bare tensor."""
+    if not listed:
+        return None
+    return (f"the example inputs were a list, which {caller()} takes as the model's arguments, one per item; if the "
+            f"model takes the list itself as one argument (torchvision's detection models take a list of images), "
+            f"wrap it in a tuple: {caller()}(model, ([image, ...],)).")
 
 
 def _keywords_advice(model: Any, inputs: tuple) -> str | None:
