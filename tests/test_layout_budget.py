@@ -127,15 +127,15 @@ def test_plans_bound_boxes_and_layout_work(expand):
 def slow_dot_above(monkeypatch, limit: int) -> list[tuple[int, float]]:
     """A dot that runs out of time on DOT sources longer than ``limit`` characters;
     returns the sizes it was asked to lay out, each with its timeout."""
-    real, asked = subprocess.run, []
+    real, asked = fxviz.draw.dot.run, []
 
-    def run(cmd, *, input, timeout, **kwargs):
-        asked.append((len(input), timeout))
-        if len(input) > limit:
-            raise subprocess.TimeoutExpired(cmd, timeout)
-        return real(cmd, input=input, timeout=timeout, **kwargs)
+    def run(source, *, timeout):
+        asked.append((len(source.encode()), timeout))
+        if len(source.encode()) > limit:
+            raise subprocess.TimeoutExpired("dot", timeout)
+        return real(source, timeout=timeout)
 
-    monkeypatch.setattr(fxviz.draw.render.subprocess, "run", run)
+    monkeypatch.setattr(fxviz.draw.dot, "run", run)
     return asked
 
 

@@ -147,7 +147,7 @@ def test_diff_marks_and_highlight(my_module):
 
 
 def test_missing_dot_says_how_to_install(my_module, monkeypatch):
-    monkeypatch.setattr("fxviz.draw.render.shutil.which", lambda name: None)
+    monkeypatch.setattr("fxviz.draw.dot.shutil.which", lambda name: None)
     with pytest.raises(RenderError, match="apt-get install graphviz"):
         render(fxviz.trace(my_module)).svg
 
@@ -156,7 +156,7 @@ def test_slow_layout_is_stopped_with_advice(my_module, monkeypatch):
     def too_slow(*args, **kwargs):
         raise subprocess.TimeoutExpired(cmd="dot", timeout=kwargs["timeout"])
 
-    monkeypatch.setattr("fxviz.draw.render.subprocess.run", too_slow)
+    monkeypatch.setattr("fxviz.draw.dot.run", too_slow)
     with pytest.raises(RenderError, match="longer than 0.5 s.*collapse"):
         render(fxviz.trace(my_module), layout_timeout=0.5).svg
 

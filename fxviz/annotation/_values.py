@@ -48,10 +48,15 @@ def module_signature(module: torch.nn.Module) -> Any:
     """What a module's call and its FLOPs depend on besides its inputs: its class, its
     settings (stride, groups, training), its parameters' and buffers' signatures and its
     submodules', so that the equal layers of a stack share one count. None where a
-    setting is unhashable or a hook could change what the call runs."""
-    parts: list[Any] = [type(module)]
+    setting is unhashable or a hook could change what the call runs. Read for every
+    module a graph calls: plain settings and tensor tables take a short path."""
+    parts: list[Any] = [module.__class__]
     try:
-        for name, value in vars(module).items():
+        for name, value in module.__dict__.items():
+            kind = value.__class__
+            if kind in _PLAIN:
+                parts.append((name, kind, value))
+                continue
             if "hook" in name:
                 if value:
                     return None
@@ -60,6 +65,9 @@ def module_signature(module: torch.nn.Module) -> Any:
                 value = tuple((k, () if m is None else module_signature(m)) for k, m in value.items())
                 if any(part is None for _, part in value):  # a submodule that has none
                     return None
+            elif name in _TENSOR_TABLES:
+                value = tuple((k, None if t is None else (t.shape, t.dtype, t.device, t.layout))
+                              for k, t in value.items())
             elif isinstance(value, (set, frozenset)):
                 value = frozenset(value)
             else:
@@ -68,6 +76,22 @@ def module_signature(module: torch.nn.Module) -> Any:
     except TypeError:  # an unhashable setting
         return None
     return tuple(parts)
+
+
+_PLAIN = frozenset({bool, int, float, str, type(None)})  # settings that are their own signature, with their type
+_TENSOR_TABLES = frozenset({"_parameters", "_buffers"})
+
+
+def module_tensors(module: torch.nn.Module) -> list[torch.Tensor]:
+    """A module's parameters and buffers, its submodules' included, each once: one walk
+    (``parameters()`` and ``buffers()`` walk the tree each, through generators)."""
+    found: dict[int, torch.Tensor] = {}
+    for part in module.modules():
+        for table in (part._parameters, part._buffers):
+            for tensor in table.values():
+                if tensor is not None:
+                    found[id(tensor)] = tensor
+    return list(found.values())
 
 
 def tensor_metadata(value: Any) -> Any:

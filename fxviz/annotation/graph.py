@@ -253,9 +253,8 @@ def _note_weights(gm: torch.fx.GraphModule, records: dict[str, dict[str, Any]],
             module = gm.get_submodule(str(node.target))
         except AttributeError:
             continue
-        tensors = [*module.named_parameters(), *module.named_buffers()]
-        records[node.name]["weights"] += tuple(
-            _weight_info(f"{node.target}.{name}", {}, lambda t=t: t) for name, t in tensors)
+        records[node.name]["weights"] += tuple(_tensor_info(f"{node.target}.{name}", t) for name, t in
+                                               (*module.named_parameters(), *module.named_buffers()))
 
 
 def _weight_info(name: str, record: Mapping[str, Any], value: Any) -> Weight:
@@ -263,17 +262,25 @@ def _weight_info(name: str, record: Mapping[str, Any], value: Any) -> Weight:
     shape, dtype = record.get("shape"), record.get("dtype")
     if shape is None:
         try:
-            tensor = value()
+            return _tensor_info(name, value())
         except AttributeError:  # a get_attr of something torch.export did not keep
-            tensor = None
-        if not isinstance(tensor, torch.Tensor):
             return (name, "", None, None)
-        shape, dtype = tuple(tensor.shape), str(tensor.dtype).removeprefix("torch.")
     try:
         size = int(torch.Size(shape).numel()) * getattr(torch, dtype).itemsize
     except (TypeError, AttributeError):  # a tuple of outputs, a symbolic size
         size = None
     return (name, shape_text(shape), dtype, size)
+
+
+def _tensor_info(name: str, tensor: Any) -> Weight:
+    """:func:`_weight_info` of a tensor in hand."""
+    if not isinstance(tensor, torch.Tensor):
+        return (name, "", None, None)
+    try:
+        size = int(tensor.numel()) * tensor.element_size()
+    except TypeError:  # a symbolic size
+        size = None
+    return (name, shape_text(tuple(tensor.shape)), str(tensor.dtype).removeprefix("torch."), size)
 
 
 _ARG_POSITIONS = tuple((f"args[{i}]",) for i in range(16))  # shared by every edge with one use

@@ -12,8 +12,8 @@ from torch.fx.passes.shape_prop import TensorMetadata
 
 from fxviz.annotation._node_runner import last_uses, may_write_inputs
 from fxviz._runtime import fresh_containers, preserved_buffers
-from fxviz.annotation._values import Unknown, has_tensor, module_signature, signature as _signature, tensor_metadata, \
-    tensors as _tensors
+from fxviz.annotation._values import Unknown, has_tensor, module_signature, module_tensors, signature as _signature, \
+    tensor_metadata, tensors as _tensors
 from fxviz._torch_internals import FlopCounter, OpOverload
 from fxviz.errors import RunError
 from fxviz.capture._common import as_inputs, first_line
@@ -44,6 +44,7 @@ class _Annotator(torch.fx.Interpreter):
         self._modules: dict[Any, int] = {}  # module signature -> its head in a FLOPs key
         self._layouts: dict[Any, tuple[Any, Any, int]] = {}  # tensor layout -> (signature, metadata, bytes)
         self._described: dict[torch.fx.Node, tuple[Any, dict[int, int]]] = {}  # live node -> (signature, tensor bytes)
+        self._counter: FlopCounter | None = None  # one for the run: making one costs more than counting a conv
 
     def run(self, *args: Any) -> Any:
         """The graph's outputs on ``args``; each value is dropped after its last use."""
@@ -57,11 +58,11 @@ class _Annotator(torch.fx.Interpreter):
             op, target, node_args, node_kwargs = node.op, node.target, node.args, node.kwargs  # args: properties
             try:
                 try:
-                    run, may_write, head = calls[op, target]
+                    run, may_write, head, owned = calls[op, target]
                 except KeyError:
-                    run, may_write, head = calls[op, target] = self._call(node)
+                    run, may_write, head, owned = calls[op, target] = self._call(node)
                 except TypeError:  # an unhashable target
-                    run, may_write, head = self._call(node)
+                    run, may_write, head, owned = self._call(node)
                 args = map_arg(node_args, value_of)
                 kwargs = map_arg(node_kwargs, value_of) if node_kwargs else {}
                 if run is None:
@@ -75,7 +76,7 @@ class _Annotator(torch.fx.Interpreter):
                     except TypeError:  # an unhashable target or constant: count this call
                         key, flops = None, _UNCOUNTED
                     if flops is _UNCOUNTED:
-                        flops, result = self._count(key, run, target, args, kwargs, node, may_write)
+                        flops, result = self._count(key, run, target, args, kwargs, owned if may_write else None)
                     else:
                         result = (run(target, args, kwargs) if run is not _call_function or kwargs
                                   else target(*args))
@@ -97,8 +98,7 @@ class _Annotator(torch.fx.Interpreter):
                         moved = dict(tensors)
                         for producer in node.all_input_nodes:
                             moved.update(described[producer][1])
-                        if op == "call_module":
-                            moved.update(self._parameter_bytes(target))
+                        moved.update(owned[0])
                         moved = sum(moved.values())
                     except TypeError:  # None: a tensor it reads or writes has no known size
                         moved, why = None, (*why, ("bytes_why", "a tensor it reads or writes has an unknown size"))
@@ -130,54 +130,50 @@ class _Annotator(torch.fx.Interpreter):
                 del env[done], described[done]
         raise RunError("The graph has no output node.")
 
-    def _call(self, n: torch.fx.Node) -> tuple[Any, bool, Any]:
+    def _call(self, n: torch.fx.Node) -> tuple[Any, bool, Any, tuple[dict[int, int], list[torch.Tensor]]]:
         """How a node is run (None: not a call, run by the Interpreter's method of its op),
-        whether it may write its inputs, and what its FLOPs key holds for its target."""
+        whether it may write its inputs, what its FLOPs key holds for its target and, for a
+        module, its parameters' and buffers' bytes by id and the tensors (a call reads them
+        and may write them): a module is looked up and walked once per target, not per use."""
         if not n.op.startswith("call_"):
-            return None, False, n.target
-        # The first: Interpreter's, less a check.
-        run = _call_function if n.op == "call_function" else getattr(self, n.op)
+            return None, False, n.target, ({}, [])
+        owned: tuple[dict[int, int], list[torch.Tensor]] = ({}, [])
+        if n.op == "call_module":
+            module = self.fetch_attr(n.target)
+            tensors = module_tensors(module)
+            owned = ({id(t): t.numel() * t.element_size() for t in tensors}, tensors)
+            found = module_signature(module)
+            head = module if found is None else self._modules.setdefault(found, len(self._modules))
+            run = _module_call(module)
+        else:  # the first: Interpreter's, less a check
+            head, run = n.target, _call_function if n.op == "call_function" else self.call_method
         if n.op != "call_method" and not isinstance(n.target, BuiltinFunctionType | OpOverload):
             run = _with_fresh_containers(run)  # Python code (a function, a module), which may fill in a list
-        return run, may_write_inputs(n), self._head(n)
+        return run, may_write_inputs(n), head, owned
 
-    def _head(self, n: torch.fx.Node) -> Any:
-        """The target as a FLOPs key holds it: a module by :func:`module_signature` (the
-        module itself where it has none), one int per distinct signature (cheap to hash)."""
-        if n.op != "call_module":
-            return n.target
-        module = self.fetch_attr(n.target)
-        found = module_signature(module)
-        return module if found is None else self._modules.setdefault(found, len(self._modules))
-
-    def _count(self, key: Any, run: Any, target: Any, args: tuple, kwargs: dict, node: Node,
-               may_write: bool) -> tuple[int | str | None, Any]:
+    def _count(self, key: Any, run: Any, target: Any, args: tuple, kwargs: dict,
+               owned: tuple[dict[int, int], list[torch.Tensor]] | None) -> tuple[int | str | None, Any]:
         """The FLOPs of a call (None where no operator it ran has a formula; a str saying
         why where counting failed), noted under ``key`` (None: not noted), and its result.
         Counting never stops the run: a call that fails under torch's counter runs again
-        without it, unless it wrote into a tensor first (then the failure is the call's)."""
-        written = self._versions(node, args, kwargs) if may_write else None
+        without it, unless it wrote into a tensor first (then the failure is the call's).
+        ``owned``: None where the call cannot write its inputs, else its module's tensors."""
+        written = _versions(args, kwargs, owned) if owned is not None else None
+        counter = self._counter = self._counter or FlopCounter(display=False)
+        counter.counted, counter.failed = False, ""
         try:
-            with FlopCounter(display=False) as counter:
+            with counter:
                 result = run(target, args, kwargs)
             flops = (f"torch's FLOP formula for {counter.failed}" if counter.failed
                      else counter.get_total_flops() if counter.counted else None)
         except Exception as exc:
-            if written is not None and written != self._versions(node, args, kwargs):
+            if written is not None and written != _versions(args, kwargs, owned):
                 raise
             result = run(target, args, kwargs)  # where the call itself fails, it fails here
             flops = f"counting its FLOPs failed: {first_line(exc)}"
         if key is not None:
             self._flops[key] = flops
         return flops, result
-
-    def _versions(self, node: Node, args: tuple, kwargs: dict) -> list[int]:
-        """The version counter of each tensor a call could write: its arguments', its module's."""
-        tensors = _tensors((args, kwargs))
-        if node.op == "call_module":
-            module = self.fetch_attr(node.target)
-            tensors += [*module.parameters(), *module.buffers()]
-        return [0 if t.is_inference() else t._version for t in tensors]  # inference tensors have none
 
     def _signature(self, arg: Any) -> Any:
         """:func:`_signature` of an argument's value, its nodes' from their descriptions."""
@@ -215,15 +211,20 @@ class _Annotator(torch.fx.Interpreter):
         except Exception as exc:  # unknown, not a failed run; calls on it are counted each time
             return object(), None, Unknown(f"its output's layout cannot be read: {first_line(exc)}")
 
-    def _parameter_bytes(self, target: str) -> list[tuple[int, int]]:
-        """(id, bytes) of a module's parameters and buffers, which a call of it reads."""
-        module = self.fetch_attr(target)
-        return [(id(t), t.numel() * t.element_size()) for t in (*module.parameters(), *module.buffers())]
-
 
 def _with_fresh_containers(run: Callable[[Any, tuple, dict], Any]) -> Callable[[Any, tuple, dict], Any]:
     """``run`` given its arguments' lists and dicts anew, as the GraphModule's code gives them."""
     return lambda target, args, kwargs: run(target, fresh_containers(args), fresh_containers(kwargs))
+
+
+def _versions(args: tuple, kwargs: dict, owned: tuple[dict[int, int], list[torch.Tensor]]) -> list[int]:
+    """The version counter of each tensor a call could write: its arguments', its module's."""
+    tensors = [*_tensors((args, kwargs)), *owned[1]]
+    return [0 if t.is_inference() else t._version for t in tensors]  # inference tensors have none
+
+
+def _module_call(module: torch.nn.Module) -> Callable[[Any, tuple, dict], Any]:
+    return lambda target, args, kwargs: module(*args, **kwargs)
 
 
 _UNCOUNTED = object()  # a call whose FLOPs are not known yet (None: known to have none)

@@ -9,7 +9,6 @@ out of time (a busy machine) is redrawn coarser, with a note saying so.
 """
 from __future__ import annotations
 
-import shutil
 import subprocess
 import threading
 from collections.abc import Callable, Iterable, Mapping
@@ -21,7 +20,7 @@ import graphviz
 import networkx as nx
 import torch.fx
 
-from fxviz.draw import colour_modes
+from fxviz.draw import colour_modes, dot
 from fxviz.errors import RenderError
 from fxviz.annotation.graph_memo import derived
 from fxviz.present.markup import escape
@@ -105,20 +104,13 @@ class LayoutTimeout(RenderError):
 
 def layout_svg(source: str, *, timeout: float = 10.0, box_count: int = 0) -> str:
     """Run ``dot -Tsvg`` with a hard timeout (the process is killed, never left running)."""
-    exe = shutil.which("dot")
-    if exe is None:
-        raise RenderError(
-            "Graphviz's `dot` program was not found on PATH. Install it: "
-            "`sudo apt-get install graphviz` (Debian/Ubuntu), `brew install graphviz` (macOS) "
-            "or `conda install -c conda-forge graphviz`; then restart the kernel."
-        )
     try:
-        done = subprocess.run([exe, "-Tsvg"], input=source.encode(), capture_output=True, timeout=timeout, check=False)
+        returncode, out, err = dot.run(source, timeout=timeout)
     except subprocess.TimeoutExpired:
         raise LayoutTimeout(box_count, timeout) from None
-    if done.returncode != 0:
-        raise RenderError(f"Graphviz failed: {done.stderr.decode(errors='replace').strip()}")
-    svg = done.stdout.decode()
+    if returncode != 0:
+        raise RenderError(f"Graphviz failed: {err.decode(errors='replace').strip()}")
+    svg = out.decode()
     return svg[svg.find("<svg"):]
 
 
