@@ -20,6 +20,7 @@ import torch.fx
 from torch import nn
 
 from fxviz import _cow
+from fxviz.draw import dot
 from fxviz.background._gc import gc_paused
 from fxviz._runtime import closed_over_modules
 from fxviz._torch_internals import is_fake, tree_leaves, uncompiled
@@ -88,13 +89,13 @@ class Session:
                              f"{', '.join(OPTIONS)}): the model's keyword inputs go in kwargs={{...}}.")
         inputs, kwargs = as_inputs(example_inputs), dict(kwargs or {})
         self._given = (example_inputs, kwargs)  # what replay() passes another model
+        dot.prepare()  # dot starts while the model is captured
         model = uncompiled(model)
         if export.is_exported(model):
             model = export.load(model)
             inputs, kwargs = export.positional_inputs(model, inputs, kwargs), {}
-        # What a Session builds besides the capture (the model's skeleton, step 0) lives as
-        # long as it does: a collection triggered meanwhile would only rescan the whole
-        # fresh heap (0.6-0.8 s at 100k nodes, in one run of three).
+        # What a Session builds besides the capture (the model's skeleton, step 0) lives as long as it
+        # does: a collection meanwhile would only rescan the fresh heap (0.6-0.8 s at 100k nodes, one run in 3).
         # An exported program's reference (ep.module(): 1 s at 24 layers) is made after the first view (_reference).
         self._program = model if isinstance(model, torch.export.ExportedProgram) else None
         with gc_paused():
