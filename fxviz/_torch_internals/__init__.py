@@ -9,7 +9,9 @@ naming this module.
 
 Dynamo's and AOT autograd's private API (graph capture for ``torch.compile``) is in
 the ``dynamo`` module beside this one, imported on use: it costs seconds. torch's FLOP
-counter, made to count attention and never to stop a run, is in ``flops``.
+counter, made to count attention and never to stop a run, is in ``flops``, imported when
+:class:`FlopCounter` is first read (:func:`__getattr__`): torch's imports triton where it
+is installed, 0.1 s of a cold ``import fxviz`` that only a run which counts needs.
 
 Not here: private *attributes* whose names are a protocol with torch rather than an
 API, used where they matter: ``_orig_mod`` (which make_fx reads to record module
@@ -33,7 +35,7 @@ from torch.fx.passes.shape_prop import _extract_tensor_metadata
 from torch.utils._pytree import register_pytree_node, tree_leaves, tree_map, tree_map_only  # torch's own pytree (no public one)
 from torch.utils._python_dispatch import TorchDispatchMode  # the only way to see every ATen call
 
-from fxviz._torch_internals.flops import FLASH_CPU, FlopCounter
+from fxviz.errors import NoSuchAttribute
 
 try:  # what non-strict torch.export sets while it traces; missing from some torch fxviz supports
     from torch._export.utils import _compiling_state_context
@@ -41,6 +43,8 @@ except ImportError:
     _compiling_state_context = None
 #: whether :func:`make_fx_on_fakes` can trace as torch.export does (``compiling=True``)
 TRACES_AS_COMPILING = _compiling_state_context is not None
+#: The CPU flash attention kernel, which every ``scaled_dot_product_attention`` on CPU runs.
+FLASH_CPU = "_scaled_dot_product_flash_attention_for_cpu"
 
 __all__ = [
     "HigherOrderOperator", "OpOverload", "OpOverloadPacket", "TorchDispatchMode", "register_pytree_node", "tree_leaves", "tree_map",
@@ -49,6 +53,16 @@ __all__ = [
     "as_called", "extract_tensor_metadata", "get_attr", "has_values", "is_fake", "op_schema", "qualified_name", "code_by_node",
     "code_made", "code_on_first_use", "TRACES_AS_COMPILING",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """``FlopCounter``, imported from ``flops`` when first read (see the module's docstring)."""
+    if name != "FlopCounter":
+        raise NoSuchAttribute(f"module {__name__!r} has no attribute {name!r}")
+    from fxviz._torch_internals.flops import FlopCounter
+
+    globals()[name] = FlopCounter
+    return FlopCounter
 
 
 def extract_tensor_metadata(tensor: torch.Tensor) -> Any:

@@ -11,8 +11,7 @@ import torch
 from torch.utils import flop_counter
 from torch.utils.flop_counter import FlopCounterMode
 
-#: The CPU flash attention kernel, which every ``scaled_dot_product_attention`` on CPU runs.
-FLASH_CPU = "_scaled_dot_product_flash_attention_for_cpu"
+from fxviz._torch_internals import FLASH_CPU
 
 
 def _handle_higher_order_ops(self, func, types, args, kwargs):
