@@ -19,7 +19,8 @@ import fxviz
 from fxviz.draw.colour_modes import OP_COLORS
 from fxviz.present.node_table import COLUMNS
 from fxviz.report.page import report_html
-from fxviz.report.views import ALL, chain, focused, module_paths
+from fxviz.draw.layout_index import box_index
+from fxviz.report.views import ALL, Views, chain, focused, module_paths, step_views, twins
 from fxviz.present.columns import rows_from_json
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -139,6 +140,44 @@ def test_a_view_budget_bounds_the_drawings(resnet_session):
     large = _data(report_html(resnet_session))
     assert len(small["steps"][0]["views"]) == 4  # the top level, two focuses and the Explorer's view
     assert len(large["steps"][0]["views"]) > 10
+
+
+class _Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.norm, self.mlp = nn.LayerNorm(4), nn.Sequential(nn.Linear(4, 8), nn.GELU(), nn.Linear(8, 4))
+
+    def forward(self, x):
+        return x + self.mlp(self.norm(x)) * torch.sigmoid(x) - 0.5
+
+
+class _Stack(nn.Module):
+    """A stem, four identical blocks (a transformer's layers) and a head."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Linear(4, 4), nn.Tanh(), nn.Linear(4, 4))
+        self.blocks = nn.ModuleList(_Block() for _ in range(4))
+        self.head = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 2))
+
+    def forward(self, x):
+        x = self.stem(x)
+        for block in self.blocks:
+            x = block(x)
+        return self.head(x)
+
+
+def test_the_first_of_identical_blocks_is_drawn_before_its_twins():
+    """A report draws what a reader opens first: every kind of module, down into the first
+    block, before the three blocks that repeat it (each as costly to lay out)."""
+    torch.manual_seed(0)
+    graph = fxviz.Session(_Stack(), (torch.randn(2, 4),)).current.graph
+    assert twins(graph, box_index(graph).tree.boxes) == {"blocks.1", "blocks.2", "blocks.3"}
+    few = list(step_views(graph, Views(), 6))
+    assert few == [ALL, "", "stem", "blocks", "head", "blocks.0", "blocks.0.mlp"]
+    every = list(step_views(graph, Views(), 40))
+    assert every[:len(few)] == few and every[len(few):] == [
+        "blocks.1", "blocks.2", "blocks.3", "blocks.1.mlp", "blocks.2.mlp", "blocks.3.mlp"]
 
 
 # --- in Chromium -----------------------------------------------------------------

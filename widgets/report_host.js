@@ -126,8 +126,8 @@ async function main(doc) {
       const wanted = focusAfter(currentCollapsed, changes.collapsed);
       if (wanted === null || !(await showFocus(wanted))) {
         model.update({ collapsed: currentCollapsed });
-        note.textContent = wanted === null ? "" : `"${wanted}" is not drawn in this report `
-          + "(it keeps a limited number of views per step): open its parent first.";
+        note.textContent = wanted === null ? "" : `"${wanted}" is not drawn in this report (it draws a few `
+          + "views per step, one of each kind of module first): session.to_html(path, max_views=200) draws more.";
       }
     }
   }
