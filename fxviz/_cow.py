@@ -27,10 +27,9 @@ def module_copy(module: nn.Module) -> nn.Module:
     # copy itself and fails on nested graphs whose constants live on the root (torch.export's
     # ``lifted_tensor_0`` in raft_small).
     new = object.__new__(type(module))  # GraphModule.__new__ would make a class without forward
-    new.__dict__.update(module.__dict__)
-    new._parameters = dict(module._parameters)
-    new._buffers = dict(module._buffers)
-    new._modules = dict(module._modules)
+    # Written into __dict__ directly: nn.Module.__setattr__'s checks cost 10x the copy.
+    new.__dict__.update(module.__dict__, _parameters=dict(module._parameters), _buffers=dict(module._buffers),
+                        _modules=dict(module._modules))
     return new
 
 
@@ -57,9 +56,9 @@ class _Rebuilder:
         if id(module) not in self.copies:
             new = self.copies[id(module)] = module_copy(module)
             if self.clone_buffers:
-                new._buffers = {k: None if b is None else b.clone() for k, b in module._buffers.items()}
+                new.__dict__["_buffers"] = {k: None if b is None else b.clone() for k, b in module._buffers.items()}
                 new.__dict__.update({k: copy.copy(v) for k, v in held_containers(module).items()})
-            new._modules = {k: None if m is None else self(m) for k, m in module._modules.items()}
+            new.__dict__["_modules"] = {k: None if m is None else self(m) for k, m in module._modules.items()}
         return self.copies[id(module)]
 
 

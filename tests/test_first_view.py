@@ -240,3 +240,26 @@ def test_the_report_of_a_fresh_program_session_runs_nothing_and_says_not_checked
     assert CALLS == [] and "not checked yet" in page and not session.current.check_done
     session.to_html(tmp_path / "checked.html", check=True)
     assert session.current.check_done and len(CALLS) == 6
+
+
+class Quoted(nn.Module):
+    """A submodule whose name torch.fx cannot write in code ('getattr(self, "c"d]")')."""
+
+    def __init__(self):
+        super().__init__()
+        self.add_module('c"d]', nn.Linear(2, 2))
+
+    def forward(self, x):
+        return getattr(self, 'c"d]')(x).relu()
+
+
+def test_a_symbolic_graph_makes_its_code_on_first_use_unless_torch_cannot_write_it():
+    session = fxviz.Session(nn.Sequential(nn.Linear(2, 2), nn.ReLU()), (torch.randn(1, 2),))
+    gm = session.current.gm
+    assert fxviz.capture.graph_info(gm).tracer.endswith("Tracer")  # symbolic
+    assert "_code" not in gm.__dict__  # the first view ran it node by node, no code made
+    assert "getattr(self, \"1\")" in gm.code and gm(torch.ones(1, 2)).shape == (1, 2)
+    quoted = fxviz.Session(Quoted(), (torch.randn(1, 2),)).current.gm  # made now: its failure lets auto go on
+    attempts = dict(fxviz.capture.graph_info(quoted).attempts)
+    assert "cannot generate Python code" in attempts["symbolic"] and "rename it" in attempts["symbolic"]
+    assert fxviz.capture.graph_info(quoted).tracer == "export"

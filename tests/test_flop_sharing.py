@@ -72,3 +72,23 @@ def test_the_counter_counts_what_torchs_counts():
         with FlopCounterMode(display=False) as theirs:
             call()
         assert ours.get_total_flops() == theirs.get_total_flops() > 0
+
+
+def test_a_torch_nn_class_that_ran_no_counted_operator_is_not_counted_again_on_inputs_of_its_dimensions(monkeypatch):
+    class Mixed(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.norms = torch.nn.ModuleList(torch.nn.BatchNorm2d(c) for c in (2, 3, 5))
+            self.one, self.two = torch.nn.Linear(4, 4), torch.nn.Linear(4, 4, bias=False)
+
+        def forward(self, a, b, c, vector, matrix):
+            return [norm(x) for norm, x in zip(self.norms, (a, b, c))], self.one(vector), self.two(matrix)
+
+    gm = fxviz.trace(Mixed().eval())
+    _Counting.entered = 0
+    monkeypatch.setattr(fxviz.annotation.shapes, "FlopCounter", _Counting)
+    fxviz.annotate(gm, (*(torch.randn(1, c, 4, 4) for c in (2, 3, 5)), torch.randn(4), torch.randn(3, 4)))
+    flops = {n.target: n.meta["flops"] for n in gm.graph.nodes if n.op == "call_module"}
+    assert [flops[f"norms.{i}"] for i in range(3)] == [None] * 3  # not counted, not 0
+    assert flops["two"] == 2 * 3 * 4 * 4  # a matrix input is counted, whatever a vector did before
+    assert _Counting.entered == 3  # one BatchNorm2d, the Linear on a vector, the Linear on a matrix

@@ -45,6 +45,7 @@ class _Annotator(torch.fx.Interpreter):
         self._layouts: dict[Any, tuple[Any, Any, int]] = {}  # tensor layout -> (signature, metadata, bytes)
         self._described: dict[torch.fx.Node, tuple[Any, dict[int, int]]] = {}  # live node -> (signature, tensor bytes)
         self._counter: FlopCounter | None = None  # one for the run: making one costs more than counting a conv
+        self._formula_free: set[tuple] = set()  # (torch.nn class, input dims) that ran no operator with a formula
 
     def run(self, *args: Any) -> Any:
         """The graph's outputs on ``args``; each value is dropped after its last use."""
@@ -58,11 +59,11 @@ class _Annotator(torch.fx.Interpreter):
             op, target, node_args, node_kwargs = node.op, node.target, node.args, node.kwargs  # args: properties
             try:
                 try:
-                    run, may_write, head, owned = calls[op, target]
+                    run, may_write, head, owned, family = calls[op, target]
                 except KeyError:
-                    run, may_write, head, owned = calls[op, target] = self._call(node)
+                    run, may_write, head, owned, family = calls[op, target] = self._call(node)
                 except TypeError:  # an unhashable target
-                    run, may_write, head, owned = self._call(node)
+                    run, may_write, head, owned, family = self._call(node)
                 args = map_arg(node_args, value_of)
                 kwargs = map_arg(node_kwargs, value_of) if node_kwargs else {}
                 if run is None:
@@ -76,7 +77,8 @@ class _Annotator(torch.fx.Interpreter):
                     except TypeError:  # an unhashable target or constant: count this call
                         key, flops = None, _UNCOUNTED
                     if flops is _UNCOUNTED:
-                        flops, result = self._count(key, run, target, args, kwargs, owned if may_write else None)
+                        flops, result = self._count(key, run, target, args, kwargs, owned if may_write else None,
+                                                    family)
                     else:
                         result = (run(target, args, kwargs) if run is not _call_function or kwargs
                                   else target(*args))
@@ -130,13 +132,15 @@ class _Annotator(torch.fx.Interpreter):
                 del env[done], described[done]
         raise RunError("The graph has no output node.")
 
-    def _call(self, n: torch.fx.Node) -> tuple[Any, bool, Any, tuple[dict[int, int], list[torch.Tensor]]]:
+    def _call(self, n: torch.fx.Node) -> tuple[Any, bool, Any, tuple[dict[int, int], list[torch.Tensor]], Any]:
         """How a node is run (None: not a call, run by the Interpreter's method of its op),
-        whether it may write its inputs, what its FLOPs key holds for its target and, for a
-        module, its parameters' and buffers' bytes by id and the tensors (a call reads them
-        and may write them): a module is looked up and walked once per target, not per use."""
+        whether it may write its inputs, what its FLOPs key holds for its target, for a
+        module its parameters' and buffers' bytes by id and the tensors (a call reads them
+        and may write them) and, for one of torch.nn's own, its class (see :meth:`_count`):
+        a module is looked up and walked once per target, not per use."""
         if not n.op.startswith("call_"):
-            return None, False, n.target, ({}, [])
+            return None, False, n.target, ({}, []), None
+        family = None
         owned: tuple[dict[int, int], list[torch.Tensor]] = ({}, [])
         if n.op == "call_module":
             module = self.fetch_attr(n.target)
@@ -145,19 +149,31 @@ class _Annotator(torch.fx.Interpreter):
             found = module_signature(module)
             head = module if found is None else self._modules.setdefault(found, len(self._modules))
             run = _module_call(module)
+            family = type(module) if type(module).__module__.startswith("torch.nn.modules.") else None
         else:  # the first: Interpreter's, less a check
             head, run = n.target, _call_function if n.op == "call_function" else self.call_method
         if n.op != "call_method" and not isinstance(n.target, BuiltinFunctionType | OpOverload):
             run = _with_fresh_containers(run)  # Python code (a function, a module), which may fill in a list
-        return run, may_write_inputs(n), head, owned
+        return run, may_write_inputs(n), head, owned, family
 
     def _count(self, key: Any, run: Any, target: Any, args: tuple, kwargs: dict,
-               owned: tuple[dict[int, int], list[torch.Tensor]] | None) -> tuple[int | str | None, Any]:
+               owned: tuple[dict[int, int], list[torch.Tensor]] | None,
+               family: type | None) -> tuple[int | str | None, Any]:
         """The FLOPs of a call (None where no operator it ran has a formula; a str saying
         why where counting failed), noted under ``key`` (None: not noted), and its result.
         Counting never stops the run: a call that fails under torch's counter runs again
         without it, unless it wrote into a tensor first (then the failure is the call's).
-        ``owned``: None where the call cannot write its inputs, else its module's tensors."""
+        ``owned``: None where the call cannot write its inputs, else its module's tensors.
+        ``family``: a torch.nn class (BatchNorm2d, ReLU) whose call on inputs of the same
+        dimensions ran no operator with a formula before is not counted again: whether one
+        of torch.nn's own runs a matmul or a convolution follows from its class and its
+        inputs' dimensions (a Linear on a vector runs none), not their sizes or settings
+        (most calls of mobilenet_v3's 168 modules)."""
+        kin = None if family is None else (family, *[t.dim() for t in _tensors(args)])
+        if kin in self._formula_free:
+            if key is not None:
+                self._flops[key] = None
+            return None, run(target, args, kwargs)
         written = _versions(args, kwargs, owned) if owned is not None else None
         counter = self._counter = self._counter or FlopCounter(display=False)
         counter.counted, counter.failed = False, ""
@@ -173,6 +189,8 @@ class _Annotator(torch.fx.Interpreter):
             flops = f"counting its FLOPs failed: {first_line(exc)}"
         if key is not None:
             self._flops[key] = flops
+        if flops is None and kin is not None:
+            self._formula_free.add(kin)
         return flops, result
 
     def _signature(self, arg: Any) -> Any:

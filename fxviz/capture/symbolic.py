@@ -10,6 +10,7 @@ import torch.fx
 from torch import nn
 
 from fxviz._cow import skeleton
+from fxviz._torch_internals import code_made, code_on_first_use
 from fxviz.capture._common import first_line, front_end, module_types
 from fxviz.capture.places import caller
 from fxviz.capture.info import GraphInfo, set_graph_info
@@ -57,8 +58,11 @@ def capture(
         break
     if keywords[1]:
         _keywords_last(graph, *keywords)
-    try:
-        gm = torch.fx.GraphModule(tracer_obj.root, graph, type(model).__name__)
+    try:  # code made on first use (a first view runs the graph node by node), except where torch's
+        # quoting of a target fails ('getattr(self, "a"b")'): then now, so that auto tries the next method
+        gm = code_on_first_use(tracer_obj.root, graph, type(model).__name__)
+        if any(set(str(n.target)) & {'"', "\\"} for op in ("call_module", "get_attr") for n in graph.find_nodes(op=op)):
+            code_made(gm)
     except SyntaxError as exc:
         raise TraceError(
             f"torch.fx traced the model but cannot generate Python code for it ({exc.msg}: "
