@@ -236,7 +236,7 @@ class Explorer(w.VBox):
             self._say(f"The Explorer could not show step {self.session.index}: {type(exc).__name__}: {exc}")
 
     def _refresh(self) -> None:
-        """Show the current step: everything, then ask for its timings."""
+        """Show the current step: the drawing first, then the code, and ask for its timings."""
         with self._ui:
             step, session = self.session.current, self.session
             self.step_label.value = f"step {step.index} of {len(session.steps) - 1} · {step.pass_name}"
@@ -245,8 +245,8 @@ class Explorer(w.VBox):
             if self.graph.selected not in step.graph:
                 self.graph.selected = ""
             self.passes.show(session, self.graph.selected)
-            self._show_code()
             self._request_profiles()
+            after_cell(self._show_code)  # highlighting 200 lines took as long as the drawing it came before
 
     def _request_profiles(self, force: bool = False) -> None:
         """Show what is known now; profile what the panels need (the current step, and
