@@ -9,6 +9,8 @@ import torch
 import torch.fx
 from torch.export.graph_signature import InputKind, OutputKind
 
+from torch.fx._lazy_graph_module import _LazyGraphModule
+
 from fxviz._torch_internals import code_on_first_use
 
 _WEIGHTS = (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR)
@@ -47,3 +49,12 @@ def unlifted(ep: torch.export.ExportedProgram) -> torch.fx.GraphModule | None:
     gm.meta.update(ep.graph_module.meta)
     return gm
 
+
+
+def code_text(gm: torch.fx.GraphModule) -> str:
+    """``gm.code`` without compiling it where it is not made yet (a module unlifted here or
+    forked to be edited, whose code is made on first call): a page that shows the code
+    needs its text, and compiling it was half of it (0.2 of 0.35 s at 3.7k nodes)."""
+    if isinstance(gm, _LazyGraphModule) and gm._needs_recompile():
+        return gm.graph.python_code(root_module="self").src
+    return gm.code

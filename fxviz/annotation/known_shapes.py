@@ -10,7 +10,7 @@ from typing import Any
 import torch
 import torch.fx
 
-from fxviz._torch_internals import FlopCounter, OpOverload, tree_leaves
+from fxviz._torch_internals import FlopCounter, OpOverload, op_schema, tree_leaves
 from fxviz.annotation._values import signature, tensor_metadata, tensors
 from fxviz.capture._common import first_line
 
@@ -74,7 +74,10 @@ def _val(node: torch.fx.Node, vals: dict[torch.fx.Node, Any]) -> Any:
     if node.op == "output":
         return torch.fx.node.map_arg(node.args[0], vals.__getitem__)
     if "val" not in node.meta:
-        return _MISSING
+        # an operator that returns nothing (``_assert_tensor_metadata``): a loaded .pt2 keeps no val for it
+        returns_nothing = node.op == "call_function" and isinstance(node.target, OpOverload) and \
+            not op_schema(node.target).returns
+        return None if returns_nothing else _MISSING
     val = node.meta["val"]
     for t in tensors((val,)):
         if not all(isinstance(size, int) for size in (*t.shape, *t.stride())):

@@ -35,6 +35,7 @@ from collections.abc import Iterator
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from typing import Any
 
+from fxviz._torch_internals.unlift import code_text
 from fxviz.present import assets
 
 from fxviz.draw import colour_modes
@@ -177,7 +178,7 @@ def _no_nan(value: Any) -> Any:
 def _step(step: Any, current: int, views: dict[str, int], variants: list[int], blobs: _Blobs,
           profile: bool, check: bool, capture: Any) -> dict[str, Any]:
     graph = step.graph
-    code = step.code.lstrip("\n")  # torch.fx starts its code with blank lines
+    code = code_text(step.gm).lstrip("\n")  # torch.fx starts its code with blank lines
     table = step.measured_profile
     if table is None and profile:
         table = step.profile(budget_s=1.0)  # the Explorer's setting

@@ -1,0 +1,63 @@
+"""An exported program's first view and report from what the program carries: a program
+loaded from a .pt2 is drawn without running it too, and its report shows the code
+without compiling it."""
+from __future__ import annotations
+
+import base64
+import gzip
+import io
+import json
+import re
+
+import torch
+from torch import nn
+
+import fxviz
+import fxviz.session
+
+
+class Cast(nn.Module):
+    """``.to`` a dtype: export notes it with ``aten._assert_tensor_metadata``, which returns nothing."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 3)
+
+    def forward(self, x):
+        return self.lin(x.to(torch.float32)).relu()
+
+
+def _saved_and_loaded(ep: torch.export.ExportedProgram) -> torch.export.ExportedProgram:
+    buffer = io.BytesIO()
+    torch.export.save(ep, buffer)
+    buffer.seek(0)
+    return torch.export.load(buffer)
+
+
+def test_a_program_loaded_from_a_pt2_file_is_drawn_from_its_shapes(monkeypatch):
+    from fxviz.annotation.known_shapes import known_notes
+
+    x = torch.randn(2, 4, dtype=torch.float64)
+    fresh = torch.export.export(Cast().eval(), (x,))
+    loaded = _saved_and_loaded(fresh)
+    asserts = [n for n in loaded.graph.nodes if "assert_tensor_metadata" in str(n.target)]
+    assert asserts and "val" not in asserts[0].meta  # what a loaded program lacks
+    notes = [known_notes(fxviz.trace(ep), (x,)) for ep in (fresh, loaded)]
+    assert notes[1] is not None and notes[1].keys() == notes[0].keys()
+    assert [n["flops"] for n in notes[1].values()] == [n["flops"] for n in notes[0].values()]
+    runs, run = [], fxviz.session.annotated_run
+    monkeypatch.setattr(fxviz.session, "annotated_run", lambda *a: runs.append(a) or run(*a))
+    session = fxviz.Session(loaded)  # the inputs the .pt2 keeps
+    linear = next(a for _, a in session.current.graph.nodes(data=True) if "linear" in a["target"])
+    assert runs == [] and linear["shape"] == (2, 3) and linear["flops"] == 2 * 2 * 4 * 3
+
+
+def test_the_report_shows_the_code_without_compiling_it(tmp_path):
+    x = torch.randn(2, 4)
+    session = fxviz.Session(torch.export.export(Cast().eval(), (x,)), (x,))
+    gm = session.current.gm
+    page = session.to_html(tmp_path / "r.html").read_text(encoding="utf-8")
+    assert type(gm)._needs_recompile()  # still no code made: the report only read its text
+    data = json.loads(re.search(r'id="fxviz-report-data">(.*?)</script>', page, re.S).group(1))
+    shown = json.loads(gzip.decompress(base64.b64decode(data["blobs"][data["steps"][0]["code"]])))
+    assert shown == gm.code.lstrip("\n") and "torch.ops.aten.linear.default" in shown
