@@ -10,7 +10,8 @@ from typing import Any
 import torch
 import torch.fx
 
-from fxviz._torch_internals import FlopCounter, OpOverload, op_schema, tree_leaves
+from fxviz import _torch_internals
+from fxviz._torch_internals import OpOverload, op_schema, tree_leaves
 from fxviz.annotation._values import signature, tensor_metadata, tensors
 from fxviz.capture._common import first_line
 
@@ -133,7 +134,7 @@ def _flops(node: torch.fx.Node, vals: dict[torch.fx.Node, Any], signatures: _Sig
     if "device" in kwargs:  # a factory (arange, full): made on meta too, never allocated
         kwargs = {**kwargs, "device": torch.device("meta")}
     try:
-        with FlopCounter(display=False) as counter:
+        with _torch_internals.FlopCounter(display=False) as counter:  # loaded here: it imports triton
             node.target(*args, **kwargs)
         found = (f"torch's FLOP formula for {counter.failed}" if counter.failed
                  else counter.get_total_flops() if counter.counted else None)

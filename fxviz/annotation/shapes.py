@@ -14,7 +14,8 @@ from fxviz.annotation._node_runner import last_uses, may_write_inputs
 from fxviz._runtime import fresh_containers, preserved_buffers
 from fxviz.annotation._values import Unknown, has_tensor, module_signature, module_tensors, signature as _signature, \
     tensor_metadata, tensors as _tensors
-from fxviz._torch_internals import FlopCounter, OpOverload
+from fxviz import _torch_internals
+from fxviz._torch_internals import OpOverload
 from fxviz.errors import RunError
 from fxviz.capture._common import as_inputs, first_line
 
@@ -44,7 +45,7 @@ class _Annotator(torch.fx.Interpreter):
         self._modules: dict[Any, int] = {}  # module signature -> its head in a FLOPs key
         self._layouts: dict[Any, tuple[Any, Any, int]] = {}  # tensor layout -> (signature, metadata, bytes)
         self._described: dict[torch.fx.Node, tuple[Any, dict[int, int]]] = {}  # live node -> (signature, tensor bytes)
-        self._counter: FlopCounter | None = None  # one for the run: making one costs more than counting a conv
+        self._counter: Any = None  # one FlopCounter for the run: making one costs more than counting a conv
         self._formula_free: set[tuple] = set()  # (torch.nn class, input dims) that ran no operator with a formula
 
     def run(self, *args: Any) -> Any:
@@ -175,7 +176,7 @@ class _Annotator(torch.fx.Interpreter):
                 self._flops[key] = None
             return None, run(target, args, kwargs)
         written = _versions(args, kwargs, owned) if owned is not None else None
-        counter = self._counter = self._counter or FlopCounter(display=False)
+        counter = self._counter = self._counter or _flop_counter()(display=False)
         counter.counted, counter.failed = False, ""
         try:
             with counter:
@@ -243,6 +244,18 @@ def _versions(args: tuple, kwargs: dict, owned: tuple[dict[int, int], list[torch
 
 def _module_call(module: torch.nn.Module) -> Callable[[Any, tuple, dict], Any]:
     return lambda target, args, kwargs: module(*args, **kwargs)
+
+
+def _flop_counter() -> type:
+    """fxviz's FlopCounter, loaded on the first count (torch's counter imports triton, ~0.1 s):
+    this module's ``FlopCounter`` where set (a test's stand-in), else the shim's."""
+    return globals().get("FlopCounter") or _torch_internals.FlopCounter
+
+
+def __getattr__(name: str) -> Any:  # ``shapes.FlopCounter`` reads as the shim's until set
+    if name == "FlopCounter":
+        return _torch_internals.FlopCounter
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 _UNCOUNTED = object()  # a call whose FLOPs are not known yet (None: known to have none)
