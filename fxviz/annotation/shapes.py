@@ -16,7 +16,7 @@ from fxviz.annotation._values import Unknown, has_tensor, module_signature, modu
     tensor_metadata, tensors as _tensors
 from fxviz import _torch_internals
 from fxviz._torch_internals import OpOverload
-from fxviz.errors import RunError
+from fxviz.errors import NoSuchAttribute, RunError
 from fxviz.capture._common import as_inputs, first_line
 
 
@@ -255,7 +255,7 @@ def _flop_counter() -> type:
 def __getattr__(name: str) -> Any:  # ``shapes.FlopCounter`` reads as the shim's until set
     if name == "FlopCounter":
         return _torch_internals.FlopCounter
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    raise NoSuchAttribute(f"module {__name__!r} has no attribute {name!r}")
 
 
 _UNCOUNTED = object()  # a call whose FLOPs are not known yet (None: known to have none)
