@@ -48,3 +48,15 @@ def test_a_layout_past_its_timeout_is_killed(monkeypatch):
 def test_bad_source_is_graphviz_error_text():
     code, _, err = dot.run("digraph { a -> }", timeout=30)
     assert code != 0 and b"syntax error" in err
+
+
+def test_a_forked_child_does_not_write_to_its_parents_spare(monkeypatch):
+    dot.prepare()
+    parents = dot._spare
+    monkeypatch.setattr(dot, "_owner", -1)  # as in a child forked after the spare started
+    code, out, _ = dot.run("digraph { child }", timeout=30)
+    assert code == 0 and b">child</text>" in out
+    assert parents.poll() is None  # untouched: still waiting for its own process's drawing
+    assert dot._spare is not parents and dot._owner > 0  # the child started its own
+    parents.kill()
+    parents.wait()

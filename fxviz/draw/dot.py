@@ -11,6 +11,7 @@ when given a drawing, or, at exit, an empty one.
 from __future__ import annotations
 
 import atexit
+import os
 import shutil
 import subprocess
 import threading
@@ -19,6 +20,7 @@ from fxviz.errors import RenderError
 
 _lock = threading.Lock()
 _spare: subprocess.Popen | None = None
+_owner = os.getpid()  # a forked child (a DataLoader worker) starts its own: the spare's pipes are its parent's
 
 
 def executable() -> str:
@@ -36,9 +38,11 @@ def executable() -> str:
 def prepare() -> None:
     """Start a spare ``dot`` where none is waiting (nothing where dot is not installed:
     the drawing says so)."""
-    global _spare
+    global _spare, _owner
     exe = shutil.which("dot")
     with _lock:
+        if _owner != os.getpid():
+            _spare, _owner = None, os.getpid()
         if exe is None or (_spare is not None and _spare.poll() is None):
             return
         _spare = _start(exe)
@@ -50,7 +54,7 @@ def run(source: str, *, timeout: float) -> tuple[int, bytes, bytes]:
     global _spare
     exe = executable()
     with _lock:
-        process, _spare = _spare, None
+        process, _spare = (_spare, None) if _owner == os.getpid() else (None, _spare)
     warmed = process is not None and process.poll() is None
     if not warmed:
         process = _start(exe, warm=False)
@@ -82,6 +86,6 @@ def _start(exe: str, *, warm: bool = True) -> subprocess.Popen:
 def _end_spare() -> None:
     """An empty drawing ends the waiting process (no warning about a process left running)."""
     with _lock:
-        process = _spare
+        process = _spare if _owner == os.getpid() else None
     if process is not None and process.poll() is None:
         process.communicate(b"", timeout=10)
