@@ -1,0 +1,51 @@
+"""An exported program unlifted without ep.module(): its weights module is the one torch
+builds (names, tensors, persistence), made in time linear in the weights."""
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from fxviz._torch_internals.unlift import _weights, unlifted
+
+
+class Held(nn.Module):
+    """Parameters, persistent and non-persistent buffers and a tensor constant, nested."""
+
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.ModuleList(nn.Sequential(nn.Linear(4, 4), nn.LayerNorm(4)) for _ in range(3))
+        self.register_buffer("scale", torch.tensor(2.0))
+        self.register_buffer("shift", torch.tensor(0.5), persistent=False)
+        self.table = torch.arange(4.0)  # a plain tensor attribute: a lifted constant
+
+    def forward(self, x):
+        for block in self.blocks:
+            x = block(x)
+        return x * self.scale + self.shift + self.table
+
+
+def test_the_weights_module_is_the_one_torch_builds():
+    from torch.export._unlift import _register_attrs_to_new_gm
+
+    ep = torch.export.export(Held().eval(), (torch.randn(2, 4),))
+    signature = ep.graph_signature
+    assert signature.non_persistent_buffers and signature.lifted_tensor_constants  # each kind is covered
+    torchs = nn.Module()
+    _register_attrs_to_new_gm(torchs, signature, ep.state_dict, ep.constants)
+    ours = _weights(ep)
+    assert [n for n, _ in ours.named_modules()] == [n for n, _ in torchs.named_modules()]
+    for kind in ("named_parameters", "named_buffers"):
+        theirs = dict(getattr(torchs, kind)())
+        assert list(dict(getattr(ours, kind)())) == list(theirs)
+        assert all(t is theirs[n] for n, t in getattr(ours, kind)())  # the program's own tensors, shared
+    assert list(ours.state_dict()) == list(torchs.state_dict())  # "shift" left out of both: not persistent
+    constant = signature.lifted_tensor_constants[0]
+    assert getattr(ours, constant) is ep.constants[constant]
+
+
+def test_an_unlifted_program_keeps_non_persistent_buffers_out_of_its_state_dict():
+    model = Held().eval()
+    x = torch.randn(2, 4)
+    gm = unlifted(torch.export.export(model, (x,)))
+    assert "shift" in dict(gm.named_buffers()) and "shift" not in gm.state_dict()
+    torch.testing.assert_close(gm(x), model(x))
