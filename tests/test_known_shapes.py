@@ -61,3 +61,32 @@ def test_the_report_shows_the_code_without_compiling_it(tmp_path):
     data = json.loads(re.search(r'id="fxviz-report-data">(.*?)</script>', page, re.S).group(1))
     shown = json.loads(gzip.decompress(base64.b64decode(data["blobs"][data["steps"][0]["code"]])))
     assert shown == gm.code.lstrip("\n") and "torch.ops.aten.linear.default" in shown
+
+
+class Attention(nn.Module):
+    """Operators with a FLOP formula (mm, attention), composites that decompose into them
+    (linear, layer_norm) and operators without one (gelu, add, view)."""
+
+    def __init__(self):
+        super().__init__()
+        self.norm, self.qkv, self.out = nn.LayerNorm(8), nn.Linear(8, 24), nn.Linear(8, 8)
+
+    def forward(self, x):
+        q, k, v = self.qkv(self.norm(x)).view(2, 5, 3, 8).unbind(2)
+        y = torch.nn.functional.scaled_dot_product_attention(q, k, v)
+        return x + torch.nn.functional.gelu(self.out(y))
+
+
+def test_only_operators_the_counter_may_count_are_run_for_flops():
+    from fxviz._torch_internals.flops import may_count
+    from fxviz.annotation.known_shapes import known_notes
+    from fxviz.annotation.shapes import annotated_run
+
+    aten = torch.ops.aten
+    assert may_count(aten.mm.default) and may_count(aten.linear.default)  # a formula; a composite of mm
+    assert not may_count(aten.gelu.default) and not may_count(aten.add.Tensor)
+    x = torch.randn(2, 5, 8)
+    gm = fxviz.trace(torch.export.export(Attention().eval(), (x,)))
+    known, (_, ran) = known_notes(gm, (x,)), annotated_run(gm, (x,))
+    assert {n: known[n]["flops"] for n in ran} == {n: ran[n]["flops"] for n in ran}
+    assert sum(note["flops"] or 0 for note in known.values()) > 0

@@ -4,6 +4,7 @@ fail. Its hooks (``_count_flops``, ``mod_tracker``, the ``_FlopCounterMode`` dis
 have no public equivalent."""
 from __future__ import annotations
 
+import functools
 import sys
 from typing import Any
 
@@ -144,3 +145,13 @@ def _shapes(value: Any) -> Any:
 
 
 _ATTENTION_FORMULAS = _attention_formulas()
+
+
+@functools.cache
+def may_count(op: Any) -> bool:
+    """Whether :class:`FlopCounter` may count FLOPs of ATen operator ``op`` run under it: it
+    has a formula for it, or ``op`` decomposes (CompositeImplicitAutograd) into operators
+    before the counter sees them. Any other operator counts as nothing: reading FLOPs from
+    shapes need not run it on meta tensors (half the operators of a transformer)."""
+    return op.overloadpacket in flop_counter.flop_registry or op.overloadpacket in _ATTENTION_FORMULAS or \
+        op.has_kernel_for_dispatch_key(torch._C.DispatchKey.CompositeImplicitAutograd)

@@ -121,7 +121,9 @@ def _flops(node: torch.fx.Node, vals: dict[torch.fx.Node, Any], signatures: _Sig
            counted: dict[Any, int | str | None]) -> Any:
     """The FLOPs of an ATen call, counted as the annotated run counts them (torch's counter,
     the operator run on ``meta`` tensors of the noted shapes), once per signature."""
-    if node.target is operator.getitem:
+    from fxviz._torch_internals.flops import may_count  # loaded on the first count: it imports triton
+
+    if node.target is operator.getitem or not may_count(node.target):
         return None
     try:
         key = (node.target, *torch.fx.node.map_arg((node.args, node.kwargs), signatures.__getitem__))
@@ -134,7 +136,7 @@ def _flops(node: torch.fx.Node, vals: dict[torch.fx.Node, Any], signatures: _Sig
     if "device" in kwargs:  # a factory (arange, full): made on meta too, never allocated
         kwargs = {**kwargs, "device": torch.device("meta")}
     try:
-        with _torch_internals.FlopCounter(display=False) as counter:  # loaded here: it imports triton
+        with _torch_internals.FlopCounter(display=False) as counter:
             node.target(*args, **kwargs)
         found = (f"torch's FLOP formula for {counter.failed}" if counter.failed
                  else counter.get_total_flops() if counter.counted else None)
