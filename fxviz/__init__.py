@@ -4,9 +4,10 @@ The headless library. The Jupyter layer lives in ``fxviz.widgets`` and is only
 imported by :func:`explore`, so ``import fxviz`` stays light and kernel-free; what the
 first view does not need (profiling, comparisons, compiled graphs, with pandas and
 matplotlib behind them) is imported on first use (:func:`__getattr__`). The cyclic
-collector is paused while fxviz imports (``gc_paused``): its modules are objects that stay,
-and a full collection that importing them set off rescanned the whole heap, 0.15-0.35 s of
-a cold import after torchvision's (350k objects; after torch's alone, none was set off).
+collector is paused while fxviz imports, here, there and in :func:`explore` (``gc_paused``):
+modules are objects that stay, and a full collection that importing them set off rescanned the
+whole heap, 0.15-0.35 s of a cold import after torchvision's (350k objects; after torch's
+alone, none was set off).
 """
 import importlib
 
@@ -38,7 +39,8 @@ def __getattr__(name):
     """``fxviz.profile`` and the other :data:`LAZY` names, imported when first read."""
     if name not in LAZY:
         raise NoSuchAttribute(f"module 'fxviz' has no attribute {name!r}")
-    value = globals()[name] = getattr(importlib.import_module(LAZY[name]), name)
+    with _gc.gc_paused():
+        value = globals()[name] = getattr(importlib.import_module(LAZY[name]), name)
     return value
 
 
@@ -65,7 +67,8 @@ to_svg, to_dot = _accepting_exported(to_svg), _accepting_exported(to_dot)
 def explore(model_or_session, *example_inputs, **options):
     """The Explorer widget on a model (traced here) or on an existing :class:`Session`;
     keywords that are no fxviz option go to the model (``explore(t5, ids, decoder_input_ids=dec)``)."""
-    from fxviz.widgets import explore as _explore
+    with _gc.gc_paused():  # as fxviz's own import
+        from fxviz.widgets import explore as _explore
 
     return _explore(model_or_session, *example_inputs, **options)
 
