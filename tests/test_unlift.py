@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from fxviz._torch_internals.unlift import _weights, unlifted
+from fxviz._torch_internals.unlift import _add_weights, unlifted
 
 
 class Held(nn.Module):
@@ -32,7 +32,8 @@ def test_the_weights_module_is_the_one_torch_builds():
     assert signature.non_persistent_buffers and signature.lifted_tensor_constants  # each kind is covered
     torchs = nn.Module()
     _register_attrs_to_new_gm(torchs, signature, ep.state_dict, ep.constants)
-    ours = _weights(ep)
+    ours = nn.Module()
+    _add_weights(ours, ep)
     assert [n for n, _ in ours.named_modules()] == [n for n, _ in torchs.named_modules()]
     for kind in ("named_parameters", "named_buffers"):
         theirs = dict(getattr(torchs, kind)())
@@ -43,9 +44,14 @@ def test_the_weights_module_is_the_one_torch_builds():
     assert getattr(ours, constant) is ep.constants[constant]
 
 
-def test_an_unlifted_program_keeps_non_persistent_buffers_out_of_its_state_dict():
+def test_an_unlifted_program_holds_its_weights_as_ep_module_does():
     model = Held().eval()
     x = torch.randn(2, 4)
-    gm = unlifted(torch.export.export(model, (x,)))
-    assert "shift" in dict(gm.named_buffers()) and "shift" not in gm.state_dict()
+    ep = torch.export.export(model, (x,))
+    gm, torchs = unlifted(ep), ep.module()
+    for kind in ("named_parameters", "named_buffers"):
+        assert list(dict(getattr(gm, kind)())) == list(dict(getattr(torchs, kind)()))
+    assert "shift" in dict(gm.named_buffers()) and "shift" not in gm.state_dict()  # not persistent
+    constant = ep.graph_signature.lifted_tensor_constants[0]
+    assert getattr(gm, constant) is getattr(torchs, constant) is ep.constants[constant]
     torch.testing.assert_close(gm(x), model(x))

@@ -43,25 +43,27 @@ def unlifted(ep: torch.export.ExportedProgram) -> torch.fx.GraphModule | None:
     call = ep.module_call_graph[0].signature
     graph._codegen = _get_codegen(ep.call_spec.in_spec, ep.call_spec.out_spec,
                                   call.forward_arg_names if call else None)
-    gm = code_on_first_use(_weights(ep), graph, "GraphModule")
+    gm = code_on_first_use(torch.nn.Module(), torch.fx.Graph(), "GraphModule")
+    _add_weights(gm, ep)  # on the module itself: GraphModule(root, graph) would copy each from root
+    gm.graph = graph
     gm.meta.update(ep.graph_module.meta)
     return gm
 
 
 
-def _weights(ep: torch.export.ExportedProgram) -> torch.nn.Module:
-    """A module holding the program's weights under their qualified names, as torch's
-    ``_register_attrs_to_new_gm`` fills a new one, in time linear in their number: torch's
-    looks for call-name variants (``layers@1``) of each weight's modules among all their
-    siblings (0.7 of the 1.6 s to unlift a 192-layer Qwen2), which a program's own weight
-    names never have; any name that might is left to torch."""
+def _add_weights(root: torch.nn.Module, ep: torch.export.ExportedProgram) -> None:
+    """The program's weights added to ``root`` (a module without them) under their qualified
+    names, as ``ep.module()`` adds them (torch's ``_register_attrs_to_new_gm``), in time
+    linear in their number: torch's looks for call-name variants (``layers@1``) of each
+    weight's modules among all their siblings (0.7 of the 1.6 s to unlift a 192-layer
+    Qwen2), which a program's own weight names never have; any name that might is left to torch."""
     from torch.export._unlift import _register_attrs_to_new_gm
 
-    signature, root = ep.graph_signature, torch.nn.Module()
+    signature = ep.graph_signature
     constants = [*signature.lifted_custom_objs, *signature.lifted_tensor_constants]
     if any("@" in name for name in (*signature.buffers, *signature.parameters, *constants)):
         _register_attrs_to_new_gm(root, signature, ep.state_dict, ep.constants)
-        return root
+        return
     modules = {"": root}
 
     def owner(name: str) -> tuple[torch.nn.Module, str]:
@@ -84,7 +86,6 @@ def _weights(ep: torch.export.ExportedProgram) -> torch.nn.Module:
     for name in constants:
         module, field = owner(name)
         setattr(module, field, ep.constants[name])
-    return root
 
 
 def code_text(gm: torch.fx.GraphModule) -> str:
