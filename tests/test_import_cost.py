@@ -46,7 +46,7 @@ def test_import_fxviz_leaves_the_flop_counter_to_its_first_use():
 
 
 def test_import_fxviz_runs_no_collection_and_leaves_the_collector_on():
-    seen = _loaded("import gc\nruns = SEEN['runs'] = []\n"
+    seen = _loaded("import gc\ngc.collect()\nruns = SEEN['runs'] = []\n"  # counts start at 0
                    "gc.callbacks.append(lambda phase, info: runs.append(info['generation']) if phase == 'start' else None)\n"
                    "import fxviz\nSEEN['enabled'] = gc.isenabled()\nSEEN['while importing'] = list(runs)\ngc.collect()\ngc.callbacks.clear()")
     assert seen["while importing"] == [] and seen["enabled"] is True
