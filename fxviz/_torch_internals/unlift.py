@@ -50,7 +50,6 @@ def unlifted(ep: torch.export.ExportedProgram) -> torch.fx.GraphModule | None:
     return gm
 
 
-
 def _add_weights(root: torch.nn.Module, ep: torch.export.ExportedProgram) -> None:
     """The program's weights added to ``root`` (a module without them) under their qualified
     names, as ``ep.module()`` adds them (torch's ``_register_attrs_to_new_gm``), in time
