@@ -98,6 +98,47 @@ def _speecht5() -> tuple:
     return model, (torch.randint(0, 128, (1, 8)), None, torch.randn(1, 4, 16))
 
 
+def _encodec() -> tuple:
+    """EnCodec: a raw waveform through convolutions, an LSTM and residual vector quantisation."""
+    import transformers
+
+    config = transformers.EncodecConfig(num_filters=4, hidden_size=16, num_lstm_layers=1, upsampling_ratios=[4, 2],
+                                        codebook_size=16, codebook_dim=16, sampling_rate=1600,
+                                        target_bandwidths=[1.6])  # 2 codebooks at 200 frames/s
+    return transformers.EncodecModel(config).eval(), (torch.randn(1, 1, 400),)
+
+
+def _speech2text() -> tuple:
+    """Speech2Text: filter-bank frames (two strided convolutions), then an encoder-decoder."""
+    import transformers
+
+    config = transformers.Speech2TextConfig(vocab_size=128, d_model=32, encoder_layers=1, decoder_layers=1,
+                                            encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=64,
+                                            decoder_ffn_dim=64, input_feat_per_channel=16, conv_channels=32,
+                                            max_source_positions=64, max_target_positions=64, input_channels=1)
+    model = transformers.Speech2TextModel(config).eval()
+    return model, (torch.randn(1, 32, 16), None, torch.randint(0, 128, (1, 4)))
+
+
+def _patchtst() -> tuple:
+    """PatchTST: a multivariate series cut into patches, each channel through the encoder."""
+    import transformers
+
+    config = transformers.PatchTSTConfig(num_input_channels=3, context_length=32, patch_length=8, patch_stride=8,
+                                         d_model=32, num_hidden_layers=2, num_attention_heads=2, ffn_dim=64)
+    return transformers.PatchTSTModel(config).eval(), (torch.randn(1, 32, 3),)
+
+
+def _detector_training() -> tuple:
+    """A torchvision detector as it is trained: images and their boxes and labels in, the losses out."""
+    import torchvision
+
+    model = torchvision.models.detection.fasterrcnn_mobilenet_v3_large_320_fpn(
+        weights=None, weights_backbone=None, num_classes=3).train()
+    targets = [{"boxes": torch.tensor([[4.0, 4.0, 40.0, 40.0]]), "labels": torch.tensor([1])}]
+    return model, ([torch.rand(3, 64, 64)], targets)
+
+
 def _exported(build: Callable[[], tuple], dynamic_dim: int | None = None) -> Callable[[], tuple]:
     """``torch.export.export``'s program of ``build()``'s model, handed to fxviz as is;
     ``dynamic_dim``: that dimension of the first input exported as dynamic."""
@@ -192,6 +233,19 @@ TINY_LM = {"vocab_size": 128, "num_key_value_heads": 1, **SMALL}
 TINY_MLA = {**TINY_LM, "num_key_value_heads": SMALL["num_attention_heads"], "q_lora_rank": 16, "kv_lora_rank": 16,
             "qk_rope_head_dim": 8, "qk_nope_head_dim": 8, "v_head_dim": 8, "moe_intermediate_size": 16,
             "n_routed_experts": 4, "num_experts_per_tok": 2, "n_group": 1, "topk_group": 1, "first_k_dense_replace": 1}
+#: issue 32's fourth sweep: models that also appear as a training step, program or on the meta device.
+FNET = _hf("FNetConfig", vocab_size=128, **SMALL)
+QWEN3_NEXT = _hf("Qwen3NextConfig", head_dim=16, linear_num_value_heads=2, linear_num_key_heads=1,
+                 linear_key_head_dim=16, linear_value_head_dim=16, linear_conv_kernel_dim=4, num_experts=4,
+                 num_experts_per_tok=2, moe_intermediate_size=32, shared_expert_intermediate_size=32,
+                 layer_types=["linear_attention", "full_attention"], use_cache=False, **TINY_LM)
+CANINE = _hf("CanineConfig", downsampling_rate=2, num_hash_buckets=64, num_hash_functions=2,
+             local_transformer_stride=4, **SMALL)
+WAVLM = _hf("WavLMConfig", "audio", conv_dim=(32, 32), conv_stride=(5, 2), conv_kernel=(10, 3),
+            num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=2, num_buckets=32, max_bucket_distance=64,
+            **SMALL)
+TIMESFORMER = _hf("TimesformerConfig", "video", image_size=32, patch_size=8, num_frames=2, **SMALL)
+
 FAMILIES: dict[str, dict[str, Callable[[], tuple]]] = {
     "timm": {n: _timm(n) for n in (
         "resnet18", "convnext_atto", "efficientnet_b0", "mobilenetv3_small_100", "regnetx_002", "ghostnet_100",
@@ -242,7 +296,13 @@ FAMILIES: dict[str, dict[str, Callable[[], tuple]]] = {
     | {n: _timm(n) for n in ("repvit_m0_9", "tinynet_a", "fbnetc_100", "hgnetv2_b0")}  # drawn from their shapes:
     | {f"{n} (exported program)": _exported(_timm(n)) for n in ("convnext_atto", "repvit_m0_9", "efficientnet_lite0")}
     | {"fbnetc_100 (tracer=make_fx)": _traced_by(_timm("fbnetc_100"), "make_fx"),
-       "resnet18 (exported, decomposed)": lambda: _decomposed(_timm("resnet18"))},
+       "resnet18 (exported, decomposed)": lambda: _decomposed(_timm("resnet18"))}
+    | {n: _timm(n) for n in (  # issue 32's fourth sweep: families not tried before
+        "dpn68", "mixnet_s", "legacy_seresnet18", "ghostnetv3_050", "lcnetv2_small", "shvit_s1", "fastvit_mci0")}
+    | {n: _timm(n, 224) for n in ("mvitv2_tiny", "swinv2_cr_tiny_ns_224", "vit_small_r26_s32_224", "csatv2")}
+    | {"inception_v4": _timm("inception_v4", 96),
+       "samvit (2 blocks)": _timm("samvit_base_patch16", 64, img_size=64, depth=2, num_classes=8),
+       "vitamin_small": _timm("vitamin_small_224", 64, img_size=64)},
     "hf": {
         "bert": _hf("BertConfig", vocab_size=128, **SMALL),
         **_decoder("GPT2Config", vocab_size=128, n_embd=32, n_layer=2, n_head=2),
@@ -433,6 +493,49 @@ FAMILIES: dict[str, dict[str, Callable[[], tuple]]] = {
         "qwen2-moe (train step)": _step(_hf("Qwen2MoeConfig", num_experts=4, num_experts_per_tok=2,
                                             moe_intermediate_size=32, shared_expert_intermediate_size=32,
                                             use_cache=False, **TINY_LM), _hidden),
+        # issue 32's fourth sweep: families not tried before
+        "ctrl": _hf("CTRLConfig", vocab_size=128, n_embd=32, n_layer=2, n_head=2, dff=64, use_cache=False),
+        "fnet (fourier)": FNET,
+        "layoutlm": _hf("LayoutLMConfig", vocab_size=128, **SMALL),
+        "prophetnet (ngram)": _hf("ProphetNetConfig", "seq2seq", vocab_size=128, hidden_size=32, num_encoder_layers=1,
+                                  num_decoder_layers=1, num_encoder_attention_heads=2, num_decoder_attention_heads=2,
+                                  encoder_ffn_dim=64, decoder_ffn_dim=64, ngram=2, num_buckets=8,
+                                  relative_max_distance=16, max_position_embeddings=64),
+        "mpnet": _hf("MPNetConfig", vocab_size=128, **SMALL),
+        "convbert (span conv)": _hf("ConvBertConfig", vocab_size=128, embedding_size=32, conv_kernel_size=3,
+                                    **SMALL),
+        "canine (chars)": CANINE,
+        "gpt-neo (local attention)": _hf("GPTNeoConfig", vocab_size=128, hidden_size=32, num_layers=2, num_heads=2,
+                                         attention_types=[[["global", "local"], 1]], window_size=4, use_cache=False),
+        "esm": _hf("EsmConfig", vocab_size=128, pad_token_id=1, position_embedding_type="rotary", **SMALL),
+        "switch-transformers (moe)": _hf("SwitchTransformersConfig", "seq2seq", vocab_size=128, d_model=32, d_ff=64,
+                                         d_kv=16, num_layers=2, num_decoder_layers=2, num_heads=2, num_experts=4,
+                                         encoder_sparse_step=1, decoder_sparse_step=1),
+        "dbrx (moe)": _hf("DbrxConfig", d_model=32, n_heads=2, n_layers=2, max_seq_len=64, vocab_size=128,
+                          attn_config={"kv_n_heads": 1, "rope_theta": 1e4, "clip_qkv": 8.0},
+                          ffn_config={"ffn_hidden_size": 64, "moe_num_experts": 4, "moe_top_k": 2}, use_cache=False),
+        "qwen3-next (linear attention)": QWEN3_NEXT,
+        "lfm2 (short conv)": _hf("Lfm2Config", layer_types=["conv", "full_attention"], block_auto_adjust_ff_dim=False,
+                                 use_cache=False, **TINY_LM),
+        "wavlm": WAVLM,
+        "sew-d": _hf("SEWDConfig", "audio", conv_dim=(32, 32), conv_stride=(5, 2), conv_kernel=(10, 3),
+                     num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=2, squeeze_factor=2,
+                     max_position_embeddings=64, position_buckets=32, **SMALL),
+        "encodec (conv+lstm)": _encodec,
+        "speech2text": _speech2text,
+        "patchtst (time series)": _patchtst,
+        # stage i needs i+1 blocks: it indexes its drop-path rates by the stage
+        "cvt": _hf("CvtConfig", "pixels", embed_dim=[16, 32, 48], num_heads=[1, 2, 2], depth=[1, 2, 3]),
+        "swinv2": _hf("Swinv2Config", "pixels", image_size=32, patch_size=4, embed_dim=16, depths=[1, 1],
+                      num_heads=[1, 2], window_size=4),
+        "yolos": _hf("YolosConfig", "pixels", image_size=[32, 32], patch_size=8, num_detection_tokens=4, **SMALL),
+        "timesformer (video)": TIMESFORMER,
+        "fnet (train step, complex grads)": _step(FNET, _hidden),
+        "qwen3-next (train step)": _step(QWEN3_NEXT, _hidden),
+        "canine (exported program)": _exported(CANINE),
+        "wavlm (meta device)": _on_meta(WAVLM),
+        "timesformer (export joint)": _joint(TIMESFORMER, _hidden),
+        "encodec (tracer=make_fx)": _traced_by(_encodec, "make_fx"),
     },
     "torchvision": {
         "lraspp (segmentation)": _tv("segmentation.lraspp_mobilenet_v3_large", (1, 3, 64, 64), num_classes=3,
@@ -489,6 +592,9 @@ FAMILIES: dict[str, dict[str, Callable[[], tuple]]] = {
                                                            (3, 64, 64), num_classes=3, weights_backbone=None)),
         "lraspp (train step)": _step(_tv("segmentation.lraspp_mobilenet_v3_large", (2, 3, 64, 64), num_classes=3,
                                          weights_backbone=None), _hidden),
+        # issue 32's fourth sweep: a detector in training mode, fed images and their targets (a list of dicts)
+        "fasterrcnn_mobilenet (train mode, targets)": _detector_training,
+        "raft_large (flow)": _tv("optical_flow.raft_large", (1, 3, 128, 128), n=2),
     },
 }
 #: Run without --wide: a few per family.
