@@ -450,3 +450,18 @@ def test_the_explorers_static_copy_shows_the_times_measured_by_then():
     columns = {c["key"]: c for c in COLUMNS}
     assert shown == list(zip(*(_formatted_in_js([pair[i] for pair in live], columns[key])
                                for i, key in enumerate(("time_us", "share")))))
+
+
+def test_a_small_model_gets_every_view_and_a_large_one_a_bounded_few():
+    import torchvision
+
+    from fxviz.report.views import VIEWS
+
+    small = fxviz.Session(torchvision.models.resnet18().eval(), (torch.randn(1, 3, 32, 32),)).current.graph
+    every = step_views(small, Views(), 10**6)
+    assert VIEWS + 1 < len(every) == len(step_views(small, Views(), None))  # 298 boxes in all: under SMALL_BOXES
+    stack = fxviz.Session(nn.Sequential(*[nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 8), nn.Tanh())
+                                          for _ in range(60)]), (torch.randn(2, 8),)).current.graph
+    bounded, views = step_views(stack, Views(), None), step_views(stack, Views(), 10**6)
+    assert VIEWS + 1 <= len(bounded) < len(views)  # 60 twins: drawn past VIEWS only while under SMALL_BOXES
+    assert len(step_views(small, Views(), 3)) == 4  # an explicit count is kept (with "*", the first view)

@@ -53,16 +53,13 @@ from fxviz.report.kernels import kernels_section
 from fxviz.report.views import WORKERS, draw_all, variant_record
 
 TOP_NODES = 15  # rows of each step's timing table and chart
-#: Pre-drawn focused views per step: the top level and one of each kind of module down to a
-#: transformer layer's parts (dot's layouts of 40 were 70 % of a 24-layer program's report)
-DEFAULT_MAX_VIEWS = 12
-
 
 def write_html(session: Any, path: str | pathlib.Path, *, title: str | None = None, profile: bool = False,
-               check: bool = False, max_views: int = DEFAULT_MAX_VIEWS) -> pathlib.Path:
+               check: bool = False, max_views: int | None = None) -> pathlib.Path:
     """Write the report of ``session`` to ``path`` (see the module doc); returns the path.
     ``check``: run the checks not run yet (default: show those run, say the others were not).
-    ``max_views``: pre-drawn focused views per step (see :mod:`fxviz.report.views`)."""
+    ``max_views``: pre-drawn focused views per step (None: :data:`~fxviz.report.views.VIEWS`, or
+    more while they total under :data:`~fxviz.report.views.SMALL_BOXES` boxes; see :mod:`fxviz.report.views`)."""
     out = pathlib.Path(path)
     with gc_paused():  # the records of every node of every step: collections would rescan them (7x at 30k nodes)
         page = report_html(session, title=title, profile=profile, check=check, max_views=max_views)
@@ -71,7 +68,7 @@ def write_html(session: Any, path: str | pathlib.Path, *, title: str | None = No
 
 
 def report_html(session: Any, *, title: str | None = None, profile: bool = False, check: bool = False,
-                max_views: int = DEFAULT_MAX_VIEWS) -> str:
+                max_views: int | None = None) -> str:
     """The report page as a string."""
     folder = assets.folder()
     steps = session.steps

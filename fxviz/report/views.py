@@ -7,8 +7,9 @@ view focused on module ``m`` opens ``m`` and its ancestors and collapses everyth
 else; the focus ``""`` is the top level with every module collapsed. Expanding a
 collapsed module focuses it; collapsing an open one focuses its parent. Focuses are
 drawn breadth first from the top level (the overview first, then one level deeper, ...)
-up to ``max_views`` per step, plus ``"*"``: the Explorer's own first view (auto-collapse
-to its box budget). Of a run of identical sibling modules (a transformer's layers) the
+up to ``max_views`` per step (by default :data:`VIEWS`, or more while their boxes total under
+:data:`SMALL_BOXES`: a small model's every view), plus ``"*"``: the Explorer's own first
+view (auto-collapse to its box budget). Of a run of identical sibling modules (a transformer's layers) the
 first is drawn with the modules of its own level and its twins only after every other
 module: they say what it says, and each costs as much to lay out (dot's layouts were most
 of a fresh program's report, 41 views of which 30 were 24 layers and their insides).
@@ -97,9 +98,17 @@ def focused(graph: nx.DiGraph, focus: str, paths: set[str]) -> Rendering:
     return render(graph, collapse=sorted(paths - open_), expand=[focus] if focus else ())
 
 
-def step_views(graph: nx.DiGraph, views: Views, max_views: int) -> dict[str, int]:
-    """Draw the focuses of one step (at most ``max_views``, breadth first, twins last:
-    see the module doc) and the Explorer's first view; returns focus -> variant index."""
+#: Focused views per step by default: the top level and one of each kind of module down to
+#: a transformer layer's parts (dot's layouts of 40 were 70 % of a 24-layer program's report) ...
+VIEWS = 12
+#: ... or more while they total fewer boxes than this: resnet18's 16 views (298 boxes) all,
+#: cheap to lay out, where a 24-layer program's 12 hold 412
+SMALL_BOXES = 400
+
+
+def step_views(graph: nx.DiGraph, views: Views, max_views: int | None) -> dict[str, int]:
+    """Draw the focuses of one step (``max_views`` of them, None: the default rule; breadth first,
+    twins last: see the module doc) and the Explorer's first view; returns focus -> variant index."""
     paths = module_paths(graph)
     boxes = box_index(graph).tree.boxes
     order = {path: i for i, path in enumerate(boxes)}  # graph order: layers.2 before layers.10
@@ -108,14 +117,16 @@ def step_views(graph: nx.DiGraph, views: Views, max_views: int) -> dict[str, int
     with contextlib.suppress(RenderError):  # too many boxes: the focused views remain
         out[ALL] = views.add(render(graph))
     queue, later = collections.deque([""]), collections.deque()
-    seen = {""}
-    while (queue or later) and len(out) <= max_views:
+    seen, boxes = {""}, 0
+    while (queue or later) and (len(out) <= (VIEWS if max_views is None else max_views)
+                                or (max_views is None and boxes < SMALL_BOXES)):
         focus = (queue or later).popleft()
         try:
             rendering = focused(graph, focus, paths)
         except RenderError:  # a module with too many nodes of its own: not drawn
             continue
         out[focus] = views.add(rendering)
+        boxes += rendering.box_count
         for inner in sorted(rendering.collapsed, key=lambda p: order.get(p, len(order))):
             if inner not in seen:
                 seen.add(inner)
