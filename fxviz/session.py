@@ -111,13 +111,13 @@ class Session:
                 self._root = captured.reference
             info = graph_info(gm)
             if info.graph_inputs is not None:  # one graph of several: checked against itself, on its own inputs
-                inputs = info.graph_inputs
-                self._root = _cow.fork(gm)
+                inputs, self._root = info.graph_inputs, _cow.fork(gm)
+            state = {id(v) for n, v in zip(gm.graph.find_nodes(op="placeholder"), inputs) if n.meta.get("qualified_name")}
             self.capture = captured
             self.real_tensors = own_graph_info(gm).real_tensors = not _has_fake_tensors(
                 self._program if self._root is None else self._root, inputs)
             n_random = n_random_inputs if self.real_tensors else 0
-            check_inputs = (inputs, *(random_like(inputs, seed) for seed in range(1, n_random + 1)))
+            check_inputs = (inputs, *(random_like(inputs, seed, state) for seed in range(1, n_random + 1)))
             self._options = {"tracer": tracer, "n_random_inputs": n_random_inputs, **trace_kwargs}
             self._reference_outputs: tuple[dict, list] | None = None  # (tensor versions, outputs)
             self._reference_lock = threading.Lock()

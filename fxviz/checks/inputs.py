@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+from collections.abc import Collection
 from typing import Any
 
 import torch
@@ -24,17 +25,22 @@ EXAMPLE_ONLY_WHY = ("make_fx and export fix the sizes of data-dependent ops (non
                     "with tracer='symbolic' or tracer='dynamo' for a graph that follows the data")
 
 
-def random_like(inputs: tuple, seed: int) -> tuple:
+def random_like(inputs: tuple, seed: int, kept: Collection[int] = ()) -> tuple:
     """``inputs`` with every tensor in them (at any depth of tuples, lists, dicts,
     named tuples and dataclasses) replaced by one of the same shape, dtype and strides
     with new values: normal for floating point, uniform over the example's range for
     integers (token ids stay valid). Bools and non-tensors are kept. A tensor reached
-    twice (an input passed twice) is replaced by one new tensor, so aliasing is kept."""
+    twice (an input passed twice) is replaced by one new tensor, so aliasing is kept.
+    ``kept``: the ids of tensors left as they are: the model's parameters and buffers
+    where a graph takes them as inputs (dynamo's), since the model never runs on other
+    ones, and a buffer of position ids, varied, indexes past its table."""
     gen = torch.Generator().manual_seed(seed)
     made: dict[int, Any] = {}
 
     def leaf(x: Any) -> Any:
         if isinstance(x, torch.Tensor):
+            if id(x) in kept:
+                return x
             if id(x) not in made:
                 made[id(x)] = _random_tensor(x, gen)
             return made[id(x)]
