@@ -536,6 +536,10 @@ FAMILIES: dict[str, dict[str, Callable[[], tuple]]] = {
         "wavlm (meta device)": _on_meta(WAVLM),
         "timesformer (export joint)": _joint(TIMESFORMER, _hidden),
         "encodec (tracer=make_fx)": _traced_by(_encodec, "make_fx"),
+        # dynamo lifts Canine's position-id buffer to an input: the check keeps it as it is (varied, it indexed
+        # past its table); PatchTST's batch norm on a transposed input: torch's fake strides are not the real ones
+        "canine (tracer=dynamo)": _traced_by(CANINE, "dynamo"),
+        "patchtst (tracer=dynamo)": _traced_by(_patchtst, "dynamo"),
     },
     "torchvision": {
         "lraspp (segmentation)": _tv("segmentation.lraspp_mobilenet_v3_large", (1, 3, 64, 64), num_classes=3,
