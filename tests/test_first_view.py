@@ -263,3 +263,20 @@ def test_a_symbolic_graph_makes_its_code_on_first_use_unless_torch_cannot_write_
     attempts = dict(fxviz.capture.graph_info(quoted).attempts)
     assert "cannot generate Python code" in attempts["symbolic"] and "rename it" in attempts["symbolic"]
     assert fxviz.capture.graph_info(quoted).tracer == "export"
+
+
+def test_a_buffer_passed_as_an_argument_is_the_get_attr_torch_makes():
+    class Norm(nn.Module):  # as timm's BatchNormAct2d: its buffers handed to F.batch_norm
+        def __init__(self):
+            super().__init__()
+            self.bn = nn.BatchNorm1d(3)
+            self.register_buffer("shared", self.bn.running_mean)  # one tensor, two names: torch's first wins
+
+        def forward(self, x):
+            return nn.functional.batch_norm(x, self.bn.running_mean, self.bn.running_var, self.bn.weight,
+                                            self.bn.bias, False) + torch.ones(3)
+
+    model = Norm().eval()
+    ours, torchs = fxviz.trace(model, tracer="symbolic").graph, torch.fx.symbolic_trace(model).graph
+    assert [(n.op, n.target) for n in ours.nodes] == [(n.op, n.target) for n in torchs.nodes]
+    assert ("get_attr", "shared") in [(n.op, n.target) for n in ours.nodes]  # the root's own name comes first
