@@ -34,3 +34,34 @@ def test_a_dynamo_graph_is_checked_on_new_data_with_the_models_own_buffers():
     assert all(inputs[buffer_at] is example[buffer_at] for inputs in varied)  # the model's state, as it is
     assert all(not torch.equal(inputs[ids_at], ids) for inputs in varied)  # the data, varied
     assert torch.equal(model.position_ids, torch.arange(64).unsqueeze(0))
+
+
+@torch.library.custom_op("fxviz_sweep::strided", mutates_args=())
+def _strided(x: torch.Tensor) -> torch.Tensor:
+    return x.transpose(1, 2).contiguous().transpose(1, 2)  # really: not contiguous
+
+
+@_strided.register_fake
+def _(x):
+    return torch.empty_like(x, memory_format=torch.contiguous_format)  # as torch's fake kernels may say: contiguous
+
+
+class _FakeStrides(nn.Module):
+    """PatchTST's case: AOT decomposes the Linear into a view on strides the fake tensor
+    promised, and its forward fails when run where dynamo's graph (and eager) runs."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 3)
+
+    def forward(self, x):
+        return self.lin(_strided(x))
+
+
+def test_a_dynamo_graph_whose_aot_forward_fails_when_run_opens_without_its_aot_parts():
+    model, x = _FakeStrides().eval(), torch.randn(2, 5, 4)
+    session = fxviz.Session(model, (x,), tracer="dynamo")
+    info = fxviz.capture.graph_info(session.current.gm)
+    assert info.tracer == "dynamo" and "AOT's forward failed when run" in info.aot_error
+    assert "view size is not compatible" in info.aot_error
+    assert session.current.check.status == "match"

@@ -57,9 +57,18 @@ def capture(fn: Callable[..., Any], inputs: tuple, *, aot: bool = True, backward
                 gm.meta["fxviz_aot_error"] = first_line(exc)
 
         def recorded(*args: Any) -> Any:
+            nonlocal run
             if "fxviz_inputs" not in gm.meta:
                 gm.meta["fxviz_inputs"] = _kept(args)
                 ran.append(gm)
+                if run is not gm.forward and compiler is None:
+                    try:  # AOT's graph can fail where dynamo's runs (torch's fake strides: PatchTST's view)
+                        return run(*args)
+                    except Exception as exc:  # the dynamo graph opens without AOT parts, saying why
+                        gm.meta["fxviz_aot_error"] = f"AOT's forward failed when run: {first_line(exc)}"
+                        for part in AOT_PARTS:
+                            gm.meta.pop(f"fxviz_{part}", None)
+                        run = gm.forward
             return run(*args)
 
         return recorded
