@@ -13,8 +13,12 @@ def test_a_prepared_process_lays_out_the_next_drawing_and_a_new_one_waits():
     dot.prepare()
     waiting = dot._spare
     assert waiting is not None and waiting.poll() is None
-    code, out, _ = dot.run("digraph { x -> y }", timeout=30)
+    source = b"digraph fxviz { graph [id=fxgraph] x -> y }"
+    code, out, _ = dot.run(source.decode(), timeout=30)
     assert code == 0 and out.count(b"<svg") == 1 and b">x</text>" in out  # the warm-up's drawing is not in it
+    alone = subprocess.run(["dot", "-Tsvg"], input=source, capture_output=True).stdout
+    assert out[out.find(b"<svg"):] == alone[alone.find(b"<svg"):]  # what a dot of its own draws: a second
+    # graph's group id ("page0,1_fxgraph") named back
     assert waiting.returncode == 0  # the spare laid it out
     assert dot._spare is not waiting and dot._spare.poll() is None  # and the next is started
 
