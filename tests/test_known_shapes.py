@@ -90,3 +90,17 @@ def test_only_operators_the_counter_may_count_are_run_for_flops():
     known, (_, ran) = known_notes(gm, (x,)), annotated_run(gm, (x,))
     assert {n: known[n]["flops"] for n in ran} == {n: ran[n]["flops"] for n in ran}
     assert sum(note["flops"] or 0 for note in known.values()) > 0
+
+
+def test_an_operator_with_a_formula_is_counted_from_shapes_as_the_counter_counts_it_running():
+    from fxviz._torch_internals import FlopCounter
+    from fxviz._torch_internals.flops import formula_flops, has_formula
+
+    aten = torch.ops.aten
+    assert has_formula(aten.mm.default) and has_formula(aten.convolution.default)
+    assert not has_formula(aten.linear.default)  # it decomposes (into addmm) before the counter sees it
+    a, b = torch.randn(3, 5, device="meta"), torch.randn(5, 7, device="meta")
+    with FlopCounter(display=False) as counter:
+        out = aten.mm.default(a, b)
+    assert formula_flops(aten.mm.default, out, (a, b), {}) == counter.get_total_flops() == 2 * 3 * 5 * 7
+    assert "FLOP formula for aten.mm" in formula_flops(aten.mm.default, out, (a,), {})  # a formula's failure said

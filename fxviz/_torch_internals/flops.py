@@ -114,15 +114,42 @@ class FlopCounter(FlopCounterMode):
             return out
         self.counted = True
         try:
-            if getattr(formula, "__code__", None) is _SHAPE_WRAPPER:  # shape_wrapper(f): f on shapes
-                count = formula.__wrapped__(*_shapes(args), out_shape=_shapes(out), **_shapes(kwargs))
-            else:
-                count = formula(*args, **kwargs, out_val=out)
+            count = _apply(formula, out, args, kwargs)
             for parent in set(self.mod_tracker.parents):
                 self.flop_counts[parent][func_packet] += count
         except Exception as exc:  # the op ran: its count is unknown, not its result
             self.failed = self.failed or f"{func_packet}: {type(exc).__name__}: {exc}"
         return out
+
+
+def _apply(formula: Any, out: Any, args: tuple, kwargs: dict) -> int:
+    """What a formula of the counter's registry counts for one call."""
+    if getattr(formula, "__code__", None) is _SHAPE_WRAPPER:  # shape_wrapper(f): f on shapes
+        return formula.__wrapped__(*_shapes(args), out_shape=_shapes(out), **_shapes(kwargs))
+    return formula(*args, **kwargs, out_val=out)
+
+
+@functools.cache
+def has_formula(op: Any) -> bool:
+    """Whether :class:`FlopCounter` counts ATen operator ``op`` itself by a formula (not the
+    operators it decomposes into): then :func:`formula_flops` counts it from shapes alone."""
+    return op.overloadpacket in _registry() and \
+        not op.has_kernel_for_dispatch_key(torch._C.DispatchKey.CompositeImplicitAutograd)
+
+
+def formula_flops(op: Any, out: Any, args: tuple, kwargs: dict) -> int | str:
+    """The FLOPs :class:`FlopCounter` counts for a call of ``op`` (:func:`has_formula`) that
+    gave ``out``, read from the values' shapes (fake tensors will do: nothing is run); a str
+    saying why where the formula failed, as the counter says it."""
+    try:
+        return _apply(_registry()[op.overloadpacket], out, args, kwargs)
+    except Exception as exc:
+        return f"torch's FLOP formula for {op.overloadpacket}: {type(exc).__name__}: {exc}"
+
+
+@functools.cache
+def _registry() -> dict:
+    return FlopCounter(display=False).flop_registry  # torch's formulas and fxviz's, as the counter holds them
 
 
 #: The code of the function torch's ``shape_wrapper`` makes of a formula (``__wrapped__``:

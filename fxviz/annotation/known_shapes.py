@@ -119,9 +119,10 @@ class _Signatures(dict):
 
 def _flops(node: torch.fx.Node, vals: dict[torch.fx.Node, Any], signatures: _Signatures,
            counted: dict[Any, int | str | None]) -> Any:
-    """The FLOPs of an ATen call, counted as the annotated run counts them (torch's counter,
-    the operator run on ``meta`` tensors of the noted shapes), once per signature."""
-    from fxviz._torch_internals.flops import may_count  # loaded on the first count: it imports triton
+    """The FLOPs of an ATen call, counted as the annotated run counts them (torch's counter:
+    an operator with a formula by it on the noted shapes, another run on ``meta`` tensors
+    of them), once per signature."""
+    from fxviz._torch_internals.flops import formula_flops, has_formula, may_count  # they import triton: here
 
     if node.target is operator.getitem or not may_count(node.target):
         return None
@@ -132,19 +133,28 @@ def _flops(node: torch.fx.Node, vals: dict[torch.fx.Node, Any], signatures: _Sig
         key = None
     if key in counted:
         return counted[key]
+    if has_formula(node.target):  # a matmul, a convolution: its formula on the noted shapes, nothing run
+        found = formula_flops(node.target, vals[node],
+                              *torch.fx.node.map_arg((node.args, node.kwargs), vals.__getitem__))
+    else:
+        found = _run_on_meta(node, vals)
+    if key is not None:
+        counted[key] = found
+    return found
+
+
+def _run_on_meta(node: torch.fx.Node, vals: dict[torch.fx.Node, Any]) -> int | str | None:
+    """The FLOPs the counter counts running the node's operator on ``meta`` tensors of its shapes."""
     args, kwargs = torch.fx.node.map_arg((node.args, node.kwargs), lambda n: _on_meta(vals[n]))
     if "device" in kwargs:  # a factory (arange, full): made on meta too, never allocated
         kwargs = {**kwargs, "device": torch.device("meta")}
     try:
         with _torch_internals.FlopCounter(display=False) as counter:
             node.target(*args, **kwargs)
-        found = (f"torch's FLOP formula for {counter.failed}" if counter.failed
-                 else counter.get_total_flops() if counter.counted else None)
+        return (f"torch's FLOP formula for {counter.failed}" if counter.failed
+                else counter.get_total_flops() if counter.counted else None)
     except Exception as exc:  # an operator with no meta kernel: not counted, not a failure to draw
-        found = f"counting its FLOPs from its shapes failed: {first_line(exc)}"
-    if key is not None:
-        counted[key] = found
-    return found
+        return f"counting its FLOPs from its shapes failed: {first_line(exc)}"
 
 
 def _on_meta(val: Any) -> Any:
