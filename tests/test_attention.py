@@ -8,6 +8,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import fxviz
+import fxviz._torch_internals
 import fxviz.annotation.shapes
 from fxviz._torch_internals import FlopCounter
 from fxviz.timing.aten_breakdown import profile_aten
@@ -122,7 +123,7 @@ class _BrokenCounter(FlopCounter):
 def test_a_counter_that_breaks_leaves_flops_unknown_and_the_graph_runs(monkeypatch):
     """Whatever fails in torch's counter, the call runs again without it (a module too: it
     wrote nothing before failing), and the reason is kept."""
-    monkeypatch.setattr(fxviz.annotation.shapes, "FlopCounter", _BrokenCounter)
+    monkeypatch.setattr(fxviz._torch_internals, "FlopCounter", _BrokenCounter)
     model = nn.Sequential(nn.Linear(4, 4), nn.ReLU()).eval()
     x = torch.randn(2, 4)
     outputs, notes = annotated_run(fxviz.trace(model, x), x)

@@ -4,6 +4,7 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 import fxviz
+import fxviz._torch_internals
 import fxviz.annotation.shapes
 from fxviz._torch_internals import FlopCounter
 
@@ -21,7 +22,7 @@ class _Counting(FlopCounter):
 def _flops(model: torch.nn.Module, x: torch.Tensor, monkeypatch) -> tuple[dict, int]:
     """FLOPs per module called, and how many counts were made."""
     _Counting.entered = 0
-    monkeypatch.setattr(fxviz.annotation.shapes, "FlopCounter", _Counting)
+    monkeypatch.setattr(fxviz._torch_internals, "FlopCounter", _Counting)
     gm = fxviz.annotate(fxviz.trace(model), x)
     return {n.target: n.meta["flops"] for n in gm.graph.nodes if n.op == "call_module"}, _Counting.entered
 
@@ -86,7 +87,7 @@ def test_a_torch_nn_class_that_ran_no_counted_operator_is_not_counted_again_on_i
 
     gm = fxviz.trace(Mixed().eval())
     _Counting.entered = 0
-    monkeypatch.setattr(fxviz.annotation.shapes, "FlopCounter", _Counting)
+    monkeypatch.setattr(fxviz._torch_internals, "FlopCounter", _Counting)
     fxviz.annotate(gm, (*(torch.randn(1, c, 4, 4) for c in (2, 3, 5)), torch.randn(4), torch.randn(3, 4)))
     flops = {n.target: n.meta["flops"] for n in gm.graph.nodes if n.op == "call_module"}
     assert [flops[f"norms.{i}"] for i in range(3)] == [None] * 3  # not counted, not 0

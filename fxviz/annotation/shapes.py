@@ -16,7 +16,7 @@ from fxviz.annotation._values import Unknown, has_tensor, module_signature, modu
     tensor_metadata, tensors as _tensors
 from fxviz import _torch_internals
 from fxviz._torch_internals import OpOverload
-from fxviz.errors import NoSuchAttribute, RunError
+from fxviz.errors import RunError
 from fxviz.capture._common import as_inputs, first_line
 
 
@@ -176,7 +176,8 @@ class _Annotator(torch.fx.Interpreter):
                 self._flops[key] = None
             return None, run(target, args, kwargs)
         written = _versions(args, kwargs, owned) if owned is not None else None
-        counter = self._counter = self._counter or _flop_counter()(display=False)
+        # The shim loads torch's counter on this first read: it imports triton.
+        counter = self._counter = self._counter or _torch_internals.FlopCounter(display=False)
         counter.counted, counter.failed = False, ""
         try:
             with counter:
@@ -244,18 +245,6 @@ def _versions(args: tuple, kwargs: dict, owned: tuple[dict[int, int], list[torch
 
 def _module_call(module: torch.nn.Module) -> Callable[[Any, tuple, dict], Any]:
     return lambda target, args, kwargs: module(*args, **kwargs)
-
-
-def _flop_counter() -> type:
-    """fxviz's FlopCounter, loaded on the first count (torch's counter imports triton, ~0.1 s):
-    this module's ``FlopCounter`` where set (a test's stand-in), else the shim's."""
-    return globals().get("FlopCounter") or _torch_internals.FlopCounter
-
-
-def __getattr__(name: str) -> Any:  # ``shapes.FlopCounter`` reads as the shim's until set
-    if name == "FlopCounter":
-        return _torch_internals.FlopCounter
-    raise NoSuchAttribute(f"module {__name__!r} has no attribute {name!r}")
 
 
 _UNCOUNTED = object()  # a call whose FLOPs are not known yet (None: known to have none)
