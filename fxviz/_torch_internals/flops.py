@@ -180,5 +180,5 @@ def may_count(op: Any) -> bool:
     has a formula for it, or ``op`` decomposes (CompositeImplicitAutograd) into operators
     before the counter sees them. Any other operator counts as nothing: reading FLOPs from
     shapes need not run it on meta tensors (half the operators of a transformer)."""
-    return op.overloadpacket in flop_counter.flop_registry or op.overloadpacket in _ATTENTION_FORMULAS or \
+    return op.overloadpacket in _registry() or \
         op.has_kernel_for_dispatch_key(torch._C.DispatchKey.CompositeImplicitAutograd)
