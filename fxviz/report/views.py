@@ -117,16 +117,16 @@ def step_views(graph: nx.DiGraph, views: Views, max_views: int | None) -> dict[s
     with contextlib.suppress(RenderError):  # too many boxes: the focused views remain
         out[ALL] = views.add(render(graph))
     queue, later = collections.deque([""]), collections.deque()
-    seen, boxes = {""}, 0
+    seen, drawn = {""}, 0  # boxes in the views drawn so far
     while (queue or later) and (len(out) <= (VIEWS if max_views is None else max_views)
-                                or (max_views is None and boxes < SMALL_BOXES)):
+                                or (max_views is None and drawn < SMALL_BOXES)):
         focus = (queue or later).popleft()
         try:
             rendering = focused(graph, focus, paths)
         except RenderError:  # a module with too many nodes of its own: not drawn
             continue
         out[focus] = views.add(rendering)
-        boxes += rendering.box_count
+        drawn += rendering.box_count
         for inner in sorted(rendering.collapsed, key=lambda p: order.get(p, len(order))):
             if inner not in seen:
                 seen.add(inner)
