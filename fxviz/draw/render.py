@@ -110,7 +110,7 @@ def layout_svg(source: str, *, timeout: float = 10.0, box_count: int = 0) -> str
         raise LayoutTimeout(box_count, timeout) from None
     if returncode != 0:
         raise RenderError(f"Graphviz failed: {err.decode(errors='replace').strip()}")
-    svg = out.decode()
+    svg = dot.centre_labels(out.decode())
     return svg[svg.find("<svg"):]
 
 
@@ -162,7 +162,7 @@ def _render(graph: nx.DiGraph, budget: int, asked: int | None, fallback: bool, n
         graph_attr={"rankdir": options["rankdir"], "nodesep": "0.25", "ranksep": "0.35", "fontname": "Helvetica",
                     "bgcolor": "transparent", "id": "fxgraph"},
         node_attr={"shape": "box", "style": "rounded,filled", "fontname": "Helvetica",
-                   "fontsize": "11", "margin": "0.08,0.04", "height": "0.3", "penwidth": "0.8",
+                   "fontsize": "11", "margin": "0.12,0.04", "height": "0.3", "penwidth": "0.8",
                    "color": "#6b7280"},
         edge_attr={"arrowsize": "0.6", "color": "#6b7280", "penwidth": "0.8"},
         body=writer.lines(),
