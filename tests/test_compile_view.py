@@ -34,7 +34,9 @@ def view():
 
 def test_explore_with_dynamo_lists_every_graph_and_part(view):
     assert isinstance(view, CompileExplorer) and isinstance(view.explorer, Explorer)
-    assert view.why.value == ""  # dynamo asked for by name: nothing to explain
+    # dynamo asked for by name: no why, only which graph is shown (a tie: the first)
+    assert "Shown first: graph 1 of 2 (listed as graph 0), the largest (the first of 2 as large)" in view.why.value
+    assert "opened as" not in view.why.value and view.current == (0, "dynamo")
     rows = view.listing.children
     assert len(rows) == 2
     labels = [[b.description for b in row.children if hasattr(b, "on_click")] for row in rows]

@@ -70,7 +70,7 @@ class CompileExplorer(w.VBox):
     """The list of ``compiled``'s graphs above the Explorer on the chosen one.
     ``show(index, part)`` opens a graph; ``explorer`` is the Explorer shown now."""
 
-    def __init__(self, compiled: Compiled, *, index: int = 0, part: str = "dynamo", **explorer_options: Any):
+    def __init__(self, compiled: Compiled, *, index: int | None = None, part: str = "dynamo", **explorer_options: Any):
         self.compiled = compiled
         self._options = explorer_options
         self.explorer: Explorer | None = None
@@ -102,12 +102,12 @@ class CompileExplorer(w.VBox):
         super().__init__([style, self.title, self.why, self.hint, self.listing, self.check_all, self.checks, self.info,
                           self.error, self.holder])
         self.add_class("fxviz-compile")
-        self.show(index, part)
+        self.show(compiled.shown if index is None else index, part)  # the largest graph unless asked
 
     @classmethod
     def around(cls, session: Any, **explorer_options: Any) -> CompileExplorer:
-        """The list over a Session opened on the first of dynamo's graphs (what
-        ``tracer="auto"`` falls back to): the other graphs open beside it."""
+        """The list over a Session opened on one of dynamo's graphs (what ``tracer="auto"``
+        falls back to; the largest): the other graphs open beside it."""
         compiled = Compiled.from_capture(session.capture, type(session.steps[0].gm).__name__)
         compiled.adopt(session)
         return cls(compiled, **explorer_options)

@@ -155,8 +155,9 @@ def trace(
     earlier ones failed), one of those by name, ``"export (joint)"`` (a model whose
     output is a scalar loss, as torch.export's forward+backward graph), or a
     ``torch.fx.Tracer`` subclass or instance (:func:`methods` lists the names). With dynamo
-    the first graph is returned; ``graph_info(gm).graph_breaks`` lists the graph breaks (use
-    :func:`capture` for all graphs). ``capture_timeout``: seconds ``"auto"`` may spend;
+    the largest graph is returned (the one a Session opens, ``Capture.shown``);
+    ``graph_info(gm).graph_breaks`` lists the graph breaks (use :func:`capture` for all
+    graphs). ``capture_timeout``: seconds ``"auto"`` may spend;
     once a method fails past them the later ones are not tried and the error says how long
     each took (None: no limit; a method is never interrupted).
 

@@ -38,8 +38,8 @@ class Capture:
     graph_breaks: list[dict[str, Any]] = field(default_factory=list)
     #: What the graph reproduces, when not the model itself (a copy with plain outputs).
     reference: Any = None
-    #: Why ``tracer="auto"`` opened the model as dynamo's graphs cut at graph breaks, and
-    #: what to do about it ("" when it did not).
+    #: Of dynamo's several graphs, which is shown first and why; with ``tracer="auto"``, also why it
+    #: opened the model as those graphs and what to do about it ("" for one graph whole).
     note: str = ""
     #: What its graphs show when not what the method's usually do (AOT's graphs of a dynamo graph).
     summary: str = ""
@@ -47,10 +47,12 @@ class Capture:
     #: seeded as a check is) that proved its graph runs (``tracer="auto"``): a Session's step 0
     #: reuses them instead of running the model again before its first view.
     first_run: tuple[Any, dict[str, dict[str, Any]]] | None = None
+    #: The index of the graph a Session opens (``gm``): of dynamo's, the largest (:mod:`.shown`).
+    shown: int = 0
 
     @property
     def gm(self) -> torch.fx.GraphModule:
-        return self.graphs[0]
+        return self.graphs[self.shown]
 
     @property
     def about(self) -> str:

@@ -18,6 +18,7 @@ from fxviz.capture.info import graph_info
 from fxviz.capture.places import package_relative, where
 from fxviz.capture.backward import MARK
 from fxviz.capture.names import name_ends
+from fxviz.capture.shown import shown_graph, shown_note
 from fxviz.errors import TraceError
 
 #: :class:`GraphInfo` fields of a dynamo graph's AOT graphs (GraphModules, or None)
@@ -107,15 +108,16 @@ def capture(fn: Callable[..., Any], inputs: tuple, *, aot: bool = True, backward
                guard_tree=trees.get(cid, ""), graph_break=gm.meta["fxviz_break"],
                aot_error=gm.meta.pop("fxviz_aot_error", None), **parts)
     name_ends(graphs, fn, (*inputs, *(kwargs or {}).values()), tuple(kwargs or {}))  # fxviz.compiled's too
-    return Capture(graphs, "dynamo", graph_breaks=breaks)
+    shown = shown_graph(graphs)  # graph 0 may be setup before the layers (DBRX's attention mask)
+    return Capture(graphs, "dynamo", graph_breaks=breaks, shown=shown, note=shown_note(graphs, shown))
 
 
 def split_note(name: str, result: Capture, attempts: list[tuple[str, str]]) -> str:
     """Why ``tracer="auto"`` opened ``name`` as dynamo's graphs cut at graph breaks (what
-    stopped each method that would have made one whole graph) and what the user can do;
-    "" when there is no break (dynamo's graph holds all of it)."""
+    stopped each method that would have made one whole graph) and what the user can do, then
+    which graph is shown first (``result.note``); that alone when there is no break."""
     if not result.graph_breaks:
-        return ""
+        return result.note
     count, first = len(result.graphs), result.graph_breaks[0]
     at = f" at {first['user_line']}" if first.get("user_line") else ""
     stopped = "".join(f"\n  - {method}: {reason}" for method, reason in attempts if not reason.startswith("skipped"))
@@ -125,7 +127,8 @@ def split_note(name: str, result: Capture, attempts: list[tuple[str, str]]) -> s
         "Each graph is checked on its own, on the inputs dynamo gave it, not the whole model or step.\n"
         "What to do: make the line where each method stopped traceable (a Python branch or loop on a "
         "tensor's value: torch.where or torch.cond, or an option of the library that takes a traceable path); "
-        "then it opens as one graph. Meanwhile explore() lists the graphs and opens each on its own.")
+        "then it opens as one graph. Meanwhile explore() lists the graphs and opens each on its own."
+        + (f"\n{result.note}" if result.note else ""))
 
 
 def _recorder(owner: torch.fx.GraphModule, part: str) -> Callable[..., Any]:

@@ -152,12 +152,17 @@ class Compiled:
             self._sessions[key] = Session(one, **self.session_options)
         return self._sessions[key]
 
+    @property
+    def shown(self) -> int:
+        """The index of the graph to open first: the largest (``Capture.shown``), the others listed."""
+        return self.capture.shown
+
     def adopt(self, session: Any) -> None:
-        """Use ``session`` (opened on this capture's first graph, e.g. by ``tracer="auto"``)
-        as graph 0's: its steps are kept."""
+        """Use ``session`` (opened on this capture's shown graph, e.g. by ``tracer="auto"``)
+        as that graph's: its steps are kept."""
         if session.capture is not self.capture:
             raise InputError("adopt(session): the session was opened on another capture.")
-        self._sessions[(0, "dynamo")] = session
+        self._sessions[(self.shown, "dynamo")] = session
 
     def sessions(self) -> dict[tuple[int, str], Any]:
         """A Session for every view (each made on first use, then kept)."""
