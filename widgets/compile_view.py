@@ -67,7 +67,8 @@ def _pre(text: str) -> str:
 
 
 class CompileExplorer(w.VBox):
-    """The list of ``compiled``'s graphs above the Explorer on the chosen one.
+    """The list of ``compiled``'s graphs above the Explorer on the chosen one (``index``, or
+    first the largest: ``compiled.shown``, the note above the list says why).
     ``show(index, part)`` opens a graph; ``explorer`` is the Explorer shown now."""
 
     def __init__(self, compiled: Compiled, *, index: int | None = None, part: str = "dynamo", **explorer_options: Any):
