@@ -6,7 +6,8 @@ from torch.utils.flop_counter import FlopCounterMode
 import fxviz
 import fxviz._torch_internals
 import fxviz.annotation.shapes
-from fxviz._torch_internals import FlopCounter
+from fxviz._torch_internals import FlopCounter, flops as flops_module
+from fxviz._torch_internals.flops import module_flops
 
 
 class _Counting(FlopCounter):
@@ -20,11 +21,15 @@ class _Counting(FlopCounter):
 
 
 def _flops(model: torch.nn.Module, x: torch.Tensor, monkeypatch) -> tuple[dict, int]:
-    """FLOPs per module called, and how many counts were made."""
+    """FLOPs per module called, and how many counts were made (under the counter, or by a
+    Linear's or a convolution's formula)."""
     _Counting.entered = 0
+    by_formula = []
     monkeypatch.setattr(fxviz._torch_internals, "FlopCounter", _Counting)
+    monkeypatch.setattr(flops_module, "module_flops", lambda *a: by_formula.append(a) or module_flops(*a))
     gm = fxviz.annotate(fxviz.trace(model), x)
-    return {n.target: n.meta["flops"] for n in gm.graph.nodes if n.op == "call_module"}, _Counting.entered
+    counts = _Counting.entered + len(by_formula)
+    return {n.target: n.meta["flops"] for n in gm.graph.nodes if n.op == "call_module"}, counts
 
 
 def test_equal_modules_are_counted_once_and_each_gets_the_count(monkeypatch):
@@ -92,4 +97,42 @@ def test_a_torch_nn_class_that_ran_no_counted_operator_is_not_counted_again_on_i
     flops = {n.target: n.meta["flops"] for n in gm.graph.nodes if n.op == "call_module"}
     assert [flops[f"norms.{i}"] for i in range(3)] == [None] * 3  # not counted, not 0
     assert flops["two"] == 2 * 3 * 4 * 4  # a matrix input is counted, whatever a vector did before
-    assert _Counting.entered == 3  # one BatchNorm2d, the Linear on a vector, the Linear on a matrix
+    assert _Counting.entered == 2  # one BatchNorm2d, the Linear on a vector (the one on a matrix: by its formula)
+
+
+def test_a_linear_or_convolution_is_counted_by_its_formula_as_the_counter_counts_it(monkeypatch):
+    """No dispatch mode for torch.nn's Linear and convolutions; an unbatched input, a hook
+    or a subclass (it may run more) goes under the counter."""
+    calls = [(torch.nn.Linear(8, 5), torch.randn(2, 3, 8)), (torch.nn.Conv1d(4, 6, 3, dilation=2), torch.randn(2, 4, 20)),
+             (torch.nn.Conv2d(4, 6, 3, stride=2, padding=1, groups=2, padding_mode="reflect"), torch.randn(2, 4, 9, 9)),
+             (torch.nn.Conv3d(2, 3, 2), torch.randn(1, 2, 4, 4, 4)),
+             (torch.nn.ConvTranspose2d(4, 6, 3, stride=2, output_padding=1), torch.randn(2, 4, 5, 5)),
+             (torch.nn.Conv2d(4, 6, 3), torch.randn(4, 9, 9))]
+    for module, x in calls:
+        flops, counts = _flops(torch.nn.Sequential(module), x, monkeypatch)
+        with FlopCounterMode(display=False) as theirs:
+            module(x)
+        assert flops["0"] == theirs.get_total_flops() > 0 and counts == 1
+        assert _Counting.entered == (x.dim() == 3 and type(module) is torch.nn.Conv2d)  # unbatched: the counter's
+    hooked = torch.nn.Linear(8, 8)
+    hooked.register_forward_pre_hook(lambda module, args: (args[0] @ torch.ones(8, 8),))
+    flops, _ = _flops(torch.nn.Sequential(hooked), torch.randn(2, 8), monkeypatch)
+    assert flops["0"] == 2 * (2 * 2 * 8 * 8) and _Counting.entered == 1
+
+    class Std(torch.nn.Conv2d):  # as timm's StdConv2d: more operators than its convolution
+        def forward(self, x):
+            return super().forward(x) + (x.flatten(2) @ x.flatten(2).transpose(1, 2)).sum()
+
+    class Leaves(torch.fx.Tracer):
+        def is_leaf_module(self, module, name):
+            return isinstance(module, Std) or super().is_leaf_module(module, name)
+
+    model, x = torch.nn.Sequential(Std(4, 4, 3)), torch.randn(1, 4, 6, 6)
+    gm = torch.fx.GraphModule(model, Leaves().trace(model))
+    monkeypatch.setattr(fxviz._torch_internals, "FlopCounter", _Counting)
+    _Counting.entered = 0
+    fxviz.annotate(gm, x)
+    with FlopCounterMode(display=False) as theirs:
+        model(x)
+    assert [n.meta["flops"] for n in gm.graph.nodes if n.op == "call_module"] == [theirs.get_total_flops()]
+    assert _Counting.entered == 1

@@ -137,7 +137,7 @@ class _Annotator(torch.fx.Interpreter):
         """How a node is run (None: not a call, run by the Interpreter's method of its op),
         whether it may write its inputs, what its FLOPs key holds for its target, for a
         module its parameters' and buffers' bytes by id and the tensors (a call reads them
-        and may write them) and, for one of torch.nn's own, its class (see :meth:`_count`):
+        and may write them) and, for one of torch.nn's own, the module (see :meth:`_count`):
         a module is looked up and walked once per target, not per use."""
         if not n.op.startswith("call_"):
             return None, False, n.target, ({}, []), None
@@ -150,7 +150,7 @@ class _Annotator(torch.fx.Interpreter):
             found = module_signature(module)
             head = module if found is None else self._modules.setdefault(found, len(self._modules))
             run = _module_call(module)
-            family = type(module) if type(module).__module__.startswith("torch.nn.modules.") else None
+            family = module if type(module).__module__.startswith("torch.nn.modules.") else None
         else:  # the first: Interpreter's, less a check
             head, run = n.target, _call_function if n.op == "call_function" else self.call_method
         if n.op != "call_method" and not isinstance(n.target, BuiltinFunctionType | OpOverload):
@@ -159,22 +159,32 @@ class _Annotator(torch.fx.Interpreter):
 
     def _count(self, key: Any, run: Any, target: Any, args: tuple, kwargs: dict,
                owned: tuple[dict[int, int], list[torch.Tensor]] | None,
-               family: type | None) -> tuple[int | str | None, Any]:
+               family: torch.nn.Module | None) -> tuple[int | str | None, Any]:
         """The FLOPs of a call (None where no operator it ran has a formula; a str saying
         why where counting failed), noted under ``key`` (None: not noted), and its result.
         Counting never stops the run: a call that fails under torch's counter runs again
         without it, unless it wrote into a tensor first (then the failure is the call's).
         ``owned``: None where the call cannot write its inputs, else its module's tensors.
-        ``family``: a torch.nn class (BatchNorm2d, ReLU) whose call on inputs of the same
-        dimensions ran no operator with a formula before is not counted again: whether one
-        of torch.nn's own runs a matmul or a convolution follows from its class and its
-        inputs' dimensions (a Linear on a vector runs none), not their sizes or settings
-        (most calls of mobilenet_v3's 168 modules)."""
-        kin = None if family is None else (family, *[t.dim() for t in _tensors(args)])
+        ``family``: one of torch.nn's modules. A Linear or a convolution is counted by its
+        formula (:func:`~fxviz._torch_internals.flops.by_formula`). One whose class
+        (BatchNorm2d, ReLU) ran no operator with a formula on inputs of the same dimensions
+        before is not counted again: whether one of torch.nn's own runs a matmul or a
+        convolution follows from its class and its inputs' dimensions (a Linear on a vector
+        runs none), not their sizes or settings (most calls of mobilenet_v3's 168 modules)."""
+        kin = None if family is None else (type(family), *[t.dim() for t in _tensors(args)])
         if kin in self._formula_free:
             if key is not None:
                 self._flops[key] = None
             return None, run(target, args, kwargs)
+        if family is not None:
+            from fxviz._torch_internals.flops import by_formula, module_flops  # they import triton: on first count
+
+            if by_formula(family, args, kwargs):
+                result = run(target, args, kwargs)
+                flops = module_flops(family, args[0], result)
+                if key is not None:
+                    self._flops[key] = flops
+                return flops, result
         written = _versions(args, kwargs, owned) if owned is not None else None
         # The shim loads torch's counter on this first read: it imports triton.
         counter = self._counter = self._counter or _torch_internals.FlopCounter(display=False)
