@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Mapping
-from itertools import repeat
 from typing import Any, NamedTuple
 
 from fxviz.present.columns import Columns
@@ -108,9 +107,10 @@ def time_columns(graph: Any, table: Any) -> Columns:
     return columns
 
 
-def table_rows(graph: Any, table: Any) -> list[dict[str, Any]]:
-    """One node-table row per node, in graph order, with its time when ``table`` (a
-    profile's) has it."""
-    times = time_columns(graph, table)
-    rows = Columns(values(graph)).pick(TABLE_KEYS)
-    return [row | extra for row, extra in zip(rows, times if times.columns else repeat(dict.fromkeys(TIME_KEYS)))]
+def table_rows(graph: Any, table: Any, every: Columns | None = None) -> Columns:
+    """One node-table row per node, in graph order, column by column (the table reads
+    them so), with its time when ``table`` (a profile's) has it; ``every``: the columns
+    of :func:`~fxviz.present.node_table.values` made already, whose encodings it shares."""
+    rows = (every or Columns(values(graph))).pick(TABLE_KEYS)
+    rows.columns |= time_columns(graph, table).columns or {key: [None] * rows.n for key in TIME_KEYS}
+    return rows

@@ -45,14 +45,14 @@ from fxviz.background._gc import gc_paused
 from fxviz.present.chart import chart_svg
 from fxviz.present.columns import Columns
 from fxviz.errors import FxvizError
-from fxviz.annotation.graph import shape_text
-from fxviz.present.node_table import COLUMNS
+from fxviz.present.node_table import COLUMNS, values
 from fxviz.present.overview import graph_overview
 from fxviz.present.presentation import NodeTime, check_text, node_times
 from fxviz.report.kernels import kernels_section
 from fxviz.report.views import WORKERS, draw_all, variant_record
 
 TOP_NODES = 15  # rows of each step's timing table and chart
+NODE_KEYS = ("name", "op", "target", "module_path", "shape")  # the graph view's columns of the node table's
 
 def write_html(session: Any, path: str | pathlib.Path, *, title: str | None = None, profile: bool = False,
                check: bool = False, max_views: int | None = None) -> pathlib.Path:
@@ -147,6 +147,9 @@ class _Blobs:
         return range(len(self._items) - count, len(self._items))
 
     def put(self, index: int, value: Any) -> None:
+        if isinstance(value, Columns):  # encoded already, or once for all its uses
+            self._items[index] = self.pool.submit(_gzip64, value.json().encode())
+            return
         try:
             text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
         except ValueError:  # NaN or infinity, which JSON lacks (looked for only when there is one)
@@ -180,6 +183,7 @@ def _step(step: Any, current: int, views: dict[str, int], variants: list[int], b
     if table is None and profile:
         table = step.profile(budget_s=1.0)  # the Explorer's setting
     times = node_times(table)
+    every = Columns(values(graph))  # the graph view's and the node table's columns, made and encoded once
     return {
         "index": step.index,
         "pass_name": step.pass_name,
@@ -189,10 +193,10 @@ def _step(step: Any, current: int, views: dict[str, int], variants: list[int], b
         "check": _check(step.check if check or step.check_done else None),
         "n_nodes": len(graph),
         "views": {focus: variants[i] for focus, i in views.items()},
-        "nodes": _nodes(graph, times),
+        "nodes": _nodes(every, times),
         "details": blobs.add({n: _details(graph, n, times) for n in graph}),
         "overview": graph_overview(graph, capture),  # Details while no node is selected
-        "rows": blobs.add(presentation.table_rows(graph, table)),
+        "rows": blobs.add(presentation.table_rows(graph, table, every)),  # column by column, as the table reads them
         "code": blobs.add(code),
         "lines": _node_lines(code, graph),
         "timing": None if table is None else _timing(table, blobs),
@@ -231,15 +235,12 @@ def _check(check: Any) -> dict[str, Any]:
     return found | {"message": check.message, "max_abs": _finite(check.max_abs), "max_rel": _finite(check.max_rel)}
 
 
-def _nodes(graph: Any, times: dict[str, NodeTime]) -> dict[str, Any]:
-    """The graph view's node records (tooltip and search) as it reads them (``nodes_to_json``),
-    made column by column: a dict per node would cost twice as long."""
-    attrs = [a for _, a in graph.nodes(data=True)]
-    return Columns({
-        "name": list(graph), "op": [a["op"] for a in attrs], "target": [str(a["target"]) for a in attrs],
-        "module_path": [a["module_path"] or "" for a in attrs], "shape": [shape_text(a["shape"]) for a in attrs],
-        "time": [presentation.time_text(times.get(n)) for n in graph],
-    }, len(attrs)).encoded()
+def _nodes(every: Columns, times: dict[str, NodeTime]) -> dict[str, Any]:
+    """The graph view's node records (tooltip and search) as it reads them (``nodesOf``):
+    the node table's columns ``every`` it shows, and each node's time."""
+    nodes = every.pick(NODE_KEYS)
+    nodes.columns["time"] = [presentation.time_text(times.get(n)) for n in every.columns["name"]]
+    return nodes.encoded()
 
 
 def _details(graph: Any, name: str, times: dict[str, NodeTime]) -> dict[str, Any]:

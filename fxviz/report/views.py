@@ -42,14 +42,19 @@ class Views:
 
     variants: list[Rendering] = field(default_factory=list)
     per_step: list[dict[str, int]] = field(default_factory=list)
+    pool: Executor | None = None  # where each new variant starts laying out as it is added
     _by_dot: dict[str, int] = field(default_factory=dict)
     _layouts: list[Future] = field(default_factory=list)  # one per variant laid out or under way
 
     def add(self, rendering: Rendering) -> int:
+        """The index of ``rendering``'s DOT among the variants, added (and, with a ``pool``,
+        its layout started: dot works while the next views are drawn) when new."""
         key = hashlib.sha1(rendering.dot.source.encode()).hexdigest()
         if key not in self._by_dot:
             self._by_dot[key] = len(self.variants)
             self.variants.append(rendering)
+            if self.pool is not None:
+                self.lay_out(self.pool)
         return self._by_dot[key]
 
     def lay_out(self, pool: Executor) -> None:
@@ -151,13 +156,13 @@ def twins(graph: nx.DiGraph, boxes: dict[str, Any]) -> set[str]:
 
 
 def draw_all(graphs: Iterable[nx.DiGraph], max_views: int, pool: Executor) -> Views:
-    """Views of every step, each step's laid out in ``pool`` while the next is drawn
-    (``Views.svgs`` waits for them). What each drawing derives from all of a graph's
-    nodes is computed once per graph (:mod:`fxviz.annotation.graph_memo`)."""
-    views = Views()
+    """Views of every step, each laid out in ``pool`` from the moment it is drawn, while
+    the next are drawn (``Views.svgs`` waits for them): dot's layouts, not the drawing,
+    are most of a report's time, so they start first. What each drawing derives from all
+    of a graph's nodes is computed once per graph (:mod:`fxviz.annotation.graph_memo`)."""
+    views = Views(pool=pool)
     for graph in graphs:
         views.per_step.append(step_views(graph, views, max_views))
-        views.lay_out(pool)
     return views
 
 
