@@ -72,7 +72,7 @@ class Attention(nn.Module):
         self.norm, self.qkv, self.out = nn.LayerNorm(8), nn.Linear(8, 24), nn.Linear(8, 8)
 
     def forward(self, x):
-        q, k, v = self.qkv(self.norm(x)).view(2, 5, 3, 8).unbind(2)
+        q, k, v = self.qkv(self.norm(x)).view(*x.shape[:2], 3, 8).unbind(2)
         y = torch.nn.functional.scaled_dot_product_attention(q, k, v)
         return x + torch.nn.functional.gelu(self.out(y))
 
@@ -104,3 +104,41 @@ def test_an_operator_with_a_formula_is_counted_from_shapes_as_the_counter_counts
         out = aten.mm.default(a, b)
     assert formula_flops(aten.mm.default, out, (a, b), {}) == counter.get_total_flops() == 2 * 3 * 5 * 7
     assert "FLOP formula for aten.mm" in formula_flops(aten.mm.default, out, (a,), {})  # a formula's failure said
+
+
+
+def test_flops_run_on_meta_once_per_operator_and_shapes_in_a_process(monkeypatch):
+    """A graph opened again (a new export of the same model) reads the counts made for the
+    first; other shapes are counted anew, as the annotated run counts them."""
+    from fxviz.annotation import known_shapes
+    from fxviz.annotation.shapes import annotated_run
+
+    monkeypatch.setattr(known_shapes, "_COUNTED", {})
+    ran, run = [], known_shapes._run_on_meta
+    monkeypatch.setattr(known_shapes, "_run_on_meta", lambda node, vals: ran.append(node.target) or run(node, vals))
+    model, x = Attention().eval(), torch.randn(2, 5, 8)
+    first, again = (fxviz.trace(torch.export.export(model, (x,))) for _ in range(2))
+    notes = known_shapes.known_notes(first, (x,))
+    assert torch.ops.aten.linear.default in ran  # composites run on meta the first time
+    counted = len(ran)
+    assert known_shapes.known_notes(again, (x,)) == notes and len(ran) == counted  # the same counts, none run
+    y = torch.randn(4, 5, 8)
+    gm = fxviz.trace(torch.export.export(model, (y,)))
+    other = known_shapes.known_notes(gm, (y,))
+    assert len(ran) > counted  # counted anew: a batch of 4, not 2
+    _, real = annotated_run(gm, (y,))
+    assert {n: other[n]["flops"] for n in real} == {n: real[n]["flops"] for n in real}
+    assert sum(n["flops"] or 0 for n in other.values()) == 2 * sum(n["flops"] or 0 for n in notes.values())
+
+
+def test_the_counts_kept_are_bounded(monkeypatch):
+    from fxviz.annotation import known_shapes
+
+    x = torch.randn(2, 5, 8)
+    gm = fxviz.trace(torch.export.export(Attention().eval(), (x,)))
+    monkeypatch.setattr(known_shapes, "_COUNTED", {})
+    unbounded = known_shapes.known_notes(gm, (x,))
+    assert len(known_shapes._COUNTED) > 2
+    monkeypatch.setattr(known_shapes, "_COUNTED", {})
+    monkeypatch.setattr(known_shapes, "_COUNTED_LIMIT", 2)
+    assert known_shapes.known_notes(gm, (x,)) == unbounded and len(known_shapes._COUNTED) <= 2
