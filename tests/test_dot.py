@@ -87,6 +87,21 @@ def test_dot_loads_its_layout_and_svg_plugins_alone(monkeypatch, tmp_path):
     assert [p.name for p in folder.iterdir()] == [Path(env["GVBINDIR"]).name]  # no half-made folder left
 
 
+def test_a_plugin_folder_removed_while_running_is_made_again(monkeypatch, tmp_path):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    dot.environment.cache_clear()
+    try:
+        folder = Path(dot.environment(shutil.which("dot"))["GVBINDIR"])
+        shutil.rmtree(folder)  # a user clearing ~/.cache
+        if dot._spare is not None:  # started before: it has its plugins loaded
+            dot._spare.kill()
+            dot._spare.wait()
+        code, out, _ = dot.run("digraph { again }", timeout=30)
+        assert code == 0 and b">again</text>" in out and folder.is_dir()
+    finally:
+        dot.environment.cache_clear()
+
+
 def test_a_dot_whose_plugins_cannot_be_set_apart_runs_as_installed(monkeypatch, tmp_path):
     (tmp_path / "plugins").mkdir()
     (tmp_path / "plugins" / "libgvplugin_core.so.6").write_text("")

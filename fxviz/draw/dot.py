@@ -88,8 +88,12 @@ _WARM_UP = b'digraph { a [label="a"] }\n'
 
 
 def _start(exe: str, *, warm: bool = True) -> subprocess.Popen:
+    env = environment(exe)
+    if env is not None and not os.path.isdir(env["GVBINDIR"]):  # the cache was cleared since: made again
+        environment.cache_clear()
+        env = environment(exe)
     process = subprocess.Popen([exe, "-Tsvg"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               env=environment(exe))
+                               env=env)
     if warm:
         process.stdin.write(_WARM_UP)
         process.stdin.flush()
