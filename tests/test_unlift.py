@@ -55,3 +55,25 @@ def test_an_unlifted_program_holds_its_weights_as_ep_module_does():
     constant = ep.graph_signature.lifted_tensor_constants[0]
     assert getattr(gm, constant) is getattr(torchs, constant) is ep.constants[constant]
     torch.testing.assert_close(gm(x), model(x))
+
+
+def test_the_graph_is_copied_as_graph_copy_copies_it_and_the_program_is_left_as_it_was():
+    from torch.fx.node import map_arg
+
+    from fxviz._torch_internals.unlift import _copied
+
+    ep = torch.export.export(Held().eval(), (torch.randn(2, 4),))
+    before = str(ep.graph)
+    ours, theirs = _copied(ep.graph), torch.fx.Graph()
+    output, old = theirs.graph_copy(ep.graph, {}, return_output_node=True)
+    theirs.output(output, type_expr=old.type).meta = dict(old.meta)
+
+    def described(graph):
+        return [(n.name, n.op, n.target, n.type, map_arg((n.args, n.kwargs), lambda a: f"<{a.name}>"),
+                 [u.name for u in n.users], n.meta) for n in graph.nodes]
+
+    assert described(ours) == described(theirs) and len(ours.nodes) == len(ep.graph.nodes)
+    assert all(a.meta is not b.meta and a.meta["val"] is b.meta["val"] for a, b in zip(ours.nodes, ep.graph.nodes)
+               if "val" in b.meta)  # each meta its own dict, holding the program's values
+    assert str(ep.graph) == before and all(u.graph is ep.graph for n in ep.graph.nodes for u in n.users)
+    ours.lint()
