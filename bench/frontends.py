@@ -129,14 +129,23 @@ def _patchtst() -> tuple:
     return transformers.PatchTSTModel(config).eval(), (torch.randn(1, 32, 3),)
 
 
-def _detector_training() -> tuple:
-    """A torchvision detector as it is trained: images and their boxes and labels in, the losses out."""
-    import torchvision
+def _detector_training(factory: str = "fasterrcnn_mobilenet_v3_large_320_fpn", batch: int = 1,
+                       **kw: Any) -> Callable[[], tuple]:
+    """A torchvision detector as it is trained: images and their boxes and labels in (and, for
+    Mask/Keypoint R-CNN, masks or keypoints: the target keys its roi heads ask for), the losses out.
+    ``batch``: images (SSDlite's batch norms on 1×1 maps need two in training)."""
+    def build():
+        import torchvision
 
-    model = torchvision.models.detection.fasterrcnn_mobilenet_v3_large_320_fpn(
-        weights=None, weights_backbone=None, num_classes=3).train()
-    targets = [{"boxes": torch.tensor([[4.0, 4.0, 40.0, 40.0]]), "labels": torch.tensor([1])}]
-    return model, ([torch.rand(3, 64, 64)], targets)
+        model = getattr(torchvision.models.detection, factory)(weights=None, weights_backbone=None, **kw).train()
+        target = {"boxes": torch.tensor([[4.0, 4.0, 40.0, 40.0]]), "labels": torch.tensor([1])}
+        if "mask" in factory:
+            target["masks"] = torch.zeros(1, 64, 64, dtype=torch.uint8)
+            target["masks"][0, 4:40, 4:40] = 1
+        if "keypoint" in factory:
+            target["keypoints"] = torch.tensor([[[10.0, 10.0, 1.0], [20.0, 20.0, 1.0], [30.0, 30.0, 1.0]]])
+        return model, ([torch.rand(3, 64, 64) for _ in range(batch)], [target] * batch)
+    return build
 
 
 def _exported(build: Callable[[], tuple], dynamic_dim: int | None = None) -> Callable[[], tuple]:
@@ -244,6 +253,8 @@ CANINE = _hf("CanineConfig", downsampling_rate=2, num_hash_buckets=64, num_hash_
 WAVLM = _hf("WavLMConfig", "audio", conv_dim=(32, 32), conv_stride=(5, 2), conv_kernel=(10, 3),
             num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=2, num_buckets=32, max_bucket_distance=64,
             **SMALL)
+#: a wav2vec2-like feature encoder: two convolutions, 1600 samples to 159 frames
+AUDIO_CONV = {"conv_dim": (32, 32), "conv_stride": (5, 2), "conv_kernel": (10, 3), "num_conv_pos_embedding_groups": 2}
 TIMESFORMER = _hf("TimesformerConfig", "video", image_size=32, patch_size=8, num_frames=2, **SMALL)
 
 FAMILIES: dict[str, dict[str, Callable[[], tuple]]] = {
@@ -302,7 +313,19 @@ FAMILIES: dict[str, dict[str, Callable[[], tuple]]] = {
     | {n: _timm(n, 224) for n in ("mvitv2_tiny", "swinv2_cr_tiny_ns_224", "vit_small_r26_s32_224", "csatv2")}
     | {"inception_v4": _timm("inception_v4", 96),
        "samvit (2 blocks)": _timm("samvit_base_patch16", 64, img_size=64, depth=2, num_classes=8),
-       "vitamin_small": _timm("vitamin_small_224", 64, img_size=64)},
+       "vitamin_small": _timm("vitamin_small_224", 64, img_size=64)}
+    | {n: _timm(n) for n in (  # issue 32's fifth sweep: families not tried before
+        "cspdarknet53", "cspresnext50", "caformer_s18", "convformer_s18", "hardcorenas_a", "fbnetv3_b",
+        "gcresnet33ts", "efficientnetv2_rw_t", "resnetaa50d", "hgnet_tiny", "resnet50_gn")}
+    | {"inception_resnet_v2": _timm("inception_resnet_v2", 96),
+       "bat_resnext26ts": _timm("bat_resnext26ts", 256),  # its attention is over a fixed 256 px grid
+       "twins_pcpvt_small": _timm("twins_pcpvt_small", 64, img_size=64),
+       "maxxvitv2_nano": _timm("maxxvitv2_nano_rw_256", 128, img_size=128),
+       **{name: _timm(model, 64, img_size=64, depth=2) for name, model in (
+           ("deit3 (2 blocks)", "deit3_small_patch16_224"), ("flexivit (2 blocks)", "flexivit_small"),
+           ("vit_relpos (2 blocks)", "vit_relpos_small_patch16_224"),
+           ("vit dinov3 (2 blocks)", "vit_small_patch16_dinov3"),
+           ("naflexvit (2 blocks)", "naflexvit_base_patch16_gap"))}},
     "hf": {
         "bert": _hf("BertConfig", vocab_size=128, **SMALL),
         **_decoder("GPT2Config", vocab_size=128, n_embd=32, n_layer=2, n_head=2),
@@ -540,6 +563,52 @@ FAMILIES: dict[str, dict[str, Callable[[], tuple]]] = {
         # past its table); PatchTST's batch norm on a transposed input: torch's fake strides are not the real ones
         "canine (tracer=dynamo)": _traced_by(CANINE, "dynamo"),
         "patchtst (tracer=dynamo)": _traced_by(_patchtst, "dynamo"),
+        # issue 32's fifth sweep: families not tried before
+        **{name: _hf(config, vocab_size=128, **SMALL) for name, config in (
+            ("splinter", "SplinterConfig"), ("xlm-roberta-xl", "XLMRobertaXLConfig"),
+            ("data2vec-text", "Data2VecTextConfig"), ("ibert", "IBertConfig"))},
+        "ernie (task ids)": _hf("ErnieConfig", vocab_size=128, use_task_id=True, **SMALL),
+        "xmod (language adapters)": _hf("XmodConfig", vocab_size=128, languages=["en_XX", "de_DE"],
+                                        default_language="en_XX", **SMALL),
+        "data2vec-audio": _hf("Data2VecAudioConfig", "audio", **AUDIO_CONV, num_conv_pos_embeddings=2,
+                              conv_pos_kernel_size=3, **SMALL),
+        "unispeech-sat": _hf("UniSpeechSatConfig", "audio", **AUDIO_CONV, num_conv_pos_embeddings=16, **SMALL),
+        "wav2vec2-conformer": _hf("Wav2Vec2ConformerConfig", "audio", **AUDIO_CONV, num_conv_pos_embeddings=16,
+                                  conformer_conv_depthwise_kernel_size=3, **SMALL),
+        "dinov2 (registers)": _hf("Dinov2WithRegistersConfig", "pixels", image_size=32, patch_size=8,
+                                  num_register_tokens=2, **SMALL),
+        "convnextv2": _hf("ConvNextV2Config", "pixels", hidden_sizes=[16, 32], depths=[1, 1], num_stages=2),
+        # hidden_dim: its head, 1280 × 0.25; initializer_range: at 0.02 its activations are all zero by block 4
+        "efficientnet": _hf("EfficientNetConfig", "pixels", image_size=32, width_coefficient=0.25,
+                            depth_coefficient=0.25, hidden_dim=320, initializer_range=0.5),
+        "mobilenet_v2": _hf("MobileNetV2Config", "pixels", image_size=32, depth_multiplier=0.35),
+        "pvt_v2": _hf("PvtV2Config", "pixels", image_size=32, num_encoder_blocks=2, depths=[1, 1], sr_ratios=[2, 1],
+                      hidden_sizes=[16, 32], patch_sizes=[7, 3], strides=[4, 2], num_attention_heads=[1, 2],
+                      mlp_ratios=[2, 2]),
+        "hiera": _hf("HieraConfig", "pixels", image_size=[32, 32], embed_dim=16, depths=[1, 1], num_heads=[1, 2],
+                     num_query_pool=1, masked_unit_size=[4, 4]),
+        "dpt (depth)": _hf("DPTConfig", "pixels", head="AutoModelForDepthEstimation", image_size=32, patch_size=8,
+                           hidden_size=32, num_hidden_layers=4, num_attention_heads=2, intermediate_size=64,
+                           backbone_out_indices=[0, 1, 2, 3], neck_hidden_sizes=[8, 16, 32, 32], fusion_hidden_size=16),
+        "granitemoeshared": _hf("GraniteMoeSharedConfig", num_local_experts=4, num_experts_per_tok=2,
+                                shared_intermediate_size=32, use_cache=False, **TINY_LM),
+        "arcee": _hf("ArceeConfig", use_cache=False, **TINY_LM),
+        "glm4": _hf("Glm4Config", head_dim=16, pad_token_id=0, use_cache=False, **TINY_LM),
+        "bitnet": _hf("BitNetConfig", use_cache=False, **TINY_LM),
+        **{name: _hf(config, sliding_window=4, layer_types=["sliding_attention", "full_attention"], use_cache=False,
+                     **TINY_LM) for name, config in (("exaone4 (sliding)", "Exaone4Config"),
+                                                     ("cohere2 (sliding)", "Cohere2Config"))},
+        "nemotron-h (hybrid)": _hf("NemotronHConfig", layers_block_type=["linear_attention", "full_attention"],
+                                   head_dim=16, ssm_state_size=4, mamba_num_heads=4, mamba_head_dim=8, n_groups=1,
+                                   chunk_size=4, use_mamba_kernels=False, use_cache=False, **TINY_LM),
+        "falcon-h1 (hybrid)": _hf("FalconH1Config", mamba_d_ssm=64, mamba_n_heads=4, mamba_d_head=16, mamba_n_groups=1,
+                                  mamba_d_state=4, mamba_chunk_size=4, use_cache=False, **TINY_LM),
+        "bamba (hybrid)": _hf("BambaConfig", attn_layer_indices=[1], mamba_n_heads=4, mamba_d_head=16,
+                              mamba_n_groups=1, mamba_d_state=4, mamba_chunk_size=4, use_cache=False, **TINY_LM),
+        "longt5 (transient global)": _hf("LongT5Config", "seq2seq", vocab_size=128, d_model=32, d_ff=64, num_layers=1,
+                                         num_heads=2, d_kv=16, encoder_attention_type="transient-global",
+                                         local_radius=2, global_block_size=4),
+        "umt5": _hf("UMT5Config", "seq2seq", vocab_size=128, d_model=32, d_ff=64, num_layers=1, num_heads=2, d_kv=16),
     },
     "torchvision": {
         "lraspp (segmentation)": _tv("segmentation.lraspp_mobilenet_v3_large", (1, 3, 64, 64), num_classes=3,
@@ -597,8 +666,21 @@ FAMILIES: dict[str, dict[str, Callable[[], tuple]]] = {
         "lraspp (train step)": _step(_tv("segmentation.lraspp_mobilenet_v3_large", (2, 3, 64, 64), num_classes=3,
                                          weights_backbone=None), _hidden),
         # issue 32's fourth sweep: a detector in training mode, fed images and their targets (a list of dicts)
-        "fasterrcnn_mobilenet (train mode, targets)": _detector_training,
+        "fasterrcnn_mobilenet (train mode, targets)": _detector_training(num_classes=3),
         "raft_large (flow)": _tv("optical_flow.raft_large", (1, 3, 128, 128), n=2),
+        # issue 32's fifth sweep: the other detectors as trained, on targets; families not tried before
+        **{f"{name} (train mode, targets)": _detector_training(factory, **kw) for name, factory, kw in (
+            ("retinanet_resnet50", "retinanet_resnet50_fpn", {"num_classes": 3, "min_size": 64, "max_size": 64}),
+            ("fcos", "fcos_resnet50_fpn", {"num_classes": 3, "min_size": 64, "max_size": 64}),
+            ("ssdlite320", "ssdlite320_mobilenet_v3_large", {"num_classes": 3, "batch": 2}),
+            ("maskrcnn", "maskrcnn_resnet50_fpn", {"num_classes": 3, "min_size": 64, "max_size": 64}),
+            ("keypointrcnn", "keypointrcnn_resnet50_fpn", {"num_classes": 2, "num_keypoints": 3, "min_size": 64,
+                                                           "max_size": 64}))},
+        "swin_t": _tv("swin_t", (1, 3, 64, 64), num_classes=3),
+        **{f"quantized {name}": _tv(f"quantization.{name}", (1, 3, 64, 64), quantize=True)
+           for name in ("googlenet", "shufflenet_v2_x0_5")},
+        # mobilenet_v3_large and inception_v3, quantized as they are (uncalibrated): all zero in eager too
+        "quantized resnext101_32x8d": _tv("quantization.resnext101_32x8d", (1, 3, 32, 32), quantize=True),
     },
 }
 #: Run without --wide: a few per family.
@@ -682,11 +764,18 @@ def view_counts(graph: Any, first: Any) -> dict[str, int]:
         nodes = [graph.nodes[e["name"]] | {"name": e["name"]} for e in drawn if e["kind"] == "node"]
         counts[f"{name}_boxes"] = len(drawn)
         counts[f"{name}_params"] = sum(bool(a.get("weight")) or a["op"] == "get_attr" or (
-            a["op"] == "placeholder" and a["target"] != a["name"] and not a["target"].startswith("*")) for a in nodes)
+            a["op"] == "placeholder" and a["target"] not in (a["name"], _dynamo_local(a["name"]))
+            and not a["target"].startswith("*")) for a in nodes)
         counts[f"{name}_segments"] = sum(e["kind"] == "collapsed" and tree.boxes[e["name"]].label.startswith("nodes ")
                                          for e in drawn if e["name"] in tree.boxes)
         counts[f"{name}_plumbing"] = sum(a["name"] in plumbing for a in nodes)
     return counts
+
+
+def _dynamo_local(name: str) -> str:
+    """Dynamo's source name for a local it takes as an input (``l_x_`` for ``L_x_``): data
+    named as dynamo met it, in a graph that starts after a break, not a parameter."""
+    return "L" + name[1:] if name.startswith("l_") and "_parameters_" not in name and "_buffers_" not in name else ""
 
 
 def _torchview(model: torch.nn.Module, inputs: tuple) -> None:
