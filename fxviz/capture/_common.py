@@ -227,6 +227,25 @@ def torch_errors_quiet() -> Iterator[None]:
             handler.removeFilter(quiet)
 
 
+def with_stack_room(fn: Callable[[], Any]) -> Any:
+    """``fn()`` called from a frame that takes a chunk of CPython's frame stack of its own,
+    the calls below it running in the rest of that chunk. CPython (3.11 on) keeps frames in
+    16 KB chunks and frees a chunk as soon as the frame at its start returns: a call made
+    thousands of times whose frame lands there maps and unmaps memory each time, and where
+    that happens hangs on the caller's stack depth. torch.export of the same model cost up to
+    68 ms of system time (11,000 page faults) more at some depths than at others, 5-12 %
+    of it (Mistral 6 layers, RoBERTa 4 layers); below this frame, none at any depth."""
+    return _roomy(fn)
+
+
+def _roomy(fn: Callable[[], Any]) -> Any:
+    return fn()
+
+
+# Stack slots it never uses (64 KB): CPython gives its frame a 128 KB chunk, half of it left to the callees.
+_roomy.__code__ = _roomy.__code__.replace(co_stacksize=8192)
+
+
 def first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return f"{type(exc).__name__}: {text.splitlines()[0][:300]}" if text else type(exc).__name__

@@ -13,7 +13,7 @@ import torch
 import torch.fx
 from torch import nn
 
-from fxviz.capture._common import finish, first_line, front_end
+from fxviz.capture._common import finish, first_line, front_end, with_stack_room
 from fxviz.capture.info import graph_info
 from fxviz.capture.keywords import keywords_last
 from fxviz.capture.places import where
@@ -69,7 +69,7 @@ def capture(model: nn.Module, inputs: tuple, *, strict: bool = False,
     """``torch.export.export(model, inputs, strict=strict)`` as a GraphModule."""
     try:
         with without_partial_graph():
-            ep = torch.export.export(model, inputs, kwargs, strict=strict)
+            ep = with_stack_room(lambda: torch.export.export(model, inputs, kwargs, strict=strict))
     except Exception as exc:
         mode = "strict" if strict else "non-strict"
         raise TraceError(f"torch.export ({mode}) failed{where(exc)}\n  {first_line(exc)}{_advice(exc)}") from exc
