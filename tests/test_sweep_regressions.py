@@ -1,4 +1,5 @@
 """Stand-ins for what bench/frontends.py's sweeps found on models nobody here wrote."""
+import pytest
 import torch
 from torch import nn
 
@@ -65,3 +66,32 @@ def test_a_dynamo_graph_whose_aot_forward_fails_when_run_opens_without_its_aot_p
     assert info.tracer == "dynamo" and "AOT's forward failed when run" in info.aot_error
     assert "view size is not compatible" in info.aot_error
     assert session.current.check.status == "match"
+
+
+class _LayerDrop(nn.Module):
+    """wav2vec2-conformer's layer drop in training: a random draw steers a Python branch
+    (never taken here: p = 0), so no one joint graph holds the model."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x):
+        if self.training and torch.rand([]) < 0.0:
+            return x.sum()
+        return self.lin(x).pow(2).mean()
+
+
+def test_a_joint_graph_stopped_by_a_branch_on_a_value_says_so_and_the_step_it_suggests_opens():
+    model, x = _LayerDrop().train(), torch.randn(2, 4)
+    with pytest.raises(fxviz.errors.TraceError) as raised:
+        fxviz.Session(model, (x,), tracer="export (joint)")
+    message = str(raised.value)
+    assert "test_sweep_regressions.py" in message and "branches on a tensor's value" in message
+    assert "unused parameters" not in message  # not the advice for a loss that misses parameters
+
+    def train_step(x):  # what the message suggests
+        loss = model(x)
+        return loss, torch.autograd.grad(loss, list(model.parameters()))
+    session = fxviz.Session(train_step, (x,))
+    assert session.capture.method == "dynamo" and session.current.check.status == "match"

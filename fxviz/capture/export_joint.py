@@ -44,9 +44,7 @@ def capture(model: nn.Module, inputs: tuple, loss_index: int = 0) -> torch.fx.Gr
         forward = ep.run_decompositions(core_aten_decompositions())  # the joint's table, with module stacks
     except Exception as exc:
         raise TraceError(f"torch.export's joint graph failed{where(exc)}\n  {first_line(exc)}\n"
-                         f"  What to do: make output {loss_index} of the model a scalar loss that every parameter "
-                         "contributes to (export's joint graph refuses unused parameters), or trace a training "
-                         "step function with tracer='make_fx'.") from exc
+                         f"  What to do: {_advice(exc, loss_index)}") from exc
     gm = _runnable(joint)
     backward = _backward_nodes(gm.graph.output_node().meta.pop("fxviz_loss"), gm.graph)
     _align_modules(forward.graph, gm.graph, backward)
@@ -56,6 +54,18 @@ def capture(model: nn.Module, inputs: tuple, loss_index: int = 0) -> torch.fx.Gr
         node.meta["qualified_name"] = str(node.target)
     attribute_backward(gm, backward=backward, known=_backward_modules(model, inputs, gm, backward))
     return gm
+
+
+def _advice(exc: Exception, loss_index: int) -> str:
+    """A branch on a tensor's value (in training: wav2vec2's random layer drop) is no
+    matter of the loss: make_fx stops at it too, dynamo cuts the step there."""
+    if "data-dependent" in str(exc):
+        return ("the model branches on a tensor's value here (in training, a random layer drop or a sampled "
+                "mask), which one joint graph cannot hold: open a training step function (the loss, then "
+                "torch.autograd.grad) with tracer='auto', which cuts it into dynamo's graphs at this line; or "
+                "write the branch as torch.cond in the model.")
+    return (f"make output {loss_index} of the model a scalar loss that every parameter contributes to (export's "
+            "joint graph refuses unused parameters), or trace a training step function with tracer='make_fx'.")
 
 
 def _backward_modules(model: nn.Module, inputs: tuple, gm: torch.fx.GraphModule,
