@@ -169,3 +169,45 @@ def test_a_long_run_whose_last_part_is_short_keeps_every_node_once(n):
     drawn = plan(graph)
     members = sum(len(m) for m in drawn.members.values())
     assert members + sum(u[0] == "node" for u in drawn.unit_of.values()) == len(graph)
+
+
+class _Layer(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Sequential(*(nn.Linear(8, 8) if i % 2 == 0 else nn.ReLU() for i in range(8)))
+
+    def forward(self, x, mask):
+        return self.body(x * mask)
+
+
+class _Decoder(nn.Module):
+    """A mask made once and read by each of ``n`` identical layers (every one, or all but the last)."""
+
+    def __init__(self, n: int, all_read: bool):
+        super().__init__()
+        self.layers = nn.ModuleList(_Layer() for _ in range(n))
+        self.all_read = all_read
+
+    def forward(self, x):
+        mask = (x.sum(-1, keepdim=True) > 0).float()
+        for i, layer in enumerate(self.layers):
+            x = layer(x, mask if self.all_read or i < len(self.layers) - 1 else x)  # the same layer either way
+        return x
+
+
+def test_a_value_every_twin_reads_gets_one_edge_into_their_cluster():
+    """24 edges from a mask to 24 collapsed layers crossed every other edge and cost dot
+    most of the layout; one into the layers' cluster, labelled, says as much."""
+    step = fxviz.Session(_Decoder(6, all_read=True), torch.randn(2, 8)).current  # shapes: twins are known
+    gm, drawn = step.gm, plan(step.graph)
+    [((tail, head), into)] = drawn.into.items()
+    assert into == ("layers", 6) and head == ("collapsed", "layers.0")
+    mask = next(n for n in gm.graph.nodes if n.target is operator.mul).args[1]
+    assert drawn.unit_of[mask.name] == tail
+    assert [h for t, h in drawn.edges if t == tail and h[0] == "collapsed" and h[1].startswith("layers")] == [head]
+    drawing = render(step.graph)
+    assert "lhead=cluster_" in drawing.dot.source and 'label="each of 6"' in drawing.dot.source
+    assert ">each of 6</text>" in drawing.drawn().svg
+    # one of the twins does not read it: each reader keeps its own edge
+    partial = plan(fxviz.Session(_Decoder(6, all_read=False), torch.randn(2, 8)).current.graph)
+    assert not partial.into and sum(1 for t, h in partial.edges if h[0] == "collapsed" and t == tail) == 5

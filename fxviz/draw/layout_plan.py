@@ -14,6 +14,7 @@ import networkx as nx
 
 from fxviz.background._gc import gc_paused
 from fxviz.draw.layout_index import BoxIndex, Unit, Units, box_index
+from fxviz.draw.layout_paths import FAN_OUT
 from fxviz.draw.layout_tree import DENSE_EDGES, Box, BoxTree
 
 MAX_STUBS_PER_CLUSTER = 8  # more far inputs into one cluster share one "↳ name and more" stub
@@ -37,6 +38,8 @@ class LayoutPlan:
     members: dict[str, list[str]] = field(default_factory=dict)
     edges: list[tuple[Unit, Unit]] = field(default_factory=list)
     stubs: list[tuple[str, str]] = field(default_factory=list)  # (producer node, cluster path)
+    # an edge drawn into its head's cluster for all the cluster's twins: (cluster, how many)
+    into: dict[tuple[Unit, Unit], tuple[str, int]] = field(default_factory=dict)
     shared_stubs: set[int] = field(default_factory=set)  # stubs standing for several producers
     drawn: int = 0  # nodes and collapsed boxes drawn
     span: int = 0  # drawing-order distance summed over the drawn edges (stubs excluded)
@@ -225,23 +228,31 @@ def _drawing_order(plan: LayoutPlan) -> tuple[dict[Unit, int], dict[Unit, str]]:
 def _plan_edges(index: BoxIndex, plan: LayoutPlan, long_edge: int) -> None:
     """Edges between drawn units; one spanning more than ``long_edge`` units becomes a
     stub beside its consumer, since long edges make Graphviz's crossing minimisation
-    explode. A cluster gets at most ``MAX_STUBS_PER_CLUSTER`` stubs. Only the graph's
-    edges that leave a drawn unit are read, in graph order (which decides the stubs)."""
+    explode. A cluster gets at most ``MAX_STUBS_PER_CLUSTER`` stubs. A unit read by every
+    collapsed twin of a cluster (a mask, a rotary table read by each of 24 layers) gets
+    one edge into the cluster (:func:`_fans`). Only the graph's edges that leave a drawn
+    unit are read, in graph order (which decides the stubs)."""
     order, where_of = _drawing_order(plan)
     picked = [(i, ("collapsed", path)) for path in plan.collapsed for i in index.leaving(path)]
     picked += [(i, unit) for unit in order if unit[0] == "node" for i in index.out(unit[1])]
     picked.sort()  # positions are distinct: units are never compared
     edges, box_of, units = index.tree.edges, index.tree.box_of, plan.unit_of
+    pairs = [(ut, units.of_box(box_of[edges[i][1]]) or ("node", edges[i][1]), edges[i][0]) for i, ut in picked]
+    twins_of = _twins(index.tree, plan)
+    fans = _fans(index.tree, pairs, order, where_of, twins_of)
     seen: set[tuple[Unit, Unit]] = set()
     stub_of: dict[tuple[Unit, str], int] = {}
     per_cluster: dict[str, int] = {}
-    for i, ut in picked:
-        tail, head = edges[i]
-        uh = units.of_box(box_of[head]) or ("node", head)
+    for ut, uh, tail in pairs:
         if ut == uh:
             continue
         distance = abs(order[uh] - order[ut])
-        if distance > long_edge:
+        fan = fans.get((ut, where_of[uh])) if uh[0] == "collapsed" else None
+        if fan is not None:
+            if fan != uh:
+                continue  # drawn as the one edge into the twins' cluster
+            plan.into[(ut, uh)] = (where_of[uh], len(twins_of[where_of[uh]]))
+        elif distance > long_edge:
             where = where_of[uh]
             key = (ut, where)
             if key not in stub_of and per_cluster.get(where, 0) >= MAX_STUBS_PER_CLUSTER:
@@ -257,3 +268,34 @@ def _plan_edges(index: BoxIndex, plan: LayoutPlan, long_edge: int) -> None:
             seen.add((ut, uh))
             plan.edges.append((ut, uh))
             plan.span += distance
+
+
+def _twins(tree: BoxTree, plan: LayoutPlan) -> dict[str, set[Unit]]:
+    """Open box -> the collapsed repeated boxes drawn in it (one of a run of identical layers)."""
+    twins: dict[str, set[Unit]] = {}
+    for path in plan.collapsed:
+        if tree.boxes[path].repeated:
+            twins.setdefault(tree.boxes[path].parent or "", set()).add(("collapsed", path))
+    return twins
+
+
+def _fans(tree: BoxTree, pairs: list[tuple[Unit, Unit, str]], order: dict[Unit, int], where_of: dict[Unit, str],
+          twins: dict[str, set[Unit]]) -> dict[tuple[Unit, str], Unit]:
+    """(tail unit, cluster) -> the first twin, where the tail, outside the cluster, feeds
+    every collapsed repeated box drawn in it, at least ``FAN_OUT`` of them: one edge into
+    the cluster says as much as one to each, which cost dot most of a 24-layer decoder's
+    layout (46 edges from its setup and rotary boxes) and crossed every other edge."""
+    fed: dict[tuple[Unit, str], set[Unit]] = {}
+    for ut, uh, _ in pairs:
+        cluster = where_of.get(uh)
+        if cluster and uh in twins.get(cluster, ()):
+            fed.setdefault((ut, cluster), set()).add(uh)
+    return {(ut, cluster): min(heads, key=order.__getitem__) for (ut, cluster), heads in fed.items()
+            if len(heads) >= FAN_OUT and heads == twins[cluster] and cluster not in _clusters_of(tree, ut)}
+
+
+def _clusters_of(tree: BoxTree, unit: Unit) -> list[str]:
+    """The boxes a drawn unit is inside (a stub's: none it is drawn for)."""
+    if unit[0] == "node":
+        return tree.chain(tree.box_of[unit[1]])
+    return tree.chain(unit[1]) if unit[0] == "collapsed" else []

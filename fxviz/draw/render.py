@@ -160,7 +160,7 @@ def _render(graph: nx.DiGraph, budget: int, asked: int | None, fallback: bool, n
     dot = graphviz.Digraph(
         name="fxviz",
         graph_attr={"rankdir": options["rankdir"], "nodesep": "0.25", "ranksep": "0.35", "fontname": "Helvetica",
-                    "bgcolor": "transparent", "id": "fxgraph"},
+                    "bgcolor": "transparent", "id": "fxgraph", **({"compound": "true"} if plan.into else {})},
         node_attr={"shape": "box", "style": "rounded,filled", "fontname": "Helvetica",
                    "fontsize": "11", "margin": "0.12,0.04", "height": "0.3", "penwidth": "0.8",
                    "color": "#6b7280"},
@@ -252,6 +252,7 @@ class _DotWriter:
         self.graph, self.plan, self.fill, self.highlight = graph, plan, fill, highlight
         self.elements: dict[str, dict[str, Any]] = {}
         self.ids: dict[tuple[str, Any], str] = {}
+        self.cluster_of: dict[str, int] = {}  # open box -> its cluster's number
         # summed per collapsed box, once per box of a graph (its members: its graph's, whatever else is open)
         self.flops = colour_modes.node_attr(graph, "flops") if plan.members else {}
 
@@ -265,7 +266,10 @@ class _DotWriter:
             stubs_in.setdefault(where, []).append(k)
         self._items("", out, "\t", stubs_in)
         for tail, head in self.plan.edges:
-            out.append(f"\t{self._id(*tail)} -> {self._id(*head)}")
+            into = self.plan.into.get((tail, head))  # drawn to the border of the cluster of twins it feeds
+            end = "" if into is None else (f' [lhead=cluster_{self.cluster_of[into[0]]} label="each of {into[1]}" '
+                                           'fontname=Helvetica fontsize=8 fontcolor="#6b7280"]')
+            out.append(f"\t{self._id(*tail)} -> {self._id(*head)}{end}")
         return out
 
     def _items(self, path: str, out: list[str], indent: str, stubs_in: dict[str, list[int]]) -> None:
@@ -275,7 +279,7 @@ class _DotWriter:
             elif kind == "collapsed":
                 self._collapsed_node(key, out, indent)
             else:
-                cid = len(self.elements)
+                cid = self.cluster_of[key] = len(self.elements)
                 self.elements[f"fxcl-{cid}"] = {"kind": "cluster", "name": key}
                 out.append(f"{indent}subgraph cluster_{cid} {{")
                 out.append(f'{indent}\tid="fxcl-{cid}" label=<{escape(self.plan.labels[key])}> labeljust=l '
