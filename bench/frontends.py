@@ -51,6 +51,12 @@ def _hf(config: str, inputs: str = "ids", *, head: str = "AutoModel", length: in
             return model, (torch.randn(1, 3, 32, 32),)
         if inputs == "audio":
             return model, (torch.randn(1, 1600),)
+        if inputs == "waveform":  # codecs: (batch, channels, samples)
+            return model, (torch.randn(1, 1, 1600),)
+        if inputs == "audio+ids":  # Moonshine: samples, no attention mask, decoder ids
+            return model, (torch.randn(1, 1600), None, ids[:, :4])
+        if inputs == "series":  # (batch, time, channels)
+            return model, (torch.randn(1, kw["context_length"], kw["num_input_channels"]),)
         if inputs == "features":  # whisper: log-mel frames, no attention mask, decoder ids
             return model, (torch.randn(1, kw["num_mel_bins"], 2 * kw["max_source_positions"]), None, ids[:, :4])
         if inputs == "video":  # (batch, frames, channels, height, width)
@@ -325,7 +331,11 @@ FAMILIES: dict[str, dict[str, Callable[[], tuple]]] = {
            ("deit3 (2 blocks)", "deit3_small_patch16_224"), ("flexivit (2 blocks)", "flexivit_small"),
            ("vit_relpos (2 blocks)", "vit_relpos_small_patch16_224"),
            ("vit dinov3 (2 blocks)", "vit_small_patch16_dinov3"),
-           ("naflexvit (2 blocks)", "naflexvit_base_patch16_gap"))}},
+           ("naflexvit (2 blocks)", "naflexvit_base_patch16_gap"))}}
+    # TF "same" padding; ReLU linear attention; EvoNorm; scaled weight standardisation
+    | {n: _timm(n) for n in ("tf_efficientnet_b0", "tf_mixnet_s", "efficientvit_l1",
+                             "test_efficientnet_evos", "test_nfnet")}
+    | {"levit_conv_128s": _timm("levit_conv_128s", 224), "test_vit": _timm("test_vit", 64, img_size=64)},
     "hf": {
         "bert": _hf("BertConfig", vocab_size=128, **SMALL),
         **_decoder("GPT2Config", vocab_size=128, n_embd=32, n_layer=2, n_head=2),
@@ -608,6 +618,45 @@ FAMILIES: dict[str, dict[str, Callable[[], tuple]]] = {
         "longt5 (transient global)": _hf("LongT5Config", "seq2seq", vocab_size=128, d_model=32, d_ff=64, num_layers=1,
                                          num_heads=2, d_kv=16, encoder_attention_type="transient-global",
                                          local_radius=2, global_block_size=4),
+        "mt5": _hf("MT5Config", "seq2seq", vocab_size=128, d_model=32, d_ff=64, num_layers=1, num_heads=2, d_kv=16),
+        "fsmt": _hf("FSMTConfig", "seq2seq", langs=["en", "de"], src_vocab_size=128, tgt_vocab_size=128, d_model=32,
+                    encoder_layers=1, decoder_layers=1, encoder_attention_heads=2, decoder_attention_heads=2,
+                    encoder_ffn_dim=64, decoder_ffn_dim=64, max_position_embeddings=64, pad_token_id=0),
+        "flaubert": _hf("FlaubertConfig", vocab_size=128, emb_dim=32, n_layers=2, n_heads=2),
+        **{name: _hf(config, vocab_size=128, **SMALL) for name, config in (
+            ("markuplm", "MarkupLMConfig"), ("yoso (lsh expectation)", "YosoConfig"))},
+        # its layout stream is hidden_size / 4 wide, in 6 equal parts
+        "lilt (layout)": _hf("LiltConfig", vocab_size=128, **{**SMALL, "hidden_size": 48}),
+        "groupvit (grouping)": _hf("GroupViTConfig", "text+pixels", text_config={"vocab_size": 128, **SMALL},
+                                   vision_config={"image_size": 32, "patch_size": 8, "hidden_size": 32,
+                                                  "intermediate_size": 64, "depths": [1, 1],
+                                                  "num_group_tokens": [4, 0], "num_output_groups": [4, 4],
+                                                  "num_attention_heads": 2}, projection_dim=16,
+                                   projection_intermediate_dim=32),
+        "vitdet (windows)": _hf("VitDetConfig", "pixels", image_size=32, pretrain_image_size=32, patch_size=8,
+                                window_block_indices=[0], window_size=2, use_relative_position_embeddings=True,
+                                **SMALL),
+        "ijepa": _hf("IJepaConfig", "pixels", image_size=32, patch_size=8, **SMALL),
+        "textnet": _hf("TextNetConfig", "pixels", stem_out_channels=16, hidden_sizes=[16, 16, 32, 32, 32]),
+        "deformable-detr": _hf("DeformableDetrConfig", "pixels", use_timm_backbone=False, use_pretrained_backbone=False,
+                               backbone_config={"model_type": "resnet", "embedding_size": 16,
+                                                "hidden_sizes": [16, 32], "depths": [1, 1], "layer_type": "basic",
+                                                "out_features": ["stage1", "stage2"]},
+                               num_feature_levels=2, d_model=32, encoder_layers=1, decoder_layers=1,
+                               encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=64,
+                               decoder_ffn_dim=64, num_queries=8, encoder_n_points=2, decoder_n_points=2),
+        "patchtsmixer (time series)": _hf("PatchTSMixerConfig", "series", context_length=32, num_input_channels=3,
+                                          patch_length=8, patch_stride=8, d_model=16, num_layers=2),
+        "mimi (codec)": _hf("MimiConfig", "waveform", hidden_size=32, num_filters=4, upsampling_ratios=[4, 2],
+                            codebook_size=16, codebook_dim=16, num_quantizers=2, num_semantic_quantizers=1,
+                            vector_quantization_hidden_dimension=16, upsample_groups=32, num_hidden_layers=1,
+                            intermediate_size=64, num_attention_heads=2, num_key_value_heads=2, head_dim=16,
+                            sliding_window=8, use_cache=False),
+        "dac (codec)": _hf("DacConfig", "waveform", encoder_hidden_size=4, downsampling_ratios=[2, 4],
+                           decoder_hidden_size=16, n_codebooks=2, codebook_size=16, codebook_dim=4),
+        "moonshine (speech)": _hf("MoonshineConfig", "audio+ids", vocab_size=128, hidden_size=32, intermediate_size=64,
+                                  encoder_num_hidden_layers=1, decoder_num_hidden_layers=1,
+                                  encoder_num_attention_heads=2, decoder_num_attention_heads=2, use_cache=False),
         "umt5": _hf("UMT5Config", "seq2seq", vocab_size=128, d_model=32, d_ff=64, num_layers=1, num_heads=2, d_kv=16),
     },
     "torchvision": {
@@ -683,6 +732,23 @@ FAMILIES: dict[str, dict[str, Callable[[], tuple]]] = {
         "quantized resnext101_32x8d": _tv("quantization.resnext101_32x8d", (1, 3, 32, 32), quantize=True),
     },
 }
+#: issue 32's fifth sweep: some of its new families as a training step, a joint graph, a program, on the meta device
+#: or under another tracer
+_TIMM, _HF, _TV = FAMILIES["timm"], FAMILIES["hf"], FAMILIES["torchvision"]
+_TIMM |= {"caformer_s18 (train step)": _step(_TIMM["caformer_s18"], lambda out: out),
+          "tf_efficientnet_b0 (exported program)": _exported(_TIMM["tf_efficientnet_b0"]),
+          "efficientvit_l1 (export joint)": _joint(_TIMM["efficientvit_l1"], lambda out: out)}
+_HF |= {"nemotron-h (train step)": _step(_HF["nemotron-h (hybrid)"], _hidden),
+        "deformable-detr (train step)": _step(_HF["deformable-detr"], _hidden),
+        "vitdet (export joint)": _joint(_HF["vitdet (windows)"], _hidden),
+        # its layer drop draws a random number in training: no one joint graph; a training step, dynamo's graphs
+        "wav2vec2-conformer (export joint)": _joint(_HF["wav2vec2-conformer"], _hidden),
+        "wav2vec2-conformer (train step)": _step(_HF["wav2vec2-conformer"], _hidden),
+        "dac (meta device)": _on_meta(_HF["dac (codec)"]),
+        "bamba (meta device)": _on_meta(_HF["bamba (hybrid)"]),
+        "longt5 (tracer=dynamo)": _traced_by(_HF["longt5 (transient global)"], "dynamo"),
+        "mimi (train step)": _step(_HF["mimi (codec)"], lambda out: out.audio_values)}
+_TV |= {"swin_t (export joint)": _joint(_TV["swin_t"], lambda out: out)}
 #: Run without --wide: a few per family.
 QUICK = {"timm": ("resnet18", "convnext_atto", "vit_tiny_patch16_224", "resnet18 (train step)",
                   "resnet18 (export joint)"),
