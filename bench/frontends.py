@@ -55,6 +55,12 @@ def _hf(config: str, inputs: str = "ids", *, head: str = "AutoModel", length: in
             return model, (torch.randn(1, 1, 1600),)
         if inputs == "audio+ids":  # Moonshine: samples, no attention mask, decoder ids
             return model, (torch.randn(1, 1600), None, ids[:, :4])
+        if inputs == "spectrogram":  # AST: (batch, frames, mel bins)
+            return model, (torch.randn(1, kw["max_length"], kw["num_mel_bins"]),)
+        if inputs == "frames":  # Wav2Vec2-BERT: (batch, frames, features)
+            return model, (torch.randn(1, 16, kw["feature_projection_input_dim"]),)
+        if inputs == "embeddings":  # Perceiver without a preprocessor: (batch, length, d_model)
+            return model, (torch.randn(1, 8, kw["d_model"]),)
         if inputs == "series":  # (batch, time, channels)
             return model, (torch.randn(1, kw["context_length"], kw["num_input_channels"]),)
         if inputs == "features":  # whisper: log-mel frames, no attention mask, decoder ids
@@ -335,7 +341,11 @@ FAMILIES: dict[str, dict[str, Callable[[], tuple]]] = {
     # TF "same" padding; ReLU linear attention; EvoNorm; scaled weight standardisation
     | {n: _timm(n) for n in ("tf_efficientnet_b0", "tf_mixnet_s", "efficientvit_l1",
                              "test_efficientnet_evos", "test_nfnet")}
-    | {"levit_conv_128s": _timm("levit_conv_128s", 224), "test_vit": _timm("test_vit", 64, img_size=64)},
+    | {"levit_conv_128s": _timm("levit_conv_128s", 224), "test_vit": _timm("test_vit", 64, img_size=64)}
+    | {"vovnet39a": _timm("vovnet39a"), "haloregnetz_b": _timm("haloregnetz_b", 224),
+       "lamhalobotnet50ts": _timm("lamhalobotnet50ts_256", 256),
+       "swinv2 (timm, window 4)": _timm("swinv2_tiny_window8_256", 64, img_size=64, window_size=4),
+       "mobilenetv5_300m": _timm("mobilenetv5_300m", 64)},
     "hf": {
         "bert": _hf("BertConfig", vocab_size=128, **SMALL),
         **_decoder("GPT2Config", vocab_size=128, n_embd=32, n_layer=2, n_head=2),
@@ -657,6 +667,26 @@ FAMILIES: dict[str, dict[str, Callable[[], tuple]]] = {
         "moonshine (speech)": _hf("MoonshineConfig", "audio+ids", vocab_size=128, hidden_size=32, intermediate_size=64,
                                   encoder_num_hidden_layers=1, decoder_num_hidden_layers=1,
                                   encoder_num_attention_heads=2, decoder_num_attention_heads=2, use_cache=False),
+        "ast (spectrogram)": _hf("ASTConfig", "spectrogram", max_length=32, num_mel_bins=32, patch_size=8,
+                                 frequency_stride=8, time_stride=8, **SMALL),
+        "wav2vec2-bert": _hf("Wav2Vec2BertConfig", "frames", feature_projection_input_dim=16,
+                             conv_depthwise_kernel_size=3, left_max_position_embeddings=8,
+                             right_max_position_embeddings=8, **SMALL),
+        "perceiver (latents)": _hf("PerceiverConfig", "embeddings", num_latents=8, d_latents=32, d_model=16,
+                                   num_blocks=1, num_self_attends_per_block=2, num_self_attention_heads=2,
+                                   num_cross_attention_heads=1),
+        "upernet (convnext)": _hf("UperNetConfig", "pixels", head="AutoModelForSemanticSegmentation",
+                                  backbone_config={"model_type": "convnext", "hidden_sizes": [16, 32, 48, 64],
+                                                   "depths": [1, 1, 1, 1],
+                                                   "out_features": ["stage1", "stage2", "stage3", "stage4"]},
+                                  hidden_size=16, auxiliary_in_channels=48, auxiliary_channels=16,
+                                  num_labels=3),
+        "rt-detr": _hf("RTDetrConfig", "pixels", backbone_config={
+            "model_type": "rt_detr_resnet", "embedding_size": 16, "hidden_sizes": [16, 32, 64, 64],
+            "depths": [1, 1, 1, 1], "layer_type": "basic", "out_features": ["stage2", "stage3", "stage4"]},
+            encoder_in_channels=[32, 64, 64], encoder_hidden_dim=32, encoder_ffn_dim=64, encoder_attention_heads=2,
+            d_model=32, decoder_in_channels=[32, 32, 32], decoder_ffn_dim=64, decoder_layers=1,
+            decoder_attention_heads=2, decoder_n_points=2, num_queries=8, num_denoising=0),
         "umt5": _hf("UMT5Config", "seq2seq", vocab_size=128, d_model=32, d_ff=64, num_layers=1, num_heads=2, d_kv=16),
     },
     "torchvision": {
