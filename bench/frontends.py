@@ -860,7 +860,7 @@ def view_counts(graph: Any, first: Any) -> dict[str, int]:
         nodes = [graph.nodes[e["name"]] | {"name": e["name"]} for e in drawn if e["kind"] == "node"]
         counts[f"{name}_boxes"] = len(drawn)
         counts[f"{name}_params"] = sum(bool(a.get("weight")) or a["op"] == "get_attr" or (
-            a["op"] == "placeholder" and a["target"] not in (a["name"], _dynamo_local(a["name"]))
+            a["op"] == "placeholder" and a["target"] != a["name"] and not _dynamo_data(a["name"], a["target"])
             and not a["target"].startswith("*")) for a in nodes)
         counts[f"{name}_segments"] = sum(e["kind"] == "collapsed" and tree.boxes[e["name"]].label.startswith("nodes ")
                                          for e in drawn if e["name"] in tree.boxes)
@@ -868,10 +868,10 @@ def view_counts(graph: Any, first: Any) -> dict[str, int]:
     return counts
 
 
-def _dynamo_local(name: str) -> str:
-    """Dynamo's source name for a local it takes as an input (``l_x_`` for ``L_x_``): data
-    named as dynamo met it, in a graph that starts after a break, not a parameter."""
-    return "L" + name[1:] if name.startswith("l_") and "_parameters_" not in name and "_buffers_" not in name else ""
+def _dynamo_data(name: str, target: str) -> bool:
+    """Whether ``target`` is dynamo's source name of a local it takes as data (``L_x_`` for
+    ``l_x_``, ``dict_getitem_L_stack0_...``), in a graph that starts after a break: not a parameter."""
+    return target.lower() == name and "_parameters_" not in name and "_buffers_" not in name
 
 
 def _torchview(model: torch.nn.Module, inputs: tuple) -> None:
