@@ -151,7 +151,7 @@ def next_to_first_user(graph: torch.fx.Graph) -> None:
 
 def run_decompositions(gm: torch.fx.GraphModule, inputs: tuple, table: Any = None) -> torch.fx.GraphModule:
     """The graph lowered to core ATen (or to ``table``), re-exported from ``gm``."""
-    ep = torch.export.export(gm, inputs, strict=False)
+    ep = with_stack_room(lambda: torch.export.export(gm, inputs, strict=False))
     return from_program(ep.run_decompositions(table), "export + run_decompositions")
 
 
