@@ -777,7 +777,13 @@ _HF |= {"nemotron-h (train step)": _step(_HF["nemotron-h (hybrid)"], _hidden),
         "dac (meta device)": _on_meta(_HF["dac (codec)"]),
         "bamba (meta device)": _on_meta(_HF["bamba (hybrid)"]),
         "longt5 (tracer=dynamo)": _traced_by(_HF["longt5 (transient global)"], "dynamo"),
-        "mimi (train step)": _step(_HF["mimi (codec)"], lambda out: out.audio_values)}
+        "mimi (train step)": _step(_HF["mimi (codec)"], lambda out: out.audio_values),
+        # integer-only arithmetic: custom autograd Functions rounding with straight-through gradients
+        "ibert (quant mode)": _hf("IBertConfig", vocab_size=128, quant_mode=True, **SMALL),
+        "bitnet (train step)": _step(_HF["bitnet"], _hidden),
+        "dac (train step, weight norm)": _step(_HF["dac (codec)"], lambda out: out.audio_values),
+        "rt-detr (exported program)": _exported(_HF["rt-detr"]),
+        "perceiver (export joint)": _joint(_HF["perceiver (latents)"], _hidden)}
 _TV |= {"swin_t (export joint)": _joint(_TV["swin_t"], lambda out: out)}
 #: Run without --wide: a few per family.
 QUICK = {"timm": ("resnet18", "convnext_atto", "vit_tiny_patch16_224", "resnet18 (train step)",
