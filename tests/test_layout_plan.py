@@ -211,3 +211,26 @@ def test_a_value_every_twin_reads_gets_one_edge_into_their_cluster():
     # one of the twins does not read it: each reader keeps its own edge
     partial = plan(fxviz.Session(_Decoder(6, all_read=False), torch.randn(2, 8)).current.graph)
     assert not partial.into and sum(1 for t, h in partial.edges if h[0] == "collapsed" and t == tail) == 5
+
+
+def test_modules_between_long_stretches_of_plain_ops_stay_in_view_when_a_box_is_over_its_limit():
+    """RT-DETR's top level (152 ops between 7 modules) drew as two "nodes" boxes holding
+    its encoder and decoder: each stretch of ops is a segment of its own, each module a box."""
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x")
+    x.meta["module_path"] = ""
+    for i in range(7):
+        for _ in range(20):
+            x = graph.call_function(torch.tanh, (x,))
+            x.meta["module_path"] = ""
+        for _ in range(3):
+            x = graph.call_function(torch.sigmoid, (x,))
+            x.meta["module_path"] = f"part{i}"
+    graph.output(x).meta["module_path"] = None
+    tree = build_tree(fxviz.to_networkx(torch.fx.GraphModule(nn.Module(), graph)))
+    top = tree.boxes[""].items
+    assert len(top) <= MAX_ITEMS
+    assert [key for kind, key in top if kind == "box" and not tree.boxes[key].synthetic] == [f"part{i}" for i in range(7)]
+    segments = [tree.boxes[key] for kind, key in top if kind == "box" and tree.boxes[key].synthetic]
+    assert [s.size for s in segments] == [21] + [20] * 6  # the input leads the first
+    assert all(s.nodes_only and s.label.startswith("nodes ") for s in segments)

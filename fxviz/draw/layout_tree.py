@@ -217,8 +217,10 @@ def _mark_repeats(boxes: dict[str, Box], signature: dict[str, list], module_type
 
 
 def _group(boxes: dict[str, Box], owner: Box, graph: nx.DiGraph) -> None:
-    """Bound ``owner``'s children: group runs of one kind first (nodes into segments,
-    modules into ranges), then whatever is still too long."""
+    """Bound ``owner``'s children: group long runs of one kind first (nodes into segments,
+    modules into ranges); when that is not enough, every run of nodes into a segment, so
+    that its modules stay in view (RT-DETR's top level: 152 ops of query selection between
+    7 modules drew as two "nodes" boxes); then whatever is still too long."""
     if len(owner.items) <= MAX_ITEMS:
         return
     runs: list[list[Item]] = []
@@ -227,7 +229,11 @@ def _group(boxes: dict[str, Box], owner: Box, graph: nx.DiGraph) -> None:
             runs[-1].append(item)
         else:
             runs.append([item])
-    items = [i for run in runs for i in (_chunk(boxes, owner, run, graph) if len(run) > MAX_ITEMS else run)]
+    pieces = [_chunk(boxes, owner, run, graph) if len(run) > MAX_ITEMS else run for run in runs]
+    if sum(map(len, pieces)) > MAX_ITEMS:
+        pieces = [[("box", _make_group(boxes, owner, piece, piece, graph))]
+                  if len(piece) > 1 and all(kind == "node" for kind, _ in piece) else piece for piece in pieces]
+    items = [item for piece in pieces for item in piece]
     owner.items = _chunk(boxes, owner, items, graph) if len(items) > MAX_ITEMS else items
 
 
