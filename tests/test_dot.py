@@ -3,6 +3,7 @@ import re
 import shutil
 import subprocess
 from pathlib import Path
+from xml.etree import ElementTree
 
 import pytest
 
@@ -120,6 +121,7 @@ def test_each_line_of_a_box_is_centred_on_it_and_a_line_of_spans_is_left_as_plac
               '<FONT POINT-SIZE="8">1×3</FONT>>] b [shape=ellipse label=<<B>x</B>>] '
               'c [shape=box3d label=<<B>0 · Block</B>>] d [label=<one <B>two</B>>] a -> b -> c -> d }')
     svg = layout_svg(source)
+    ElementTree.fromstring(svg)  # well-formed: a browser's parser drops a drawing that is not
     boxes = dict(re.findall(r'<title>(\w)</title>\n<(\w+ [^>]*)>', svg))
     for name in "ac":
         xs = [float(v) for v in re.findall(r"(-?[\d.]+),-?[\d.]+", boxes[name])]

@@ -163,7 +163,7 @@ def centre_labels(svg: str) -> str:
         centre = _centre(lines[0])
         if centre is None or not ys or len(set(ys)) < len(ys):  # a line of several spans: dot's placement holds
             continue
-        head = f'<text text-anchor="middle" x="{centre:.2f}"'
+        head = f'<text text-anchor="middle" x="{centre:.2f}'  # then the line from its x's closing quote
         parts[k] = "".join([lines[0], *(head + line[line.find('"'):] for line in lines[1:]), rest])
     return 'class="node">'.join(parts)
 
