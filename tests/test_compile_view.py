@@ -35,7 +35,7 @@ def view():
 def test_explore_with_dynamo_lists_every_graph_and_part(view):
     assert isinstance(view, CompileExplorer) and isinstance(view.explorer, Explorer)
     # dynamo asked for by name: no why, only which graph is shown (a tie: the first)
-    assert "Shown first: graph 1 of 2 (listed as graph 0), the largest (the first of 2 as large)" in view.why.value
+    assert "Shown first: graph 1 of 2 (listed as graph 0), the earliest of the 2 largest" in view.why.value
     assert "opened as" not in view.why.value and view.current == (0, "dynamo")
     rows = view.listing.children
     assert len(rows) == 2

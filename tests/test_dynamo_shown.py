@@ -127,5 +127,5 @@ def test_a_tie_opens_the_earliest_and_one_graph_needs_no_word():
     graphs = [torch.fx.symbolic_trace(nn.ReLU()), twin(), twin()]
     assert [graph_size(gm) for gm in graphs] == [(0, 1), (2, 2), (2, 2)]
     assert shown_graph(graphs) == 1
-    assert "graph 2 of 3 (listed as graph 1), the largest (the first of 2 as large)" in shown_note(graphs, 1)
+    assert "graph 2 of 3 (listed as graph 1), the earliest of the 2 largest" in shown_note(graphs, 1)
     assert shown_note(graphs[:1], 0) == ""

@@ -49,7 +49,7 @@ def shown_note(graphs: Sequence[torch.fx.GraphModule], shown: int) -> str:
     tied = sum(graph_size(gm) == (params, ops) for gm in graphs)
     size = f"it reads {params} of the model's parameters and runs {ops} operations" if params else (
         f"it runs {ops} operations and reads no parameter")
-    first = f" (the first of {tied} as large)" if tied > 1 else ""
-    return (f"Shown first: graph {shown + 1} of {count} (listed as graph {shown}), the largest{first}: {size}. "
+    which = f"the earliest of the {tied} largest" if tied > 1 else "the largest"
+    return (f"Shown first: graph {shown + 1} of {count} (listed as graph {shown}), {which}: {size}. "
             "Pick another in explore()'s list of graphs, or open the one listed as graph i with "
             "fxviz.compiled(model, x).session(i).")
