@@ -5,6 +5,7 @@ have no public equivalent."""
 from __future__ import annotations
 
 import functools
+import math
 import sys
 from typing import Any
 
@@ -209,9 +210,9 @@ def module_flops(module: torch.nn.Module, x: torch.Tensor, out: torch.Tensor) ->
     an operator and its entry were most of a convolutional net's annotated run."""
     weight = module.weight
     if type(module) is torch.nn.Linear:
-        rows = x.shape[:-1].numel()
-        return formula_flops(torch.ops.aten.mm.default, torch.Size([rows, weight.shape[0]]),
-                             (torch.Size([rows, weight.shape[1]]), weight.shape[::-1]), {})
+        rows = math.prod(x.shape[:-1])  # not Size.numel(), which makes a symbolic size a number
+        return formula_flops(torch.ops.aten.mm.default, (rows, weight.shape[0]),
+                             ((rows, weight.shape[1]), tuple(weight.shape[::-1])), {})
     transposed = type(module).__name__.startswith("ConvTranspose")
     return formula_flops(torch.ops.aten.convolution.default, out,
                          (x, weight, module.bias, module.stride, module.padding, module.dilation, transposed,
