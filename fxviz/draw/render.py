@@ -268,7 +268,7 @@ class _DotWriter:
         for tail, head in self.plan.edges:
             into = self.plan.into.get((tail, head))  # drawn to the border of the cluster of twins it feeds
             end = "" if into is None else (f' [lhead=cluster_{self.cluster_of[into[0]]} label="each of {into[1]}" '
-                                           'fontname=Helvetica fontsize=8 fontcolor="#6b7280"]')
+                                           'fontname=Helvetica fontsize=8]')  # black: the theme's ink in the Explorer
             out.append(f"\t{self._id(*tail)} -> {self._id(*head)}{end}")
         return out
 
