@@ -60,11 +60,11 @@ class _Annotator(torch.fx.Interpreter):
             op, target, node_args, node_kwargs = node.op, node.target, node.args, node.kwargs  # args: properties
             try:
                 try:
-                    run, may_write, head, owned, family = calls[op, target]
+                    run, may_write, head, owned, own_module = calls[op, target]
                 except KeyError:
-                    run, may_write, head, owned, family = calls[op, target] = self._call(node)
+                    run, may_write, head, owned, own_module = calls[op, target] = self._call(node)
                 except TypeError:  # an unhashable target
-                    run, may_write, head, owned, family = self._call(node)
+                    run, may_write, head, owned, own_module = self._call(node)
                 args = map_arg(node_args, value_of)
                 kwargs = map_arg(node_kwargs, value_of) if node_kwargs else {}
                 if run is None:
@@ -79,7 +79,7 @@ class _Annotator(torch.fx.Interpreter):
                         key, flops = None, _UNCOUNTED
                     if flops is _UNCOUNTED:
                         flops, result = self._count(key, run, target, args, kwargs, owned if may_write else None,
-                                                    family)
+                                                    own_module)
                     else:
                         result = (run(target, args, kwargs) if run is not _call_function or kwargs
                                   else target(*args))
@@ -141,7 +141,7 @@ class _Annotator(torch.fx.Interpreter):
         a module is looked up and walked once per target, not per use."""
         if not n.op.startswith("call_"):
             return None, False, n.target, ({}, []), None
-        family = None
+        own_module = None
         owned: tuple[dict[int, int], list[torch.Tensor]] = ({}, [])
         if n.op == "call_module":
             module = self.fetch_attr(n.target)
@@ -150,38 +150,38 @@ class _Annotator(torch.fx.Interpreter):
             found = module_signature(module)
             head = module if found is None else self._modules.setdefault(found, len(self._modules))
             run = _module_call(module)
-            family = module if type(module).__module__.startswith("torch.nn.modules.") else None
+            own_module = module if type(module).__module__.startswith("torch.nn.modules.") else None
         else:  # the first: Interpreter's, less a check
             head, run = n.target, _call_function if n.op == "call_function" else self.call_method
         if n.op != "call_method" and not isinstance(n.target, BuiltinFunctionType | OpOverload):
             run = _with_fresh_containers(run)  # Python code (a function, a module), which may fill in a list
-        return run, may_write_inputs(n), head, owned, family
+        return run, may_write_inputs(n), head, owned, own_module
 
     def _count(self, key: Any, run: Any, target: Any, args: tuple, kwargs: dict,
                owned: tuple[dict[int, int], list[torch.Tensor]] | None,
-               family: torch.nn.Module | None) -> tuple[int | str | None, Any]:
+               own_module: torch.nn.Module | None) -> tuple[int | str | None, Any]:
         """The FLOPs of a call (None where no operator it ran has a formula; a str saying
         why where counting failed), noted under ``key`` (None: not noted), and its result.
         Counting never stops the run: a call that fails under torch's counter runs again
         without it, unless it wrote into a tensor first (then the failure is the call's).
         ``owned``: None where the call cannot write its inputs, else its module's tensors.
-        ``family``: one of torch.nn's modules. A Linear or a convolution is counted by its
+        ``own_module``: one of torch.nn's modules. A Linear or a convolution is counted by its
         formula (:func:`~fxviz._torch_internals.flops.by_formula`). One whose class
         (BatchNorm2d, ReLU) ran no operator with a formula on inputs of the same dimensions
         before is not counted again: whether one of torch.nn's own runs a matmul or a
         convolution follows from its class and its inputs' dimensions (a Linear on a vector
         runs none), not their sizes or settings (most calls of mobilenet_v3's 168 modules)."""
-        kin = None if family is None else (type(family), *[t.dim() for t in _tensors(args)])
+        kin = None if own_module is None else (type(own_module), *[t.dim() for t in _tensors(args)])
         if kin in self._formula_free:
             if key is not None:
                 self._flops[key] = None
             return None, run(target, args, kwargs)
-        if family is not None:
+        if own_module is not None:
             from fxviz._torch_internals.flops import by_formula, module_flops  # they import triton: on first count
 
-            if by_formula(family, args, kwargs):
+            if by_formula(own_module, args, kwargs):
                 result = run(target, args, kwargs)
-                flops = module_flops(family, args[0], result)
+                flops = module_flops(own_module, args[0], result)
                 if key is not None:
                     self._flops[key] = flops
                 return flops, result
