@@ -51,3 +51,23 @@ def test_import_fxviz_runs_no_collection_and_leaves_the_collector_on():
                    "import fxviz\nSEEN['enabled'] = gc.isenabled()\nSEEN['while importing'] = list(runs)\ngc.collect()\ngc.callbacks.clear()")
     assert seen["while importing"] == [] and seen["enabled"] is True
     assert 2 in seen["runs"]  # the callback sees collections: gc.collect()'s
+
+
+def test_the_explorers_first_display_loads_no_pandas_and_its_first_comparison_does():
+    """pandas (0.2 s cold) and matplotlib are for tables and charts of timings and errors: the
+    Explorer's first display, its static copy's node table included, needs neither."""
+    seen = _loaded(
+        "import fxviz\nfrom torch import nn\n"
+        "model = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 2))\n"
+        "ex = fxviz.explore(model, torch.randn(2, 4), profile='off')\n"
+        "page = ex._repr_mimebundle_()['text/html']\n"
+        "assert '<td>1 (ReLU)</td>' in page, page[-400:]\n"
+        "mark('display')\n"
+        "ex.session.apply('lower_modules')\n"
+        "from fxviz.widgets.coloring import comparison\n"
+        "comparison(ex.session.steps[0], ex.session.steps[1]).structure\n"
+        "ex.close()\n"
+        "mark('compared')")
+    assert "fxviz.widgets.explorer" in seen["display"]
+    assert [name for name in ("pandas", "matplotlib") if name in seen["display"]] == []
+    assert "pandas" in seen["compared"]

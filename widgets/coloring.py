@@ -11,7 +11,6 @@ import weakref
 from typing import Any
 
 from fxviz.draw import colour_modes
-from fxviz.diff.comparison import compare
 
 from .profiling import Profiler
 
@@ -73,6 +72,8 @@ def comparison(previous: Any, step: Any) -> Any:
 def _pair(previous: Any, step: Any) -> tuple[Any, dict[str, Any]]:
     known = _pairs.setdefault(step, weakref.WeakKeyDictionary())
     if previous not in known:
+        from fxviz.diff.comparison import compare  # pandas, which a first view does not need
+
         known[previous] = (compare(previous, step), {})
     return known[previous]
 

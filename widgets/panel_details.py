@@ -14,11 +14,10 @@ it was captured and why ``tracer="auto"`` passed over the methods before that on
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import ipywidgets as w
 import networkx as nx
-import pandas as pd
 
 from fxviz.present.markup import escape
 from fxviz.present.node_table import human_bytes
@@ -28,6 +27,9 @@ from fxviz.present.presentation import NOT_PROFILED, NodeTime, node_rows, node_t
 from ._tree import replace_children
 from .panel_code import user_place
 from .profiling import Timings
+
+if TYPE_CHECKING:  # pandas loads where a table is made, not with the Explorer
+    import pandas as pd
 
 ATEN_COLUMNS = ["aten_op", "count", "self_us", "total_us"]
 

@@ -16,10 +16,9 @@ marked lines ``.hll``).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import ipywidgets as w
-import pandas as pd
 from pygments import highlight
 from pygments.formatters import HtmlFormatter
 
@@ -28,6 +27,9 @@ from fxviz.present.markup import escape
 from fxviz.report.kernels import code_lexer
 
 from .table_view import TableView
+
+if TYPE_CHECKING:  # pandas loads where a table is made, not with the Explorer
+    import pandas as pd
 
 COLUMNS = [
     {"key": "kernel", "label": "kernel"},

@@ -9,10 +9,7 @@ from typing import Any
 import ipywidgets as w
 
 from fxviz.present.chart import chart_svg
-from fxviz.diff.comparison import compare
 from fxviz.present.markup import escape
-from fxviz.timing.profiling import plot_profile
-from fxviz.timing.timing_ab import CATEGORIES
 
 from .profiling import Profiler, Timings
 
@@ -99,6 +96,8 @@ class TimingPanel(w.VBox):
         rows = df.nlargest(TOP, "median_us")
         self.summary.value += _output_html(rows, len(df))
         self.table.value = table_html(rows[[*TIMING_COLUMNS, *[c for c in ("kernel_us", "host_us") if c in df]]])
+        from fxviz.timing.profiling import plot_profile  # with pandas: loaded by the first timing shown
+
         self.chart.value = chart_svg(lambda ax: plot_profile(df, top=TOP, ax=ax), len(rows))
         self.chart.layout.display = ""
 
@@ -115,7 +114,11 @@ class TimingPanel(w.VBox):
         """The Comparison of the two picked steps: the profiler's A/B run where it has one."""
         a, b = (self._session.steps[picker.value] for picker in (self.step_a, self.step_b))
         compared = self._profiler.compared(a, b)
-        return compared.comparison if compared is not None and not compared.error else compare(a, b)
+        if compared is not None and not compared.error:
+            return compared.comparison
+        from fxviz.diff.comparison import compare
+
+        return compare(a, b)
 
     def _show_comparison(self, a: Any, b: Any, level: str) -> None:
         compared = self._profiler.compared(a, b)
@@ -131,6 +134,8 @@ class TimingPanel(w.VBox):
             self.comparison.value = f'<div class="fxviz-timing-error">{escape(error)}</div>'
 
     def _draw_comparison(self, cmp: Any, level: str) -> None:
+        from fxviz.timing.timing_ab import CATEGORIES
+
         diff = {"target": cmp.timing, "kind": cmp.timing_by_kind, "node": cmp.timing_by_node}[level]
         counts = diff["category"].value_counts()
         summary = ", ".join(f"{counts.get(c, 0)} {c}" for c in CATEGORIES)

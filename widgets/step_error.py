@@ -11,21 +11,28 @@ from __future__ import annotations
 import math
 import weakref
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import ipywidgets as w
-import pandas as pd
 
 from fxviz.present.columns import Columns
 from fxviz.present.markup import escape
 from fxviz.present.node_table import COLUMNS, error_column
-from fxviz.checks.numerics import first_divergence, first_gradient_divergence
 
 from .coloring import comparison
 from .graph_view import GraphView
 from .panel_passes import DIFFERS
 from .table_view import TableView
 
+if TYPE_CHECKING:  # pandas loads where a table is made, not with the Explorer
+    import pandas as pd
+
+
+def _numerics() -> Any:
+    """:mod:`fxviz.checks.numerics`, loaded (with pandas) when an error is first shown, not with the Explorer."""
+    from fxviz.checks import numerics
+
+    return numerics
 
 
 class StepError:
@@ -122,7 +129,7 @@ class StepError:
             return
         self._asked.add(step)
         rows = self.rows(step)
-        first = first_divergence(rows.reset_index())
+        first = _numerics().first_divergence(rows.reset_index())
         self.show_column(step)
         previous = self.reference(step)
         if first is not None:
@@ -184,7 +191,7 @@ def _node_html(step: Any, rows: pd.DataFrame, name: str, previous: int) -> str:
     added = [p for p in inputs if p in rows.index and not rows.at[p, "counterpart"]]
     source = f"comes in through {', '.join(added)}, which the pass added" if added else "starts here"
     verdict = (f"the first node beyond the check's tolerance: the error {source}"
-               if first_divergence(rows.reset_index()) == name else
+               if _numerics().first_divergence(rows.reset_index()) == name else
                "beyond the check's tolerance" if row["diverged"] else "within the check's tolerance")
     compared = "" if row["counterpart"] == name else f" (compared with its {row['counterpart']})"
     return _section(previous, [
@@ -202,7 +209,7 @@ def _gradients_said(rows: pd.DataFrame) -> str:
     gradients = rows.attrs.get("gradients")
     if gradients is None or gradients.empty:
         return ""
-    first = first_gradient_divergence(rows)
+    first = _numerics().first_gradient_divergence(rows)
     where = gradients.loc[gradients["parameter"] == first, "node"].iloc[0] if first else ""
     return (f"{int(gradients['diverged'].sum())} of {len(gradients)} beyond the check's tolerance"
             + (f", the first {first}'s (node {where})" if first else ""))
@@ -219,7 +226,7 @@ def _gradients_html(rows: pd.DataFrame, name: str, graph: Any, previous: int) ->
         return "" if mine.empty else _section(previous, [
             (f"gradient of {g.parameter}", f"max rel {_number(g.max_rel)}, {_sqnr(g.sqnr_db)}, "
              f"{'beyond' if g.diverged else 'within'} the check's tolerance") for g in mine.itertuples()], "Gradient")
-    first = first_gradient_divergence(rows)
+    first = _numerics().first_gradient_divergence(rows)
     cells = "".join(
         f"<tr><td>{escape(g.parameter)}{' (first to diverge)' if g.parameter == first else ''}</td>"
         f"<td>{escape(_number(g.max_rel))}</td><td>{escape(_sqnr(g.sqnr_db))}</td>"

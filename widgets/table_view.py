@@ -12,14 +12,16 @@ from __future__ import annotations
 
 import pathlib
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anywidget
-import pandas as pd
 import traitlets
 
 from fxviz.present import assets
 from fxviz.present.columns import Columns, as_columns
+
+if TYPE_CHECKING:  # pandas loads where a table is made, not with the Explorer
+    import pandas as pd
 
 _HERE = pathlib.Path(__file__).parent
 
@@ -79,5 +81,7 @@ class TableView(anywidget.AnyWidget):
     def frame(self) -> pd.DataFrame:
         """Every row whole under the ``columns``' labels, built column by column (a
         static copy of 100k rows: no dict per row)."""
+        import pandas as pd
+
         every = self.rows.columns
         return pd.DataFrame({c["label"]: every[c["key"]] for c in self.columns}, columns=[c["label"] for c in self.columns])

@@ -19,14 +19,15 @@ import weakref
 from collections.abc import Callable, Iterable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
-
-from fxviz.timing.aten_breakdown import profile_aten
-from fxviz.diff.comparison import Comparison, compare, measure_steps
 from fxviz.errors import Cancelled, FxvizError, InputError
 from fxviz.background.jobs import Jobs, Progress
+
+if TYPE_CHECKING:  # pandas and what stands on it load in the first job, off the first view's path
+    import pandas as pd
+
+    from fxviz.diff.comparison import Comparison
 
 MODES = ("background", "sync", "off")
 _log = logging.getLogger(__name__)
@@ -195,6 +196,8 @@ class Scheduler:
     def _aten(self, step: Any) -> None:
         known = self.known(step)
         if known is not None and known.table is not None and known.aten is None and not known.aten_error:
+            from fxviz.timing.aten_breakdown import profile_aten
+
             aten, error = _attempt(lambda: profile_aten(step.gm, step.example_inputs), "the ATen breakdown")
             self._timings[step][self._settings] = dataclasses.replace(known, aten=aten, aten_error=error)
 
@@ -203,6 +206,8 @@ class Scheduler:
             return
 
         def measured() -> Comparison:  # the pair outside Comparison's cached_property: see runs_no_model
+            from fxviz.diff.comparison import compare, measure_steps
+
             cmp = compare(*pair, profile_kwargs=self.kwargs, paired=measure_steps(*pair, self.kwargs))
             cmp.timing_by_node  # noqa: B018 - measure now, on this thread
             return cmp

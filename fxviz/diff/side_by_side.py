@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import functools
 import inspect
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from fxviz.draw.colour_modes import MARK_COLORS, MARK_MEANINGS
 from fxviz.errors import InputError
 from fxviz.present.markup import escape
 from fxviz.draw.render import Rendering, render
+
+if TYPE_CHECKING:  # pandas loads where a table is made, not with the Explorer
+    import pandas as pd
 
 __all__ = ["SideBySide", "summary", "legend", "counterparts", "SIDES", "MEANINGS"]
 

@@ -11,8 +11,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
-import pandas as pd
-
 from fxviz.present.markup import escape
 from fxviz.errors import FxvizError
 from fxviz.present.node_table import COLUMNS, values
@@ -29,34 +27,40 @@ STYLE = """<style>
 </style>"""
 
 
-def static_html(*, title: str, lines: Iterable[str], svg: str, rows: pd.DataFrame | None = None,
+def static_html(*, title: str, lines: Iterable[str], svg: str, rows: Sequence[Sequence[Any]] | None = None,
                 note: str = "", total: int | None = None) -> str:
     """A titled block: text ``lines``, the graph ``svg`` (already safe markup), the node
-    table ``rows`` (first :data:`MAX_ROWS`, of ``total`` nodes: default, all rows) and a ``note``."""
+    table ``rows`` (:func:`node_rows`; first :data:`MAX_ROWS`, of ``total`` nodes: default, all rows) and a ``note``."""
     parts = [STYLE, '<div class="fxviz-static">', f"<div><b>{escape(title)}</b></div>"]
     parts += [f"<div>{escape(line)}</div>" for line in lines if line]
     parts.append(f'<div class="fxviz-static-graph">{svg}</div>' if svg else "<div>(no graph drawn)</div>")
-    if rows is not None and len(rows):
-        shown = rows.head(MAX_ROWS)
+    if rows:
+        shown = rows[:MAX_ROWS]
         total = len(rows) if total is None else total
-        more = f" (first {min(MAX_ROWS, len(rows))} of {total})" if total > min(MAX_ROWS, len(rows)) else ""
-        parts += [f"<details><summary>Nodes{escape(more)}</summary>",
-                  shown.to_html(index=False, escape=True, border=0, na_rep=""), "</details>"]
+        more = f" (first {len(shown)} of {total})" if total > len(shown) else ""
+        parts += [f"<details><summary>Nodes{escape(more)}</summary>", _table(shown), "</details>"]
     if note:
         parts.append(f'<div class="fxviz-static-note">{escape(note)}</div>')
     parts.append("</div>")
     return "".join(parts)
 
 
-def node_rows(graph: Any, limit: int | None = None, times: Mapping[str, Sequence] | None = None) -> pd.DataFrame:
-    """The node table of ``graph``'s first ``limit`` nodes: the live table's columns
-    (:mod:`fxviz.present.node_table`) under their labels, with ``times`` (``{key: values}`` in
+def node_rows(graph: Any, limit: int | None = None, times: Mapping[str, Sequence] | None = None) -> list[tuple]:
+    """The node table of ``graph``'s first ``limit`` nodes, a tuple of cells per node: the live
+    table's columns (:mod:`fxviz.present.node_table`), with ``times`` (``{key: values}`` in
     graph order; blank without), each cell as the live table shows it."""
     every = values(graph, limit)
     n = len(every["name"])
     every |= {key: column[:n] for key, column in (times or {}).items()}
-    return pd.DataFrame({c["label"]: [_shown(v, c) for v in every.get(c["key"], [None] * n)] for c in COLUMNS},
-                        columns=[c["label"] for c in COLUMNS], dtype=object)
+    return list(zip(*([_shown(v, c) for v in every.get(c["key"], [None] * n)] for c in COLUMNS)))
+
+
+def _table(rows: Sequence[Sequence[Any]]) -> str:
+    """``rows`` under the live table's labels, escaped. Written here, not by pandas: its import is
+    0.2 s of a kernel's first ``explore``, for cells that are already text."""
+    head = "".join(f"<th>{escape(c['label'])}</th>" for c in COLUMNS)
+    body = "".join("<tr>" + "".join(f"<td>{escape(cell)}</td>" for cell in row) + "</tr>" for row in rows)
+    return f'<table class="fxviz-static-table"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
 
 
 def _shown(value: Any, column: Mapping[str, Any]) -> Any:
