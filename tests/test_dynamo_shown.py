@@ -101,6 +101,8 @@ def test_the_compile_view_opens_the_shown_graph_and_the_first_stays_reachable(ma
 def test_compiled_and_its_view_open_the_largest_graph_unless_asked():
     compiled = fxviz.compiled(MaskFirst(), X)
     assert compiled.shown == 1 and compiled.session(0).current.check.status == "match"
+    assert compiled.session() is compiled.session(1)  # unasked, the graph shown
+    assert graph_info(compiled.session().current.gm).graph_index == 1
     assert "Shown first: graph 2 of 2 (listed as graph 1)" in compiled.capture.note
     widget = CompileExplorer(compiled, profile="off")
     asked = CompileExplorer(compiled, index=0, profile="off")

@@ -103,13 +103,14 @@ class Compiled:
         """Each compiled graph's own time (µs per run) by ``(index, part)``, measured with its kernels."""
         return self._timed()[1]
 
-    def module_times(self, index: int = 0) -> pd.DataFrame:
-        """Per module of graph ``index``: ``eager_us`` (its dynamo graph run op by op, as the
+    def module_times(self, index: int | None = None) -> pd.DataFrame:
+        """Per module of graph ``index`` (default: the one opened first, :attr:`shown`): ``eager_us`` (its dynamo graph run op by op, as the
         model runs without torch.compile: the Session's profile, median µs per op) beside
         ``compiled_us`` (its forward's kernels, a fused kernel's time shared among its
         nodes' modules) and ``ratio`` (compiled over eager)."""
         from fxviz.compiler.kernel_times import by_module
 
+        index = self.shown if index is None else index
         kernels = self.kernels[(self.kernels.graph == index) & (self.kernels.part == "forward")]
         eager = self.session(index, "dynamo").steps[0]
         return by_module(kernels, eager.profile(budget_s=1.0), eager.graph, self.graphs[index].forward)
@@ -132,12 +133,14 @@ class Compiled:
         """Every ``(graph index, part)`` that can be opened, in order."""
         return [(g.index, part) for g in self.graphs for part in g.parts]
 
-    def session(self, index: int = 0, part: str = "dynamo") -> Any:
-        """The Session of graph ``index``'s ``part``; it runs on the inputs that graph
-        was called with and is checked against itself (the graph as dynamo/AOT made it)."""
+    def session(self, index: int | None = None, part: str = "dynamo") -> Any:
+        """The Session of graph ``index``'s ``part`` (default: the graph opened first, :attr:`shown`);
+        it runs on the inputs that graph was called with and is checked against itself (the
+        graph as dynamo/AOT made it)."""
         from fxviz.capture import Capture
         from fxviz.session import Session
 
+        index = self.shown if index is None else index
         if not 0 <= index < len(self.graphs):
             raise NoSuchStep(f"There is no graph {index}: torch.compile made graphs 0 to {len(self.graphs) - 1}.")
         gm = self.graphs[index].part(part)
