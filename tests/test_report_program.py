@@ -117,3 +117,21 @@ def test_dot_lays_out_each_view_from_the_moment_it_is_drawn(program_session, mon
         svgs = views.svgs()
     assert len(views.variants) > 5 and events == ["draw", "layout"] * len(views.variants)  # every view differs
     assert all(svg.startswith("<svg") for svg in svgs)
+
+
+def test_the_first_views_layout_is_the_reports_star_view(program_session, monkeypatch):
+    """A fresh report after the first view (``render(graph).drawn()``) has the views of one
+    written without it, and dot did not lay out the first view again for its "*" view."""
+    import fxviz.draw.render as render_module
+    from fxviz.draw.render import render
+
+    program = torch.export.export(_Decoder().eval(), program_session.current.example_inputs)
+    without, shown = (fxviz.Session(program, program_session.current.example_inputs) for _ in range(2))
+    first = render(shown.current.graph).drawn().svg
+    real, laid_out = render_module.layout_svg, []
+    monkeypatch.setattr(render_module, "layout_svg", lambda source, **kw: laid_out.append(source) or real(source, **kw))
+    data = [_data(report_html(session)) for session in (without, shown)]
+    views = [{focus: _blob(d, i)["svg"] for focus, i in d["steps"][0]["views"].items()} for d in data]
+    assert views[0] == views[1] and views[1][ALL] == first
+    assert len(laid_out) == 2 * len(set(data[0]["steps"][0]["views"].values())) - 1  # not the "*" view again
+    assert render(shown.current.graph, collapse=[]).laid_out is not render(shown.current.graph).laid_out

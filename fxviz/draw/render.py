@@ -49,6 +49,7 @@ class Rendering:
     expanded: tuple[str, ...] = ()  # boxes drawn open, most wanted first: pass as expand= to keep this view
     note: str = ""
     coarser: Callable[[str], Rendering] | None = None  # the same drawing with half the budget, given a note
+    laid_out: dict[str, str] = field(default_factory=dict, repr=False, compare=False)  # SVGs by DOT: see render
 
     # Not functools.cached_property: before Python 3.12 its lock is one for all renderings,
     # which made a report's layouts in parallel threads run one at a time.
@@ -59,7 +60,8 @@ class Rendering:
         with self._lock:  # laid out once per rendering
             if "_svg" not in self.__dict__:
                 try:
-                    svg = layout_svg(self.dot.source, timeout=self.layout_timeout, box_count=self.box_count)
+                    svg = self.laid_out.get(self.dot.source) or self.laid_out.setdefault(self.dot.source, layout_svg(
+                        self.dot.source, timeout=self.layout_timeout, box_count=self.box_count))
                 except LayoutTimeout:
                     svg = None
                 self.__dict__["_svg"] = svg
@@ -134,11 +136,14 @@ def render(source: torch.fx.GraphModule | nx.DiGraph, *, color_by: str | None = 
     any size opens at the most detailed level that fits. At the default budget, a layout
     that runs out of time falls back to a coarser drawing (see ``Rendering.drawn``).
     Weights are attributes of the ops that read them; ``show_weights`` draws them as nodes.
+    Plain ``render(graph)`` calls (no option) share a networkx graph's layouts: a report's "*" is the first view.
     """
+    plain = isinstance(source, nx.DiGraph) and all(v is render.__kwdefaults__.get(k, v) for k, v in locals().items())
     graph = to_networkx(source) if isinstance(source, torch.fx.GraphModule) else source
     options = dict(color_by=color_by, values=values, marks=marks, highlight=set(highlight), collapse=set(collapse),
                    expand=list(expand), auto_collapse=auto_collapse, long_edge=long_edge,
-                   layout_timeout=layout_timeout, rankdir=rankdir, show_weights=show_weights)
+                   layout_timeout=layout_timeout, rankdir=rankdir, show_weights=show_weights,
+                   laid_out=derived(graph, "plain layouts", lambda _: {}) if plain else {})
     fallback = auto_collapse and max_nodes is None
     return _render(graph, MAX_NODES if max_nodes is None else max_nodes, None, fallback, "", **options)
 
@@ -178,7 +183,7 @@ def _render(graph: nx.DiGraph, budget: int, asked: int | None, fallback: bool, n
         coarser = partial(_render, graph, min(budget, half), half, True,
                           **{**options, "layout_timeout": min(timeout, max(1.0, timeout / 2))})
     return Rendering(dot, writer.elements, legend, tuple(sorted(plan.collapsed)), options["layout_timeout"],
-                     plan.box_count, tuple(plan.opened), note, coarser)
+                     plan.box_count, tuple(plan.opened), note, coarser, options["laid_out"])
 
 
 def to_dot(source: torch.fx.GraphModule | nx.DiGraph, **options: Any) -> graphviz.Digraph:

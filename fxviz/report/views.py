@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import hashlib
 from collections.abc import Iterable
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -49,7 +48,7 @@ class Views:
     def add(self, rendering: Rendering) -> int:
         """The index of ``rendering``'s DOT among the variants, added (and, with a ``pool``,
         its layout started: dot works while the next views are drawn) when new."""
-        key = hashlib.sha1(rendering.dot.source.encode()).hexdigest()
+        key = rendering.dot.source  # not a digest: hashlib lets go of the GIL, then waits ms to get it back
         if key not in self._by_dot:
             self._by_dot[key] = len(self.variants)
             self.variants.append(rendering)
