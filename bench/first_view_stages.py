@@ -9,7 +9,10 @@ shows it (the Code tab filled after the cell: left out), and torchview's ``draw_
 less than the whole (what is not wrapped: glue). Read shares and ratios, not seconds:
 the machine is shared (the load average is printed).
 
-Run: ``PYTHONPATH=. .venv/bin/python bench/first_view_stages.py [--model NAME] [--repeats 7]``.
+``--cold`` first prints, from fresh processes, what a kernel pays before fxviz draws anything
+(``import networkx``, ``import fxviz``) beside torchview's whole first call: the cold target's floor.
+
+Run: ``PYTHONPATH=. .venv/bin/python bench/first_view_stages.py [--model NAME] [--repeats 7] [--cold]``.
 """
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ import argparse
 import functools
 import os
 import statistics
+import subprocess
 import sys
 import time
 from typing import Any
@@ -60,11 +64,38 @@ def _timed_stages() -> dict[str, list[float]]:
     return times
 
 
+#: What a fresh kernel pays before fxviz draws anything, beside torchview's whole first call (its import
+#: included), each timed after torch, torchvision and the model are loaded: the cold target's floor.
+COLD = {"import networkx": "import networkx",
+        "import fxviz": "import fxviz",
+        "torchview, whole first call": "from torchview import draw_graph\n"
+                                       "draw_graph(model, input_data=[x]).visual_graph.pipe(format='svg')"}
+_COLD_RUN = ("import time, torch, torchvision\ntorch.set_num_threads(1)\n"
+             "model = torchvision.models.mobilenet_v3_large(weights=None).eval(); x = torch.randn(1, 3, 64, 64)\n"
+             "start = time.perf_counter()\n{code}\nprint(time.perf_counter() - start)")
+
+
+def cold_floor(repeats: int) -> None:
+    """:data:`COLD` in fresh processes, alternating, medians (mobilenet_v3_large at 64x64)."""
+    found: dict[str, list[float]] = {label: [] for label in COLD}
+    for _ in range(repeats):
+        for label, code in COLD.items():
+            out = subprocess.run([sys.executable, "-c", _COLD_RUN.format(code=code)], capture_output=True,
+                                 text=True, check=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+            found[label].append(float(out.stdout.split()[-1]))
+    print("cold, fresh processes (mobilenet_v3_large):")
+    for label, seconds in found.items():
+        print(f"  {label:30} {statistics.median(seconds) * 1e3:7.1f} ms")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", action="append", help="only these models")
     parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--cold", action="store_true", help="also what a fresh kernel pays before drawing")
     args = parser.parse_args()
+    if args.cold:
+        cold_floor(args.repeats)
     torch.set_num_threads(1)
     from torchview import draw_graph
 
