@@ -19,6 +19,8 @@ from fxviz.present.presentation import NOT_COUNTED, check_text, node_rows, node_
 from fxviz.report.page import report_html
 from fxviz.step import Step
 
+from test_report import _details
+
 
 def _fake_profile(graph) -> pd.DataFrame:
     """A profile's table with made-up times: conv1 12.34 µs (p25 11.96, p75 13.71), 40.26 %."""
@@ -67,7 +69,7 @@ def test_the_explorers_details_and_the_report_say_the_same_of_a_node(timed, monk
     session, table = timed
     graph = session.current.graph
     data = _report(session, table, monkeypatch)
-    details = _blob(data, data["steps"][0]["details"])
+    details = _details(data, data["steps"][0]["details"])
     for name in ("conv1", "x", "fc"):
         assert _details_rows(graph, name, Timings(table=table)) == details[name]["rows"]
     rows = dict(details["conv1"]["rows"])

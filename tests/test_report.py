@@ -37,6 +37,13 @@ def _blob(data: dict, index: int):
     return json.loads(gzip.decompress(base64.b64decode(data["blobs"][index])))
 
 
+def _details(data: dict, index: int) -> dict[str, dict]:
+    """A step's details blob by node name, as ``detailsByName`` (report_panels.js) reads it."""
+    decoded = rows_from_json(_blob(data, index))
+    return {row["name"]: {"rows": [[k, v] for k, v in row.items() if k not in ("inputs", "users") and v is not None],
+                          "inputs": row["inputs"], "users": row["users"]} for row in decoded}
+
+
 class Evil(nn.Module):
     """A submodule whose name is markup: it reaches module paths and targets."""
 
@@ -76,9 +83,9 @@ def test_the_page_is_self_contained_and_carries_every_step(resnet_session, tmp_p
     diff = _blob(data, data["diffs"]["0,1"])
     assert "-    bn1 = self.bn1(conv1)" in diff and "+++ step 1 (fuse_conv_bn)" in diff
     assert _blob(data, data["diffs"]["1,0"]).startswith("--- step 1")
-    details = _blob(data, step0["details"])
+    details = _details(data, step0["details"])
     assert dict(details["conv1"]["rows"])["shape"] == "1×64×32×32"
-    assert details["conv1"]["users"] == ["bn1"]
+    assert details["conv1"]["users"] == ["bn1"] and details["bn1"]["inputs"] == [["args[0]: conv1", "conv1"]]
     # with no node selected, each step's whole graph: fusing removed its 20 BatchNorm modules
     overviews = [dict(s["overview"]["rows"]) for s in data["steps"]]
     assert overviews[0]["captured by"].startswith("torch.fx symbolic tracing") and not data["steps"][0]["overview"]["tried"]

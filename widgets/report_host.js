@@ -11,8 +11,8 @@
  */
 import { HostModel, focusAfter, focusText, revealFocus } from "./report_model.js";
 import {
-  TABLE_OPEN_MAX, badge, buildLayout, codeContent, detailsContent, diffContent, historyButtons, historyLegend,
-  timingContent,
+  TABLE_OPEN_MAX, badge, buildLayout, codeContent, detailsByName, detailsContent, diffContent, historyButtons,
+  historyLegend, timingContent,
 } from "./report_panels.js";
 
 export * from "./report_model.js";
@@ -169,7 +169,7 @@ async function main(doc) {
     history.replaceChildren(...historyButtons(h, data.steps, stepIndex, showStep));
     undoneLine.textContent = historyLegend(data.steps);
     undoneLine.hidden = !undoneLine.textContent;
-    details = await blob(s.details);
+    details = detailsByName(graphModule.rowsOf(await blob(s.details)));
     const others = data.steps.filter((/** @type {any} */ o) => o.index !== i);
     base.replaceChildren(...others.map((/** @type {any} */ o) => {
       const opt = /** @type {HTMLOptionElement} */ (h("option", "", `step ${o.index} · ${o.pass_name}`));

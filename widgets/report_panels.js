@@ -129,6 +129,21 @@ function overviewContent(h, overview) {
 }
 
 /**
+ * Each node's Details record by name (`rows` of [label, text], `inputs`, `users`) from the
+ * page's details, decoded by `rowsOf` (fxviz.report.page sends them column by column: a
+ * column per label, null where a node has no such row, then `inputs` and `users`).
+ * @param {Array<Record<string, any>>} decoded
+ * @returns {Record<string, {rows: Array<[string, string]>, inputs: Array<[string, string]>, users: string[]}>}
+ */
+export function detailsByName(decoded) {
+  const byName = Object.create(null);  // a node may be named like an Object method
+  for (const { inputs, users, ...labels } of decoded) {
+    byName[labels.name] = { rows: Object.entries(labels).filter(([, text]) => text !== null), inputs, users };
+  }
+  return byName;
+}
+
+/**
  * The Details panel's content for one node's record or, when none is selected, the whole
  * graph (`overview`; a hint alone without one); its input and user links call `select`.
  * @param {Make} h @param {any} rec @param {(name: string) => void} select @param {any} [overview]

@@ -6,7 +6,7 @@ the front-ends render the strings they are given.
 from __future__ import annotations
 
 import weakref
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from fxviz.present.columns import Columns
@@ -47,22 +47,34 @@ def node_rows(graph: Any, name: str, times: Mapping[str, NodeTime] | None = None
               untimed: str = NOT_PROFILED) -> list[tuple[str, str]]:
     """What is known of node ``name``, as ``(label, text)`` rows: ``times`` from
     :func:`node_times`; ``untimed`` says why a node has none."""
-    a = graph.nodes[name]
-    rows: list[tuple[str, Any]] = [
-        ("op", a["op"]), ("name", name), ("target", a["target"]), ("args", a["args"]), ("kwargs", a["kwargs"]),
-        ("module path", "(top level)" if a["module_path"] == "" else a["module_path"]),
-        *([("source", a["source"])] if a.get("source") else []),  # file:line of the model's code
-        *([("holds", a["about"])] if a.get("about") else []),  # the output: "loss, gradients ×142"
-        ("shape", shape_text(a["shape"]) or "unknown"), ("dtype", a["dtype"]), ("stride", a["stride"]),
-        ("memory format", a["memory_format"]), ("FLOPs", count_text(a["flops"])), ("MACs", count_text(a["macs"])),
-    ]
-    t = (times or {}).get(name)
-    if t is None:
-        rows.append(("time", untimed))
-    else:
-        rows += [("time", f"{t.median_us:.1f} µs (p25–p75 {t.p25_us:.1f}–{t.p75_us:.1f})"),
-                 ("share", f"{t.share:.1f} % of the step's node time")]
-    return [(label, NOT_COUNTED if value is None else str(value)) for label, value in rows]
+    return [(label, texts[0]) for label, texts in node_details(graph, [name], times, untimed).items()
+            if texts[0] is not None]
+
+
+def node_details(graph: Any, names: Sequence[str], times: Mapping[str, NodeTime] | None = None,
+                 untimed: str = NOT_PROFILED) -> dict[str, list[str | None]]:
+    """:func:`node_rows` of each node of ``names``, label by label (in the rows' order): the
+    label's text per node, None where a node has no such row (``source``, ``holds``, ``share``).
+    Column by column: a report carries every node's rows, and a dict per row was most of their cost."""
+    attrs = [graph.nodes[name] for name in names]
+    timed = [(times or {}).get(name) for name in names]
+
+    def texts(values: Iterable[Any]) -> list[str]:
+        return [NOT_COUNTED if value is None else str(value) for value in values]
+
+    return {
+        "op": texts(a["op"] for a in attrs), "name": texts(names), "target": texts(a["target"] for a in attrs),
+        "args": texts(a["args"] for a in attrs), "kwargs": texts(a["kwargs"] for a in attrs),
+        "module path": texts("(top level)" if a["module_path"] == "" else a["module_path"] for a in attrs),
+        "source": [str(a["source"]) if a.get("source") else None for a in attrs],  # file:line of the model's code
+        "holds": [str(a["about"]) if a.get("about") else None for a in attrs],  # the output: "loss, gradients ×142"
+        "shape": [shape_text(a["shape"]) or "unknown" for a in attrs], "dtype": texts(a["dtype"] for a in attrs),
+        "stride": texts(a["stride"] for a in attrs), "memory format": texts(a["memory_format"] for a in attrs),
+        "FLOPs": texts(count_text(a["flops"]) for a in attrs), "MACs": texts(count_text(a["macs"]) for a in attrs),
+        "time": [untimed if t is None else f"{t.median_us:.1f} µs (p25–p75 {t.p25_us:.1f}–{t.p75_us:.1f})"
+                 for t in timed],
+        "share": [None if t is None else f"{t.share:.1f} % of the step's node time" for t in timed],
+    }
 
 
 def count_text(value: Any) -> str | None:

@@ -194,7 +194,7 @@ def _step(step: Any, current: int, views: dict[str, int], variants: list[int], b
         "n_nodes": len(graph),
         "views": {focus: variants[i] for focus, i in views.items()},
         "nodes": _nodes(every, times),
-        "details": blobs.add({n: _details(graph, n, times) for n in graph}),
+        "details": blobs.add(_details(graph, times)),
         "overview": graph_overview(graph, capture),  # Details while no node is selected
         "rows": blobs.add(presentation.table_rows(graph, table, every)),  # column by column, as the table reads them
         "code": blobs.add(code),
@@ -243,13 +243,14 @@ def _nodes(every: Columns, times: dict[str, NodeTime]) -> dict[str, Any]:
     return nodes.encoded()
 
 
-def _details(graph: Any, name: str, times: dict[str, NodeTime]) -> dict[str, Any]:
-    """What the Explorer's Details tab says about one node (:func:`fxviz.present.presentation.node_rows`)."""
-    return {
-        "rows": presentation.node_rows(graph, name, times, untimed="not profiled"),
-        "inputs": [[f"{use}: {p}", p] for p in graph.predecessors(name) for use in graph.edges[p, name]["uses"]],
-        "users": list(graph.successors(name)),
-    }
+def _details(graph: Any, times: dict[str, NodeTime]) -> Columns:
+    """What the Explorer's Details tab says about each node (:func:`fxviz.present.presentation.node_details`)
+    and its inputs and users, column by column (``detailsByName`` in report_panels.js reads them): a
+    dict per node, each label repeated, made 1 MB of JSON for a 24-layer decoder (0.26 MB so)."""
+    names = list(graph)
+    inputs = [[[f"{use}: {p}", p] for p in graph.predecessors(n) for use in graph.edges[p, n]["uses"]] for n in names]
+    return Columns(presentation.node_details(graph, names, times, untimed="not profiled")
+                   | {"inputs": inputs, "users": [list(graph.successors(n)) for n in names]}, len(names))
 
 
 def _timing(table: Any, blobs: _Blobs) -> dict[str, Any]:
