@@ -162,8 +162,9 @@ class _Blobs:
 
 
 def _gzip64(raw: bytes) -> str:
-    """zlib's default level: 9 takes 3x as long for a page 1-4 % smaller."""
-    return base64.b64encode(gzip.compress(raw, compresslevel=6, mtime=0)).decode("ascii")
+    """zlib's level 4: half the time of its default (6; 17 against 8 ms on a 24-layer decoder's
+    1.2 MB of blobs) for a page 3 % larger; 9 takes 3x as long as 6 for a page 1-4 % smaller."""
+    return base64.b64encode(gzip.compress(raw, compresslevel=4, mtime=0)).decode("ascii")
 
 
 def _no_nan(value: Any) -> Any:
