@@ -33,8 +33,10 @@ def known_notes(gm: torch.fx.GraphModule, inputs: tuple) -> dict[str, dict[str, 
     carry it all: a node without it, a size that is symbolic, an operator other than ATen's,
     or inputs of other shapes than those it was captured on (then the graph must run)."""
     vals = {}
+    layouts: dict[Any, Any] = {}  # a tensor's layout -> (its metadata, its bytes): fake tensors are slow to ask
+    laid_out: dict[torch.fx.Node, Any] = {}  # a node whose output is a tensor -> its layout's (metadata, bytes)
     for node in gm.graph.nodes:
-        val = _val(node, vals)
+        val = _val(node, vals, layouts, laid_out)
         if val is _MISSING or node.op in ("call_module", "call_method") or \
                 (node.op == "call_function" and not _readable(node.target)):
             return None
@@ -43,17 +45,21 @@ def known_notes(gm: torch.fx.GraphModule, inputs: tuple) -> dict[str, dict[str, 
     given = [v for v in tree_leaves(inputs) if v is not None]
     if len(placeholders) != len(given) or not all(map(_same, placeholders, given)):
         return None
-    signatures = _Signatures(vals)
-    layouts: dict[Any, Any] = {}  # a tensor's layout -> its metadata (fake tensors are slow to ask)
-    sizes = {node: {id(t): t.numel() * t.element_size() for t in tensors((val,))} for node, val in vals.items()}
+    signatures, countable = _Signatures(vals), _Countable()
+    sizes = {}
     notes = {}
     for node, val in vals.items():
         note = notes[node.name] = {"flops": None, "macs": None, "bytes": None}
-        if sizes[node]:
-            note["tensor_meta"] = _metadata(val, layouts)
+        if node in laid_out:
+            note["tensor_meta"], size = laid_out[node]
+            sizes[node] = {id(val): size}
+        else:
+            sizes[node] = {id(t): t.numel() * t.element_size() for t in tensors((val,))}
+            if sizes[node]:
+                note["tensor_meta"] = tensor_metadata(val)
         if node.op != "call_function":
             continue
-        counted = _flops(node, vals, signatures)
+        counted = _flops(node, vals, signatures, countable)
         if isinstance(counted, str):
             note["flops_why"] = counted
         elif counted is not None:
@@ -68,21 +74,36 @@ def known_notes(gm: torch.fx.GraphModule, inputs: tuple) -> dict[str, dict[str, 
 _MISSING = object()
 
 
-def _val(node: torch.fx.Node, vals: dict[torch.fx.Node, Any]) -> Any:
+def _val(node: torch.fx.Node, vals: dict[torch.fx.Node, Any], layouts: dict[Any, Any],
+         laid_out: dict[torch.fx.Node, Any]) -> Any:
     """A node's output as its meta holds it (the output node's: its inputs'), or _MISSING
-    where it is absent or a size is symbolic."""
+    where it is absent or a size is symbolic. A tensor's metadata and bytes are made once
+    per distinct layout, into ``layouts``, and noted for its node in ``laid_out``."""
     if node.op == "output":
         return torch.fx.node.map_arg(node.args[0], vals.__getitem__)
-    if "val" not in node.meta:
+    val = node.meta.get("val", _MISSING)
+    if val is _MISSING:
         # an operator that returns nothing (``_assert_tensor_metadata``): a loaded .pt2 keeps no val for it
         returns_nothing = node.op == "call_function" and isinstance(node.target, OpOverload) and \
             not op_schema(node.target).returns
         return None if returns_nothing else _MISSING
-    val = node.meta["val"]
-    for t in tensors((val,)):
-        if not all(isinstance(size, int) for size in (*t.shape, *t.stride())):
+    if isinstance(val, torch.Tensor):
+        layout = (val.shape, val.dtype, val.stride(), val.requires_grad)
+        try:
+            known = layouts.get(layout)
+        except TypeError:  # unhashable: a symbolic size
             return _MISSING
-    return val
+        if known is None:
+            if not _concrete(val):
+                return _MISSING
+            known = layouts[layout] = (tensor_metadata(val), val.numel() * val.element_size())
+        laid_out[node] = known
+        return val
+    return val if all(map(_concrete, tensors((val,)))) else _MISSING
+
+
+def _concrete(t: torch.Tensor) -> bool:
+    return all(isinstance(size, int) for size in (*t.shape, *t.stride()))
 
 
 def _readable(target: Any) -> bool:
@@ -93,15 +114,6 @@ def _same(val: Any, given: Any) -> bool:
     if isinstance(val, torch.Tensor):
         return isinstance(given, torch.Tensor) and val.shape == given.shape and val.dtype == given.dtype
     return not isinstance(given, torch.Tensor) and val == given
-
-
-def _metadata(val: Any, layouts: dict[Any, Any]) -> Any:
-    if not isinstance(val, torch.Tensor):
-        return tensor_metadata(val)
-    layout = (val.shape, val.dtype, val.stride(), val.requires_grad)
-    if layout not in layouts:
-        layouts[layout] = tensor_metadata(val)
-    return layouts[layout]
 
 
 class _Signatures(dict):
@@ -116,6 +128,16 @@ class _Signatures(dict):
         return found
 
 
+class _Countable(dict):
+    """Operator -> whether torch's counter may count it (:func:`may_count`), asked once per operator."""
+
+    def __missing__(self, op: Any) -> bool:
+        from fxviz._torch_internals.flops import may_count  # it imports triton: here
+
+        found = self[op] = may_count(op)
+        return found
+
+
 #: (operator, its arguments' signatures) -> its FLOPs (:func:`_flops`), for every graph drawn
 #: from its shapes: a count depends on nothing else, and running composite operators on meta
 #: tensors (linear, attention) was most of the time to read a transformer's notes, each time a
@@ -125,21 +147,22 @@ _COUNTED: dict[Any, int | str | None] = {}
 _COUNTED_LIMIT = 4096
 
 
-def _flops(node: torch.fx.Node, vals: dict[torch.fx.Node, Any], signatures: _Signatures) -> Any:
+def _flops(node: torch.fx.Node, vals: dict[torch.fx.Node, Any], signatures: _Signatures,
+           countable: _Countable) -> Any:
     """The FLOPs of an ATen call, counted as the annotated run counts them (torch's counter:
     an operator with a formula by it on the noted shapes, another run on ``meta`` tensors
     of them), once per signature in this process (:data:`_COUNTED`)."""
-    from fxviz._torch_internals.flops import formula_flops, has_formula, may_count  # they import triton: here
-
-    if node.target is operator.getitem or not may_count(node.target):
+    if node.target is operator.getitem or not countable[node.target]:
         return None
     try:
         key = (node.target, *torch.fx.node.map_arg((node.args, node.kwargs), signatures.__getitem__))
-        hash(key)
+        found = _COUNTED.get(key, _MISSING)
     except TypeError:
-        key = None
-    if key in _COUNTED:
-        return _COUNTED[key]
+        key, found = None, _MISSING
+    if found is not _MISSING:
+        return found
+    from fxviz._torch_internals.flops import formula_flops, has_formula  # they import triton: here
+
     if has_formula(node.target):  # a matmul, a convolution: its formula on the noted shapes, nothing run
         found = formula_flops(node.target, vals[node],
                               *torch.fx.node.map_arg((node.args, node.kwargs), vals.__getitem__))

@@ -264,10 +264,14 @@ def path_from_stack(node: torch.fx.Node) -> str:
     ``_orig_mod.`` or ``self.`` prefix; a module called twice gets an ``@1`` suffix.
     dynamo names the root ``L['self']``, or ``L['fn']`` when the root is one of torch's own
     modules (``nn.Sequential``: it compiles a wrapper that calls it)."""
-    stack = node.meta.get("nn_module_stack") or {}
-    if not stack:
-        return ""
-    path = str(list(stack.values())[-1][0])
+    stack = node.meta.get("nn_module_stack")
+    return _normalised_path(str(next(reversed(stack.values()))[0])) if stack else ""
+
+
+@functools.lru_cache(maxsize=4096)
+def _normalised_path(path: str) -> str:
+    """:func:`path_from_stack` of the innermost path, made once per distinct path (a graph's
+    nodes share a few hundred: a 24-layer Qwen2's 1,900, 319)."""
     path = re.sub(r"@\d+$", "", path)
     for prefix in ("_orig_mod.", "self.", "L['self'].", "L['fn']."):
         path = path.removeprefix(prefix)

@@ -96,6 +96,14 @@ def cell_name(filename: str) -> str | None:
 def source_line(node: torch.fx.Node) -> str | None:
     """``file:line`` of the innermost frame in ``stack_trace`` outside torch (the
     model's own line), or None."""
-    found = [m for m in _FRAME_RE.finditer(node.meta.get("stack_trace") or "")
-             if not m.group(1).startswith((_TORCH_DIR, _FXVIZ_DIR))]
+    text = node.meta.get("stack_trace")
+    return _innermost_line(text) if text else None
+
+
+@functools.lru_cache(maxsize=1024)
+def _innermost_line(stack_trace: str) -> str | None:
+    """:func:`source_line` of a ``stack_trace``, read once per distinct text: a graph's nodes
+    share a few dozen (a 24-layer Qwen2's 1,900 nodes, 39), and reading one was 60 % of
+    what capture adds to each node."""
+    found = [m for m in _FRAME_RE.finditer(stack_trace) if not m.group(1).startswith((_TORCH_DIR, _FXVIZ_DIR))]
     return f"{found[-1].group(1)}:{found[-1].group(2)}" if found else None
