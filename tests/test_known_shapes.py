@@ -142,3 +142,33 @@ def test_the_counts_kept_are_bounded(monkeypatch):
     monkeypatch.setattr(known_shapes, "_COUNTED", {})
     monkeypatch.setattr(known_shapes, "_COUNTED_LIMIT", 2)
     assert known_shapes.known_notes(gm, (x,)) == unbounded and len(known_shapes._COUNTED) <= 2
+
+
+class Twins(nn.Module):
+    """Two equal blocks, then one of other sizes: equal notes twice, and one that differs."""
+
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.ModuleList([nn.Linear(8, 8), nn.Linear(8, 8), nn.Linear(8, 4)])
+
+    def forward(self, x):
+        for block in self.blocks:
+            x = block(x).relu()
+        return x
+
+
+def test_nodes_with_equal_notes_share_one_and_others_keep_their_own():
+    from fxviz.annotation.known_shapes import known_notes
+    from fxviz.annotation.shapes import annotated_run
+
+    x = torch.randn(2, 8)
+    gm = fxviz.trace(torch.export.export(Twins().eval(), (x,)))
+    notes = known_notes(gm, (x,))
+    linears = [name for name in notes if name.startswith("linear")]
+    relus = [name for name in notes if name.startswith("relu")]
+    assert len(linears) == len(relus) == 3
+    assert notes[linears[0]] is notes[linears[1]] and notes[relus[0]] is notes[relus[1]]
+    assert notes[linears[2]] is not notes[linears[1]] and notes[linears[2]]["flops"] == 2 * 2 * 8 * 4
+    assert notes[linears[0]] is not notes[relus[0]]  # equal layouts, other FLOPs
+    _, ran = annotated_run(gm, (x,))
+    assert {n: (notes[n]["flops"], notes[n]["bytes"]) for n in ran} == {n: (ran[n]["flops"], ran[n]["bytes"]) for n in ran}

@@ -48,8 +48,9 @@ def known_notes(gm: torch.fx.GraphModule, inputs: tuple) -> dict[str, dict[str, 
     signatures, countable = _Signatures(vals), _Countable()
     sizes = {}
     notes = {}
+    shared: dict[Any, dict[str, Any]] = {}  # (FLOPs, bytes, id of the metadata, why) -> the note of every node with them
     for node, val in vals.items():
-        note = notes[node.name] = {"flops": None, "macs": None, "bytes": None}
+        note = {"flops": None, "macs": None, "bytes": None}
         if node in laid_out:
             note["tensor_meta"], size = laid_out[node]
             sizes[node] = {id(val): size}
@@ -57,17 +58,20 @@ def known_notes(gm: torch.fx.GraphModule, inputs: tuple) -> dict[str, dict[str, 
             sizes[node] = {id(t): t.numel() * t.element_size() for t in tensors((val,))}
             if sizes[node]:
                 note["tensor_meta"] = tensor_metadata(val)
-        if node.op != "call_function":
-            continue
-        counted = _flops(node, vals, signatures, countable)
-        if isinstance(counted, str):
-            note["flops_why"] = counted
-        elif counted is not None:
-            note["flops"], note["macs"] = counted, counted // 2
-        moved = dict(sizes[node])
-        for producer in node.all_input_nodes:
-            moved.update(sizes[producer])
-        note["bytes"] = sum(moved.values())
+        if node.op == "call_function":
+            counted = _flops(node, vals, signatures, countable)
+            if isinstance(counted, str):
+                note["flops_why"] = counted
+            elif counted is not None:
+                note["flops"], note["macs"] = counted, counted // 2
+            moved = dict(sizes[node])
+            for producer in node.all_input_nodes:
+                moved.update(sizes[producer])
+            note["bytes"] = sum(moved.values())
+        # Nodes with equal notes share one dict, as the annotated run's do: a stack of equal
+        # layers keeps a few, and the networkx graph builds one record template per shared note.
+        key = (note["flops"], note["bytes"], id(note.get("tensor_meta")), note.get("flops_why"))
+        notes[node.name] = shared.setdefault(key, note)
     return notes
 
 
