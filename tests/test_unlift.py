@@ -77,3 +77,47 @@ def test_the_graph_is_copied_as_graph_copy_copies_it_and_the_program_is_left_as_
                if "val" in b.meta)  # each meta its own dict, holding the program's values
     assert str(ep.graph) == before and all(u.graph is ep.graph for n in ep.graph.nodes for u in n.users)
     ours.lint()
+
+
+class Residual(nn.Module):
+    """A value read by an add and, later in the graph, by a Linear with weights: moving
+    the Linear's weight uses reorders the value's users, which the copy must do too."""
+
+    def __init__(self):
+        super().__init__()
+        self.first, self.second = nn.Linear(4, 4), nn.Linear(4, 4)
+
+    def forward(self, x):
+        y = self.first(x).relu()
+        return y + self.second(y)
+
+
+def test_weights_become_get_attrs_as_inserting_one_moving_the_uses_and_erasing_the_input_makes_them():
+    from torch.export.graph_signature import InputKind
+
+    from fxviz._torch_internals.unlift import _copied
+
+    ep = torch.export.export(Residual().eval(), (torch.randn(2, 4),))
+    theirs = _copied(ep.graph)  # torch's own steps, as unlifted took them before
+    for node, spec in zip(theirs.find_nodes(op="placeholder"), ep.graph_signature.input_specs):
+        if spec.kind == InputKind.PARAMETER:
+            with theirs.inserting_after(node):
+                weight = theirs.get_attr(spec.target)
+            node.replace_all_uses_with(weight)
+            weight.meta = node.meta
+            theirs.erase_node(node)
+
+    def described(graph):
+        return [(n.name, n.op, n.target, n.type, str(n.args), [u.name for u in n.users],
+                 [i.name for i in n.all_input_nodes], sorted(n.meta)) for n in graph.nodes]
+
+    ours = unlifted(ep).graph
+    relu = next(n for n in ours.nodes if n.name == "relu")
+    assert [u.name for u in relu.users] == ["add", "linear_1"]  # the order the moved use makes (the graph's is the other)
+    assert described(ours) == described(theirs)
+    assert [(n.op, n.target) for n in ours.find_nodes(op="get_attr")] == \
+        [(n.op, n.target) for n in theirs.find_nodes(op="get_attr")]
+    assert not ours.find_nodes(op="placeholder", target="p_first_weight") and len(ours.nodes) == len(theirs.nodes)
+    name = ours.create_node("call_function", torch.relu, (relu,), name="first_weight").name
+    assert name == theirs.create_node("call_function", torch.relu, (relu,), name="first_weight").name  # same names taken
+    ours.lint()

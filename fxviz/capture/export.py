@@ -126,10 +126,14 @@ def from_program(ep: torch.export.ExportedProgram, method: str = "exported progr
     gm.recompile()
     # The pytree hooks of ep.module() check inputs against the export's spec; a Session
     # forks the graph into plain GraphModules, which keep the codegen (flat tuple in/out).
-    types = {}
+    first_types = {}  # each module path's type where first read: every node lists its modules
     for node in ep.graph.nodes:
         for path, type_name in (node.meta.get("nn_module_stack") or {}).values():
-            types.setdefault(str(path).removeprefix("L['self']."), str(type_name).rpartition(".")[2])
+            if path not in first_types:
+                first_types[path] = type_name
+    types = {}
+    for path, type_name in first_types.items():
+        types.setdefault(str(path).removeprefix("L['self']."), str(type_name).rpartition(".")[2])
     gm = finish(gm, method, None)
     graph_info(gm).module_types = {p: t for p, t in types.items() if p}
     for node in gm.graph.find_nodes(op="get_attr"):
