@@ -65,16 +65,23 @@ def _format(value: Any) -> str:
     if value.__class__ is Node or isinstance(value, Node):  # the first test: most arguments, a third of the time
         return value.name
     if isinstance(value, tuple):
+        if all(v.__class__ in _OWN_REPR for v in value):  # sizes, dims: written as Python writes them
+            return tuple.__repr__(value)
         if len(value) == 1:
             return f"({_format(value[0])},)"
         return "(" + ", ".join([_format(v) for v in value]) + ")"
     if isinstance(value, list):
+        if all(v.__class__ in _OWN_REPR for v in value):
+            return list.__repr__(value)
         return "[" + ", ".join([_format(v) for v in value]) + "]"
     if isinstance(value, dict):
         return "{" + ", ".join(f"{k!r}: {_format(v)}" for k, v in value.items()) + "}"
     if isinstance(value, torch.Tensor):
         return f"tensor(shape={list(value.shape)}, dtype={str(value.dtype).removeprefix('torch.')})"
     return repr(value)
+
+
+_OWN_REPR = frozenset({int, float, bool, str, type(None)})  # values _format writes as repr() does
 
 
 class _Shared:
