@@ -53,7 +53,7 @@ def _copied(source: torch.fx.Graph) -> torch.fx.Graph:
     re-key the graph's lookup table (``Node.__setattr__``), whose keys (op, target) neither
     is part of. Each node is made as ``create_node`` makes it, with its arguments at once."""
     graph = torch.fx.Graph()
-    names, table = graph._graph_namespace, graph._find_nodes_lookup_table
+    names, table, set_meta = graph._graph_namespace, graph._find_nodes_lookup_table, object.__setattr__
     copies: dict[torch.fx.Node, torch.fx.Node] = {}
     for node in source.nodes:
         name = names.create_name(node.name, None)
@@ -62,7 +62,7 @@ def _copied(source: torch.fx.Graph) -> torch.fx.Graph:
         names.associate_name_with_obj(name, new)
         graph._insert(new)
         table.insert(new)
-        _set_meta(new, node.meta.copy())
+        set_meta(new, "meta", node.meta.copy())
         copies[node] = new
     graph._len = len(copies)
     return graph
@@ -81,12 +81,6 @@ def _read_as_attribute(graph: torch.fx.Graph, node: torch.fx.Node, target: str) 
     table.insert(node)
     for user in list(node.users):  # as moving a use does: each user becomes the last user of its other inputs
         user._update_args_kwargs(user.args, user.kwargs)
-
-
-def _set_meta(node: torch.fx.Node, meta: dict) -> None:
-    """``node.meta = meta`` without ``Node.__setattr__``'s removing and re-adding the node to
-    its graph's lookup table (a third of a graph copy's time), which meta is not part of."""
-    object.__setattr__(node, "meta", meta)
 
 
 def _add_weights(root: torch.nn.Module, ep: torch.export.ExportedProgram) -> None:

@@ -65,15 +65,15 @@ def _format(value: Any) -> str:
     if value.__class__ is Node or isinstance(value, Node):  # the first test: most arguments, a third of the time
         return value.name
     if isinstance(value, tuple):
-        if all(v.__class__ in _OWN_REPR for v in value):  # sizes, dims: written as Python writes them
+        if _plain(value):  # sizes, dims: written as Python writes them
             return tuple.__repr__(value)
         if len(value) == 1:
             return f"({_format(value[0])},)"
-        return "(" + ", ".join([_format(v) for v in value]) + ")"
+        return "(" + ", ".join([v.name if v.__class__ is Node else _format(v) for v in value]) + ")"
     if isinstance(value, list):
-        if all(v.__class__ in _OWN_REPR for v in value):
+        if _plain(value):
             return list.__repr__(value)
-        return "[" + ", ".join([_format(v) for v in value]) + "]"
+        return "[" + ", ".join([v.name if v.__class__ is Node else _format(v) for v in value]) + "]"
     if isinstance(value, dict):
         return "{" + ", ".join(f"{k!r}: {_format(v)}" for k, v in value.items()) + "}"
     if isinstance(value, torch.Tensor):
@@ -82,6 +82,11 @@ def _format(value: Any) -> str:
 
 
 _OWN_REPR = frozenset({int, float, bool, str, type(None)})  # values _format writes as repr() does
+
+
+def _plain(values: tuple | list) -> bool:
+    """Values that are neither nodes nor containers, written as repr() writes them."""
+    return all(v.__class__ in _OWN_REPR for v in values)
 
 
 class _Shared:
@@ -301,8 +306,8 @@ def _uses(args: tuple, kwargs: dict) -> list[tuple[tuple[str, ...], Node]]:
         for i, arg in enumerate(args):
             if arg.__class__ is Node or isinstance(arg, Node):
                 found.append((_ARG_POSITIONS[i], arg))
-            elif isinstance(arg, _CONTAINERS):
-                break
+            elif isinstance(arg, _CONTAINERS) and not (isinstance(arg, (tuple, list)) and _plain(arg)):
+                break  # a container that may hold nodes (a view's sizes do not)
         else:
             return found
     found: list[tuple[tuple[str, ...], Node]] = []

@@ -46,32 +46,38 @@ def known_notes(gm: torch.fx.GraphModule, inputs: tuple) -> dict[str, dict[str, 
     if len(placeholders) != len(given) or not all(map(_same, placeholders, given)):
         return None
     signatures, countable = _Signatures(vals), _Countable()
-    sizes = {}
+    sizes: dict[torch.fx.Node, dict[int, int]] = {}  # node -> its output's bytes per tensor
     notes = {}
-    shared: dict[Any, dict[str, Any]] = {}  # (FLOPs, bytes, id of the metadata, why) -> the note of every node with them
+    # Nodes with equal notes share one dict, as the annotated run's do: a stack of equal layers
+    # keeps a few, and the networkx graph builds one record template per shared note.
+    shared: dict[Any, dict[str, Any]] = {}  # (FLOPs, bytes, id of the metadata, why) -> the note
     for node, val in vals.items():
-        note = {"flops": None, "macs": None, "bytes": None}
         if node in laid_out:
-            note["tensor_meta"], size = laid_out[node]
+            metadata, size = laid_out[node]
             sizes[node] = {id(val): size}
         else:
             sizes[node] = {id(t): t.numel() * t.element_size() for t in tensors((val,))}
-            if sizes[node]:
-                note["tensor_meta"] = tensor_metadata(val)
+            metadata = tensor_metadata(val) if sizes[node] else None
+        flops = why = moved = None
         if node.op == "call_function":
             counted = _flops(node, vals, signatures, countable)
             if isinstance(counted, str):
-                note["flops_why"] = counted
-            elif counted is not None:
-                note["flops"], note["macs"] = counted, counted // 2
+                why = counted
+            else:
+                flops = counted
             moved = dict(sizes[node])
             for producer in node.all_input_nodes:
                 moved.update(sizes[producer])
-            note["bytes"] = sum(moved.values())
-        # Nodes with equal notes share one dict, as the annotated run's do: a stack of equal
-        # layers keeps a few, and the networkx graph builds one record template per shared note.
-        key = (note["flops"], note["bytes"], id(note.get("tensor_meta")), note.get("flops_why"))
-        notes[node.name] = shared.setdefault(key, note)
+            moved = sum(moved.values())
+        key = (flops, moved, id(metadata), why)
+        note = shared.get(key)
+        if note is None:
+            note = shared[key] = {"flops": flops, "macs": None if flops is None else flops // 2, "bytes": moved}
+            if metadata is not None:
+                note["tensor_meta"] = metadata
+            if why is not None:
+                note["flops_why"] = why
+        notes[node.name] = note
     return notes
 
 
