@@ -79,12 +79,13 @@ def _decoder(config: str, **kw: Any) -> dict[str, Callable[[], tuple]]:
             f"{name} (no cache)": _hf(config, use_cache=False, **kw)}
 
 
-def _timm(name: str, size: int = 64, **kw: Any) -> Callable[[], tuple]:
+def _timm(name: str, size: int = 64, *, batch: int = 1, **kw: Any) -> Callable[[], tuple]:
+    """``batch``: images (a batch norm on a 1×1 map needs two in training)."""
     def build():
         import timm
 
         model = timm.create_model(name, pretrained=False, **{"num_classes": 8, **kw}).eval()
-        return model, (torch.randn(1, 3, size, size),)
+        return model, (torch.randn(batch, 3, size, size),)
     return build
 
 
@@ -139,6 +140,28 @@ def _patchtst() -> tuple:
     config = transformers.PatchTSTConfig(num_input_channels=3, context_length=32, patch_length=8, patch_stride=8,
                                          d_model=32, num_hidden_layers=2, num_attention_heads=2, ffn_dim=64)
     return transformers.PatchTSTModel(config).eval(), (torch.randn(1, 32, 3),)
+
+
+def _decision_transformer() -> tuple:
+    """Decision Transformer: states, actions, rewards, returns to go and time steps of a trajectory, no tokens."""
+    import transformers
+
+    config = transformers.DecisionTransformerConfig(state_dim=4, act_dim=2, hidden_size=32, n_layer=2, n_head=2,
+                                                    max_ep_len=16)
+    steps = 6
+    return transformers.DecisionTransformerModel(config).eval(), (
+        torch.randn(1, steps, 4), torch.randn(1, steps, 2), torch.randn(1, steps, 1), torch.randn(1, steps, 1),
+        torch.arange(steps).unsqueeze(0), torch.ones(1, steps, dtype=torch.long))
+
+
+def _timesfm() -> tuple:
+    """TimesFM: a batch of series, their padding flags and a frequency class."""
+    import transformers
+
+    config = transformers.TimesFmConfig(patch_length=8, context_length=32, horizon_length=8, hidden_size=32,
+                                        intermediate_size=64, num_hidden_layers=2, num_attention_heads=2, head_dim=16)
+    series = torch.randn(2, 32)
+    return transformers.TimesFmModel(config).eval(), (series, torch.zeros_like(series), torch.zeros(2, 1, dtype=torch.long))
 
 
 def _detector_training(factory: str = "fasterrcnn_mobilenet_v3_large_320_fpn", batch: int = 1,
@@ -785,6 +808,94 @@ _HF |= {"nemotron-h (train step)": _step(_HF["nemotron-h (hybrid)"], _hidden),
         "rt-detr (exported program)": _exported(_HF["rt-detr"]),
         "perceiver (export joint)": _joint(_HF["perceiver (latents)"], _hidden)}
 _TV |= {"swin_t (export joint)": _joint(_TV["swin_t"], lambda out: out)}
+#: issue 32's sixth sweep: families not tried before (timm's newer ones, Hugging Face's, torchvision's), then a few
+#: of them as a training step, a joint graph, a program, on the meta device or under another tracer
+_TIMM |= {n: _timm(n) for n in (
+    "cpubone_b0_bfrobust", "cspnext_tiny", "efficientvim_m1", "iformer_t", "lowformer_b0", "swiftformer_xs",
+    "legacy_xception", "nasnetalarge", "mobilenetv4_hybrid_medium")} | {
+    "hieradet_small": _timm("hieradet_small", num_classes=0)} | {  # its head starts at zero
+    name: _timm(model, size, img_size=size, depth=2) for name, model, size in (
+        ("gemma4_vit (2 blocks)", "gemma4_vit_167m", 64), ("qwen3_vit (2 blocks)", "qwen3_vit_88m", 64),
+        ("deepseek_vit (2 blocks)", "deepseek_vit_412m", 56))}  # its patches are 14 px
+_HF |= {
+    "focalnet": _hf("FocalNetConfig", "pixels", image_size=32, patch_size=4, embed_dim=16, depths=[1, 1],
+                    focal_levels=[2, 2], focal_windows=[3, 3]),
+    "data2vec-vision": _hf("Data2VecVisionConfig", "pixels", image_size=32, patch_size=8,
+                           use_relative_position_bias=True, **SMALL),
+    # its masking draws random noise in each forward: eager differs from itself
+    "vit-mae (random masking)": _hf("ViTMAEConfig", "pixels", image_size=32, patch_size=8, **SMALL),
+    "mobilenet_v1": _hf("MobileNetV1Config", "pixels", image_size=32, depth_multiplier=0.25),
+    "pvt": _hf("PvtConfig", "pixels", image_size=32, hidden_sizes=[16, 32, 48, 64], depths=[1, 1, 1, 1],
+               num_attention_heads=[1, 1, 2, 2]),
+    "glpn (depth)": _hf("GLPNConfig", "pixels", hidden_sizes=[16, 32, 48, 64], depths=[1, 1, 1, 1],
+                        decoder_hidden_size=16, num_attention_heads=[1, 1, 2, 2]),
+    "conditional-detr": _hf("ConditionalDetrConfig", "pixels", use_timm_backbone=False, use_pretrained_backbone=False,
+                            backbone_config={"model_type": "resnet", "embedding_size": 16, "hidden_sizes": [16, 32],
+                                             "depths": [1, 1], "layer_type": "basic", "out_features": ["stage2"]},
+                            d_model=32, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
+                            decoder_attention_heads=2, encoder_ffn_dim=64, decoder_ffn_dim=64, num_queries=8),
+    "mra (sparse attention)": _hf("MraConfig", vocab_size=128, max_position_embeddings=64, block_per_row=2,
+                                  approx_mode="sparse", length=64, **SMALL),
+    **{name: _hf(config, vocab_size=128, **SMALL) for name, config in (
+        ("nomic-bert", "NomicBertConfig"), ("deberta", "DebertaConfig"))},
+    "xlm": _hf("XLMConfig", vocab_size=128, emb_dim=32, n_layers=2, n_heads=2),
+    **{name: _hf(config, use_cache=False, **kw, **TINY_LM) for name, config, kw in (
+        ("doge", "DogeConfig", {}), ("apertus (xielu)", "ApertusConfig", {}),
+        ("minimax (lightning attention)", "MiniMaxConfig", {
+            "num_local_experts": 4, "num_experts_per_tok": 2, "block_size": 4, "head_dim": 16,
+            "layer_types": ["linear_attention", "full_attention"]}),
+        ("glm4-moe", "Glm4MoeConfig", {"n_routed_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 16,
+                                       "first_k_dense_replace": 1, "n_group": 1, "topk_group": 1, "head_dim": 16}))},
+    "jetmoe": _hf("JetMoeConfig", vocab_size=128, hidden_size=32, num_hidden_layers=2, num_key_value_heads=2,
+                  kv_channels=16, intermediate_size=64, num_local_experts=4, num_experts_per_tok=2, use_cache=False),
+    "gemma3n-text (altup, laurel)": _hf(
+        "Gemma3nTextConfig", use_cache=False, head_dim=16, vocab_size_per_layer_input=128,
+        hidden_size_per_layer_input=8, laurel_rank=4, altup_num_inputs=2, num_kv_shared_layers=0, sliding_window=4,
+        layer_types=["sliding_attention", "full_attention"], activation_sparsity_pattern=[0.0, 0.0],
+        **{**TINY_LM, "intermediate_size": [64, 64]}),
+    "xlstm": _hf("xLSTMConfig", vocab_size=128, hidden_size=32, embedding_dim=32, num_hidden_layers=2, num_heads=2,
+                 mode="train", chunk_size=4, qk_dim_factor=0.5, v_dim_factor=1.0, use_cache=False),
+    "pegasus-x (block-local)": _hf("PegasusXConfig", "seq2seq", vocab_size=128, d_model=32, encoder_layers=1,
+                                   decoder_layers=1, encoder_attention_heads=2, decoder_attention_heads=2,
+                                   encoder_ffn_dim=64, decoder_ffn_dim=64, max_position_embeddings=64, block_size=4,
+                                   num_global_tokens=2),
+    "nllb-moe": _hf("NllbMoeConfig", "seq2seq", vocab_size=128, d_model=32, encoder_layers=2, decoder_layers=2,
+                    encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=64, decoder_ffn_dim=64,
+                    max_position_embeddings=64, num_experts=4, expert_capacity=4, encoder_sparse_step=2,
+                    decoder_sparse_step=2),
+    "sew (squeezed)": _hf("SEWConfig", "audio", **AUDIO_CONV, num_conv_pos_embeddings=16, squeeze_factor=2, **SMALL),
+    "vivit (video)": _hf("VivitConfig", "video", image_size=32, num_frames=4, tubelet_size=[2, 8, 8], **SMALL),
+    "decision-transformer": _decision_transformer,
+    "timesfm (forecast)": _timesfm}
+_TV |= {
+    **{name: _tv(name, (1, 3, 64, 64), num_classes=3) for name in ("mobilenet_v3_small", "regnet_x_400mf")},
+    # quantizable, not quantized: float modules with quant/dequant stubs and FloatFunctional adds
+    "quantizable mobilenet_v3_large": _tv("quantization.mobilenet_v3_large", (1, 3, 64, 64), num_classes=3),
+    "fasterrcnn_mobilenet_fpn (detection)": _tv("detection.fasterrcnn_mobilenet_v3_large_fpn", (3, 64, 64),
+                                                num_classes=3, weights_backbone=None, min_size=64, max_size=64),
+    "maskrcnn_v2 (detection)": _tv("detection.maskrcnn_resnet50_fpn_v2", (3, 64, 64), num_classes=3,
+                                   weights_backbone=None, min_size=64, max_size=64),
+    "raft_small (exported program)": _exported(_tv("optical_flow.raft_small", (1, 3, 128, 128), n=2))}
+_TIMM |= {"efficientvim_m1 (train step)": _step(_timm("efficientvim_m1", batch=2), lambda out: out),
+          "hieradet_small (exported program)": _exported(_TIMM["hieradet_small"]),
+          "lowformer_b0 (export joint)": _joint(_TIMM["lowformer_b0"], lambda out: out)}
+_HF |= {"minimax (train step)": _step(_HF["minimax (lightning attention)"], _hidden),
+        "gemma3n-text (meta device)": _on_meta(_HF["gemma3n-text (altup, laurel)"]),
+        "xlstm (tracer=dynamo)": _traced_by(_HF["xlstm"], "dynamo"),
+        "glpn (exported program)": _exported(_HF["glpn (depth)"]),
+        "vit-mae (train step)": _step(_HF["vit-mae (random masking)"], _hidden),
+        "conditional-detr (train step)": _step(_HF["conditional-detr"], _hidden),
+        "jetmoe (train step)": _step(_HF["jetmoe"], _hidden),
+        "decision-transformer (export joint)": _joint(_decision_transformer, lambda out: out.state_preds.mean()
+                                                      + out.action_preds.mean() + out.return_preds.mean()),
+        "minimax (exported, decomposed)": lambda: _decomposed(_HF["minimax (lightning attention)"]),
+        "deberta (torch.compile'd)": _compiled(_HF["deberta"]),
+        "nllb-moe (tracer=make_fx)": _traced_by(_HF["nllb-moe"], "make_fx"),
+        "pegasus-x (tracer=dynamo)": _traced_by(_HF["pegasus-x (block-local)"], "dynamo")}
+_TIMM |= {"cspnext_tiny (meta device)": _on_meta(_TIMM["cspnext_tiny"]),
+          "swiftformer_xs (tracer=make_fx)": _traced_by(_TIMM["swiftformer_xs"], "make_fx")}
+_TV |= {"quantizable mobilenet_v3_large (export joint)": _joint(_TV["quantizable mobilenet_v3_large"],
+                                                                 lambda out: out)}
 #: Run without --wide: a few per family.
 QUICK = {"timm": ("resnet18", "convnext_atto", "vit_tiny_patch16_224", "resnet18 (train step)",
                   "resnet18 (export joint)"),

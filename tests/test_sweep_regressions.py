@@ -95,3 +95,31 @@ def test_a_joint_graph_stopped_by_a_branch_on_a_value_says_so_and_the_step_it_su
         return loss, torch.autograd.grad(loss, list(model.parameters()))
     session = fxviz.Session(train_step, (x,))
     assert session.capture.method == "dynamo" and session.current.check.status == "match"
+
+
+class _FedEmbeddings(nn.Module):
+    """Decision Transformer's case: a GPT-2 fed embeddings, its token table never read."""
+
+    def __init__(self):
+        super().__init__()
+        self.tokens = nn.Embedding(16, 4)
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.lin(x).pow(2).mean()
+
+
+def test_a_joint_graph_refused_for_a_parameter_without_gradient_names_it():
+    # torch says "Found a parameter that did not receive a gradient" from generated code:
+    # the message pointed at "<string>:1" and named no parameter.
+    model, x = _FedEmbeddings().train(), torch.randn(2, 4)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    with pytest.raises(fxviz.errors.TraceError) as raised:
+        fxviz.Session(model, (x,), tracer="export (joint)")
+    message = str(raised.value)
+    assert "does not depend on 1 parameter: tokens.weight" in message and "lin.weight" not in message
+    assert "<string>" not in message and "requires_grad=False" in message
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
+    model.tokens.weight.requires_grad_(False)  # what the message says to do
+    session = fxviz.Session(model, (x,), tracer="export (joint)")
+    assert session.capture.method == "export (joint)" and session.current.check.status == "match"

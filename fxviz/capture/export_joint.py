@@ -22,6 +22,7 @@ import torch.fx
 from torch import nn
 from torch.export.graph_signature import InputKind, OutputKind
 
+from fxviz._runtime import untouched
 from fxviz._torch_internals import assign_attr, core_aten_decompositions, export_forward_backward
 from fxviz.capture._common import Capture, finish, first_line, front_end
 from fxviz.capture.places import where
@@ -43,6 +44,13 @@ def capture(model: nn.Module, inputs: tuple, loss_index: int = 0) -> torch.fx.Gr
         joint = export_forward_backward(ep, joint_loss_index=loss_index)
         forward = ep.run_decompositions(core_aten_decompositions())  # the joint's table, with module stacks
     except Exception as exc:
+        unused = _unused(model, inputs, loss_index) if _NO_GRADIENT in str(exc) else []
+        if unused:  # raised in export's generated code: no line of the model to point at
+            raise TraceError(f"torch.export's joint graph failed: output {loss_index} (the loss) does not depend on "
+                             f"{_some(unused)}, and the joint graph needs a gradient for every parameter\n"
+                             f"  What to do: set requires_grad=False on {(them := 'it' if len(unused) == 1 else 'them')} (or "
+                             f"make the loss use {them}), or open a training step function (the loss, then "
+                             "torch.autograd.grad(..., allow_unused=True)) with tracer='auto'.") from exc
         raise TraceError(f"torch.export's joint graph failed{where(exc)}\n  {first_line(exc)}\n"
                          f"  What to do: {_advice(exc, loss_index)}") from exc
     gm = _runnable(joint)
@@ -54,6 +62,27 @@ def capture(model: nn.Module, inputs: tuple, loss_index: int = 0) -> torch.fx.Gr
         node.meta["qualified_name"] = str(node.target)
     attribute_backward(gm, backward=backward, known=_backward_modules(model, inputs, gm, backward))
     return gm
+
+
+#: torch's words when a parameter gets no gradient from the loss (Decision Transformer's
+#: GPT-2 token table, fed embeddings): raised from generated code, naming none of them.
+_NO_GRADIENT = "did not receive a gradient"
+
+
+def _unused(model: nn.Module, inputs: tuple, loss_index: int) -> list[str]:
+    """The parameters with no gradient from output ``loss_index``, by one eager step
+    (the model left as it was); empty when the step itself fails."""
+    try:
+        with untouched(model):
+            _, grads = reference(model, loss_index)(*inputs)
+    except Exception:  # the generic message stands: torch's own words and the advice
+        return []
+    return [name for name, p in model.named_parameters() if p.requires_grad and name not in grads]
+
+
+def _some(names: list[str], shown: int = 5) -> str:
+    more = f" and {len(names) - shown} more" if len(names) > shown else ""
+    return f"{len(names)} parameter{'s' * (len(names) > 1)}: " + ", ".join(names[:shown]) + more
 
 
 def _advice(exc: Exception, loss_index: int) -> str:
