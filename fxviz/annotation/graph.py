@@ -64,16 +64,12 @@ def format_arg(value: Any) -> str:
 def _format(value: Any) -> str:
     if value.__class__ is Node or isinstance(value, Node):  # the first test: most arguments, a third of the time
         return value.name
-    if isinstance(value, tuple):
-        if _plain(value):  # sizes, dims: written as Python writes them
-            return tuple.__repr__(value)
-        if len(value) == 1:
-            return f"({_format(value[0])},)"
-        return "(" + ", ".join([v.name if v.__class__ is Node else _format(v) for v in value]) + ")"
-    if isinstance(value, list):
-        if _plain(value):
-            return list.__repr__(value)
-        return "[" + ", ".join([v.name if v.__class__ is Node else _format(v) for v in value]) + "]"
+    if isinstance(value, (tuple, list)):
+        kind = tuple if isinstance(value, tuple) else list
+        if all(v.__class__ in _OWN_REPR for v in value):  # sizes, dims: written as Python writes them
+            return kind.__repr__(value)
+        text = ", ".join([v.name if v.__class__ is Node else _format(v) for v in value])
+        return f"[{text}]" if kind is list else f"({text},)" if len(value) == 1 else f"({text})"
     if isinstance(value, dict):
         return "{" + ", ".join(f"{k!r}: {_format(v)}" for k, v in value.items()) + "}"
     if isinstance(value, torch.Tensor):
@@ -81,12 +77,7 @@ def _format(value: Any) -> str:
     return repr(value)
 
 
-_OWN_REPR = frozenset({int, float, bool, str, type(None)})  # values _format writes as repr() does
-
-
-def _plain(values: tuple | list) -> bool:
-    """Values that are neither nodes nor containers, written as repr() writes them."""
-    return all(v.__class__ in _OWN_REPR for v in values)
+_OWN_REPR = frozenset({int, float, bool, str, type(None)})  # neither nodes nor containers: as repr() writes them
 
 
 class _Shared:
@@ -119,12 +110,8 @@ class _Shared:
 def _tensor_fields(meta: Any, shared: _Shared) -> dict[str, Any]:
     """Shape fields of a node; tuple outputs give tuples of per-output values."""
     if isinstance(meta, TensorMetadata):
-        return {
-            "shape": shared(tuple(meta.shape)),
-            "dtype": shared(str(meta.dtype).removeprefix("torch.")),
-            "stride": shared(tuple(meta.stride)),
-            "memory_format": memory_format_name(meta.memory_format),
-        }
+        return {"shape": shared(tuple(meta.shape)), "dtype": shared(str(meta.dtype).removeprefix("torch.")),
+                "stride": shared(tuple(meta.stride)), "memory_format": memory_format_name(meta.memory_format)}
     leaves = [m for m in (meta if isinstance(meta, (tuple, list)) else ()) if isinstance(m, TensorMetadata)]
     if not leaves:
         return _NO_TENSOR
@@ -306,7 +293,8 @@ def _uses(args: tuple, kwargs: dict) -> list[tuple[tuple[str, ...], Node]]:
         for i, arg in enumerate(args):
             if arg.__class__ is Node or isinstance(arg, Node):
                 found.append((_ARG_POSITIONS[i], arg))
-            elif isinstance(arg, _CONTAINERS) and not (isinstance(arg, (tuple, list)) and _plain(arg)):
+            elif isinstance(arg, _CONTAINERS) and not (isinstance(arg, (tuple, list)) and
+                                                       all(v.__class__ in _OWN_REPR for v in arg)):
                 break  # a container that may hold nodes (a view's sizes do not)
         else:
             return found
