@@ -123,3 +123,35 @@ def test_a_joint_graph_refused_for_a_parameter_without_gradient_names_it():
     model.tokens.weight.requires_grad_(False)  # what the message says to do
     session = fxviz.Session(model, (x,), tracer="export (joint)")
     assert session.capture.method == "export (joint)" and session.current.check.status == "match"
+
+
+class _RandomMasking(nn.Module):
+    """ViT-MAE's case: a random mask drawn in every forward (noise, argsort, keep half)."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x):
+        keep = torch.rand_like(x[:, :, 0]).argsort(dim=1)[:, : x.shape[1] // 2]
+        return self.lin(torch.gather(x, 1, keep.unsqueeze(-1).expand(-1, -1, x.shape[2])))
+
+
+@pytest.mark.parametrize("tracer", ["symbolic", "export"])
+def test_a_match_says_on_how_many_inputs_and_that_random_draws_shared_a_seed(tracer):
+    # ViT-MAE read "outputs match": true only because model and graph drew from one seed.
+    model, x = _RandomMasking().eval(), torch.randn(2, 6, 4)
+    check = fxviz.Session(model, (x,), tracer=tracer).current.check
+    assert check.status == "match" and check.n_inputs == 3
+    assert check.message.startswith("outputs match (inputs tried: 3,") and "draws random numbers (rand_like)" in check.message
+    assert "same seed" in check.message
+    plain = fxviz.Session(nn.Linear(4, 4).eval(), (x,), tracer=tracer).current.check
+    assert plain.message.startswith("outputs match (inputs tried: 3,") and "random" not in plain.message
+
+
+def test_dropout_in_training_is_named_as_a_random_draw():
+    model, x = nn.Sequential(nn.Linear(4, 4), nn.Dropout(0.5)).train(), torch.randn(2, 4)
+    check = fxviz.Session(model, (x,), tracer="symbolic").current.check
+    assert check.status == "match" and "draws random numbers (Dropout)" in check.message
+    model.eval()
+    assert "random" not in fxviz.Session(model, (x,), tracer="symbolic").current.check.message

@@ -251,7 +251,7 @@ def compare_outputs(
         status, message = "mismatch", "outputs differ beyond tolerance: " + "; ".join(problems[:3])
     else:
         skipped = f"; {unscaled} all-zero output(s) not compared" if unscaled else ""
-        status, message = "match", f"outputs match (max abs {worst_abs:.3g}, max rel {worst_rel:.3g}){skipped}"
+        status, message = "match", f"outputs match (inputs tried: {len(expected)}, max abs {worst_abs:.3g}, max rel {worst_rel:.3g}){skipped}"
     return CheckResult(status, worst_abs, worst_rel, allowed_abs, rtol, len(expected), message)
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -41,7 +42,39 @@ def check_graph(gm: torch.fx.GraphModule, check_inputs: Sequence[tuple], referen
     result = compare_outputs(expected, outputs, expected_to_differ=differs, example_only=True)
     if result.status == "example only" and not captured():
         result = compare_outputs(expected, outputs, expected_to_differ=differs)
-    return result, outputs
+    return _seeded_note(result, gm), outputs
+
+
+#: Ops that draw from torch's random stream (aten's and torch's names, in-place forms too).
+_RANDOM = re.compile(r"^(rand|randn|randint|randperm|rand_like|randn_like|randint_like|bernoulli|normal|uniform|"
+                     r"exponential|geometric|cauchy|log_normal|multinomial|native_dropout|rrelu_with_noise)_?$")
+
+_DROPOUTS = (torch.nn.Dropout, torch.nn.Dropout1d, torch.nn.Dropout2d, torch.nn.Dropout3d, torch.nn.AlphaDropout,
+             torch.nn.FeatureAlphaDropout)
+
+
+def _seeded_note(result: CheckResult, gm: torch.fx.GraphModule) -> CheckResult:
+    """A match of a graph that draws random numbers (ViT-MAE's masking, dropout in
+    training) says that both ran from one seed: it shows the same computation, and
+    another seed would draw other numbers in both."""
+    drawn = sorted({name for node in gm.graph.nodes if (name := _draw(gm, node))})
+    if result.status != "match" or not drawn:
+        return result
+    return dataclasses.replace(result, message=(
+        f"{result.message}; the graph draws random numbers ({', '.join(drawn[:3])}): the model and the graph ran "
+        "from the same seed on each input, so both drew the same ones"))
+
+
+def _draw(gm: torch.fx.GraphModule, node: torch.fx.Node) -> str | None:
+    """The name of the random op ``node`` runs, or None."""
+    if node.op == "call_module":
+        module = gm.get_submodule(str(node.target))
+        random = isinstance(module, _DROPOUTS) and module.training and module.p > 0
+        return type(module).__name__ if random else None
+    if node.op != "call_function":
+        return None
+    name = str(getattr(node.target, "__name__", node.target)).split(".")[0]
+    return name if _RANDOM.match(name) else None
 
 
 def failed_beyond_example(exc: BaseException, reference: list, example_output: Callable[[], Any],
