@@ -47,7 +47,7 @@ def unlifted(ep: torch.export.ExportedProgram) -> torch.fx.GraphModule | None:
 
 def _copied(source: torch.fx.Graph) -> torch.fx.Graph:
     """``source``'s nodes in a new graph, as ``Graph.graph_copy`` copies them (names, types,
-    a shallow copy of each meta), in 40 % of the time (8 against 21 ms of CPU at 1,900
+    a shallow copy of each meta), in 40 % of the time (8 against 19-20 ms of CPU at 1,900
     nodes): ``create_node`` walks every call's arguments looking for raw SymInts to warn of,
     which torch did when it made ``source``; ``node.args = ...`` and ``node.meta = ...``
     re-key the graph's lookup table (``Node.__setattr__``), whose keys (op, target) neither
