@@ -103,7 +103,7 @@ def source_line(node: torch.fx.Node) -> str | None:
 @functools.lru_cache(maxsize=1024)
 def _innermost_line(stack_trace: str) -> str | None:
     """:func:`source_line` of a ``stack_trace``, read once per distinct text: a graph's nodes
-    share a few dozen (a 24-layer Qwen2's 1,900 nodes, 39), and reading one was 60 % of
+    share a few dozen (a 24-layer Qwen2's 1,900 nodes, 39), and reading one was over half of
     what capture adds to each node."""
     found = [m for m in _FRAME_RE.finditer(stack_trace) if not m.group(1).startswith((_TORCH_DIR, _FXVIZ_DIR))]
     return f"{found[-1].group(1)}:{found[-1].group(2)}" if found else None
