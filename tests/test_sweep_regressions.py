@@ -1,4 +1,6 @@
 """Stand-ins for what bench/frontends.py's sweeps found on models nobody here wrote."""
+import operator
+
 import pytest
 import torch
 from torch import nn
@@ -155,3 +157,31 @@ def test_dropout_in_training_is_named_as_a_random_draw():
     assert check.status == "match" and "draws random numbers (Dropout)" in check.message
     model.eval()
     assert "random" not in fxviz.Session(model, (x,), tracer="symbolic").current.check.message
+
+
+class _Pairs(nn.Module):
+    """A reshape by a size computed from the input's: exported with a dynamic batch, the
+    program computes ``x.shape[0] * 2`` with Python's operator.mul on a symbolic size."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(2, 3)
+
+    def forward(self, x):
+        return self.lin(x.reshape(x.shape[0] * 2, -1))
+
+
+def test_a_program_with_size_arithmetic_is_aten_and_decomposes():
+    # VITS's program (lengths from its predicted durations) and any program with a dynamic
+    # dimension read as "torch-level": run_decompositions was refused, blaming the graph's level.
+    from fxviz.passes.levels import ir_level
+
+    x = torch.randn(4, 4)
+    ep = torch.export.export(_Pairs().eval(), (x,), dynamic_shapes=({0: torch.export.Dim.AUTO},), strict=False)
+    session = fxviz.Session(ep, (x,))
+    sizes = [n for n in session.current.gm.graph.nodes if n.op == "call_function" and n.target is operator.mul]
+    assert sizes and ir_level(session.current.gm) == "aten"
+    assert session.apply("run_decompositions").check.status == "match"
+    with pytest.raises(fxviz.errors.PassError, match="works on torch-IR graphs"):
+        session.apply("inline_module")  # not "dynamo's graphs call functions"
+    assert ir_level(torch.fx.symbolic_trace(_Pairs())) == "torch"

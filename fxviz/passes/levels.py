@@ -17,9 +17,17 @@ def ir_level(gm: torch.fx.GraphModule) -> str:
     records none for a None input); else "torch"."""
     calls = [n for n in gm.graph.nodes if n.op in ("call_function", "call_method", "call_module")]
     aten = all(n.op == "call_function" and (isinstance(n.target, (OpOverload, HigherOrderOperator))
-                                            or n.target is operator.getitem) for n in calls)
+                                            or n.target is operator.getitem or _on_sizes(n)) for n in calls)
     recorded = all("val" in n.meta or not n.users for n in gm.graph.find_nodes(op="placeholder"))
     return "aten" if aten and recorded else "torch"
+
+
+def _on_sizes(node: torch.fx.Node) -> bool:
+    """Arithmetic on symbolic sizes (``operator.mul``, ``torch.sym_max``), which export and
+    make_fx write between ATen ops for a dynamic or data-dependent size (a program exported
+    with a dynamic batch, VITS's predicted lengths): not a tensor op."""
+    python = getattr(node.target, "__module__", None) == "_operator" or getattr(node.target, "__name__", "").startswith("sym_")
+    return python and isinstance(node.meta.get("val"), (torch.SymInt, torch.SymBool, torch.SymFloat, int, float, bool))
 
 
 def computes_gradients(gm: torch.fx.GraphModule) -> bool:
