@@ -67,6 +67,8 @@ def _hf(config: str, inputs: str = "ids", *, head: str = "AutoModel", length: in
             return model, (torch.randn(1, kw["num_mel_bins"], 2 * kw["max_source_positions"]), None, ids[:, :4])
         if inputs == "video":  # (batch, frames, channels, height, width)
             return model, (torch.randn(1, kw["num_frames"], 3, kw["image_size"], kw["image_size"]),)
+        if inputs == "text+mel":  # CLAP: token ids, then a (batch, 1, frames, mel bins) spectrogram
+            return model, (ids, torch.randn(1, 1, 64, 64))
         if inputs == "text+pixels":  # CLIP: both towers
             return model, (ids, torch.randn(1, 3, 32, 32))
         return model, ((ids, torch.ones_like(ids), ids) if inputs == "seq2seq" else (ids,))
@@ -149,7 +151,9 @@ def _decision_transformer() -> tuple:
     config = transformers.DecisionTransformerConfig(state_dim=4, act_dim=2, hidden_size=32, n_layer=2, n_head=2,
                                                     max_ep_len=16)
     steps = 6
-    return transformers.DecisionTransformerModel(config).eval(), (
+    model = transformers.DecisionTransformerModel(config).eval()
+    model.encoder.wte.requires_grad_(False)  # fed embeddings, its GPT-2 never reads this table: frozen, as trained
+    return model, (
         torch.randn(1, steps, 4), torch.randn(1, steps, 2), torch.randn(1, steps, 1), torch.randn(1, steps, 1),
         torch.arange(steps).unsqueeze(0), torch.ones(1, steps, dtype=torch.long))
 
@@ -162,6 +166,19 @@ def _timesfm() -> tuple:
                                         intermediate_size=64, num_hidden_layers=2, num_attention_heads=2, head_dim=16)
     series = torch.randn(2, 32)
     return transformers.TimesFmModel(config).eval(), (series, torch.zeros_like(series), torch.zeros(2, 1, dtype=torch.long))
+
+
+def _vits() -> tuple:
+    """VITS text to speech: durations predicted from noise set how many frames (and samples) come out."""
+    import transformers
+
+    config = transformers.VitsConfig(vocab_size=32, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                                     ffn_dim=64, flow_size=16, spectrogram_bins=33, upsample_initial_channel=32,
+                                     upsample_rates=[4, 4], upsample_kernel_sizes=[8, 8], resblock_kernel_sizes=[3],
+                                     resblock_dilation_sizes=[[1, 3]], prior_encoder_num_flows=1,
+                                     prior_encoder_num_wavenet_layers=1, duration_predictor_num_flows=1,
+                                     duration_predictor_filter_channels=32, depth_separable_num_layers=1, window_size=2)
+    return transformers.VitsModel(config).eval(), (torch.randint(0, 32, (1, 8)),)
 
 
 def _detector_training(factory: str = "fasterrcnn_mobilenet_v3_large_320_fpn", batch: int = 1,
@@ -866,6 +883,16 @@ _HF |= {
     "sew (squeezed)": _hf("SEWConfig", "audio", **AUDIO_CONV, num_conv_pos_embeddings=16, squeeze_factor=2, **SMALL),
     "vivit (video)": _hf("VivitConfig", "video", image_size=32, num_frames=4, tubelet_size=[2, 8, 8], **SMALL),
     "decision-transformer": _decision_transformer,
+    "vits (speech, data-dependent length)": _vits,
+    # its noise sequence drawn in forward when not given
+    "univnet (vocoder)": _hf("UnivNetConfig", "frames", model_in_channels=8, model_hidden_channels=8,
+                             num_mel_bins=16, feature_projection_input_dim=16, resblock_kernel_sizes=[3],
+                             resblock_stride_sizes=[4], resblock_dilation_sizes=[[1, 3]],
+                             kernel_predictor_num_blocks=1, kernel_predictor_hidden_channels=8),
+    "clap (text+audio)": _hf("ClapConfig", "text+mel", text_config={"vocab_size": 128, **SMALL}, projection_dim=16,
+                             audio_config={"spec_size": 64, "patch_size": 4, "patch_embeds_hidden_size": 16,
+                                           "depths": [1, 1], "num_attention_heads": [1, 2], "window_size": 4,
+                                           "hidden_size": 32, "num_mel_bins": 64, "enable_fusion": False}),
     "timesfm (forecast)": _timesfm}
 _TV |= {
     **{name: _tv(name, (1, 3, 64, 64), num_classes=3) for name in ("mobilenet_v3_small", "regnet_x_400mf")},
@@ -890,6 +917,7 @@ _HF |= {"minimax (train step)": _step(_HF["minimax (lightning attention)"], _hid
                                                       + out.action_preds.mean() + out.return_preds.mean()),
         "minimax (exported, decomposed)": lambda: _decomposed(_HF["minimax (lightning attention)"]),
         "deberta (torch.compile'd)": _compiled(_HF["deberta"]),
+        # refused, as it should be: its expert loop runs over the experts hit (a data-dependent size)
         "nllb-moe (tracer=make_fx)": _traced_by(_HF["nllb-moe"], "make_fx"),
         "pegasus-x (tracer=dynamo)": _traced_by(_HF["pegasus-x (block-local)"], "dynamo")}
 _TIMM |= {"cspnext_tiny (meta device)": _on_meta(_TIMM["cspnext_tiny"]),
