@@ -66,7 +66,7 @@ def _timed_stages() -> dict[str, list[float]]:
 
 #: What a fresh kernel pays before fxviz draws anything, beside torchview's whole first call (its import
 #: included), each timed after torch, torchvision and the model are loaded: the cold target's floor.
-COLD = {"import networkx": "import networkx",
+COLD = {"import networkx": "import gc\ngc.disable()\nimport networkx\ngc.enable()",  # as fxviz does: see fxviz/__init__
         "import fxviz": "import fxviz",
         "torchview, whole first call": "from torchview import draw_graph\n"
                                        "draw_graph(model, input_data=[x]).visual_graph.pipe(format='svg')"}
