@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import compileall
 import dataclasses
+import gc
 import json
 import os
 import statistics
@@ -194,6 +195,7 @@ def worker(group: str, name: str, tool: str, warm: int) -> dict[str, Any]:
     import IPython  # noqa: F401 - loaded in every kernel before its first cell
 
     model, inputs = MODELS[group][name][0]()
+    gc.collect()  # no tool pays for a collection that setting up (importing IPython, building the model) made due
     if not warm:
         return {"s": _timed(lambda: OURS[tool](model, inputs) if tool in OURS else peer(tool, model, inputs)())}
     calls = {**{ours: (lambda f=OURS[ours]: f(model, inputs)) for ours in _ours(group)},

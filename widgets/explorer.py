@@ -30,6 +30,7 @@ Stable CSS classes (browser tests and styling rely on them):
 from __future__ import annotations
 
 import contextlib
+import functools
 import pathlib
 import threading
 from collections.abc import Callable, Mapping
@@ -245,24 +246,23 @@ class Explorer(w.VBox):
             if self.graph.selected not in step.graph:
                 self.graph.selected = ""
             self.passes.show(session, self.graph.selected)
-            self._request_profiles()
             after_cell(self._show_code)  # highlighting 200 lines took as long as the drawing it came before
+            self._request_profiles()
 
     def _request_profiles(self, force: bool = False) -> None:
-        """Show what is known now; profile what the panels need (the current step, and
-        the A/B pair a colour mode may need), showing the result when it arrives."""
-        step = self.session.current
+        """Show what is known; measure what the panels need once the cell (or click) is done."""
+        self._show_measured()  # drawn first; measuring at once slowed the rest of the cell ("off": ran the check)
+        after_cell(functools.partial(self._measure, self.session.current, force))
+
+    def _measure(self, step: Any, force: bool) -> None:
+        if self.profiler.jobs.closed or step is not self.session.current:  # closed, or a later step asked since
+            return
         pairs = coloring.pairs(self.graph.color_mode, self.session, step)
-        self._show_measured()  # draw what is known before any measuring competes for the CPU
         timings, checked = self.profiler.known(step), step.check_done
-        self.profiler.request([step], lambda: self._measured(step), pairs=pairs, force=force)
+        shown = lambda: step is self.session.current and self._show_measured()  # noqa: E731 - the worker's callback
+        self.profiler.request([step], shown, pairs=pairs, force=force)
         if self.profiler.known(step) is not timings or step.check_done != checked or pairs:  # measured inline?
             self._show_measured()
-
-    def _measured(self, step: Any) -> None:
-        with self._ui:
-            if step is self.session.current:
-                self._show_measured()
 
     def _show_measured(self) -> None:
         """Everything that shows measurements: badges, graph, table, details, timing panel."""
