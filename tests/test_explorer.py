@@ -587,3 +587,22 @@ def test_a_long_code_and_its_diff_show_the_part_at_the_selected_node():
         assert len(rows) <= CODE_WINDOW and not any("mul_10 " in text(row) for row in rows)
     finally:
         explorer.close()
+
+
+def test_in_a_kernel_the_first_display_is_drawn_before_the_check_runs(monkeypatch):
+    """A kernel runs what the Explorer puts off once the cell's output is sent: the check (inline
+    with profile="off", else the worker's) waits for it, the drawing and the badge do not."""
+    from fxviz.widgets import explorer as explorer_module
+
+    later = []
+    monkeypatch.setattr(explorer_module, "after_cell", lambda fn: later.append(fn) or True)
+    session = Session(nn.Sequential(nn.Linear(4, 4), nn.ReLU()), (torch.randn(2, 4),))
+    explorer = Explorer(session, profile="off")
+    try:
+        assert "<svg" in explorer.graph.svg and not session.current.check_done
+        assert text(explorer.badge.value) != "match"
+        for fn in later:  # the cell is done
+            fn()
+        assert session.current.check_done and text(explorer.badge.value) == "match"
+    finally:
+        explorer.close()
