@@ -23,7 +23,8 @@ def explore(model_or_session: Any, *example_inputs: Any, profile: str = "backgro
     existing Session. A keyword that is no option of Session's goes to the model
     (``explore(t5, ids, decoder_input_ids=dec)``; ``kwargs={...}`` where a name clashes).
     ``profile``: "background" (a worker thread, with a progress bar),
-    "sync" (inline; for tests) or "off" (only on request); timings are
+    "sync" (inline; for tests) or "off" (only on request; the check still runs, in the kernel); in a kernel,
+    checking and profiling start once the cell is done, after the first drawing; timings are
     ``step.profile(**profile_kwargs)`` (default ``budget_s=1.0``)."""
     if isinstance(model_or_session, Session):
         if example_inputs or session_kwargs:
