@@ -90,6 +90,20 @@ def test_user_frame_keeps_torchvision_frames():
     assert frame is not None and frame.filename == sibling and frame.lineno == 2
 
 
+def test_user_frame_passes_over_generated_code_for_the_line_that_ran_it():
+    """torch.export raises from code it generated (``<string>``): the message points at the
+    user's line that ran it, not at ``<string>:1`` with no source."""
+    generated = compile("def g():\n    raise ValueError('boom')\n", "<string>", "exec")
+    namespace = {}
+    exec(generated, namespace)
+    try:
+        namespace["g"]()  # the user's line
+    except ValueError as exc:
+        frame = places.user_frame(exc)
+        said = places.where(exc)
+    assert frame.filename == __file__ and said.endswith('namespace["g"]()  # the user\'s line'), said
+
+
 def test_explore_names_itself_as_the_user_called_it():
     pytest.importorskip("anywidget")
     with pytest.raises(TraceError, match=r"^explore\(\.\.\.\): Unrunnable itself fails"):

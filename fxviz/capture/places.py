@@ -48,9 +48,11 @@ def user_frame(exc: BaseException) -> traceback.FrameSummary | None:
     """The innermost frame outside torch and fxviz: the user's line that broke capture.
     Frames of torchvision, timm or transformers count as the user's (they are model code).
     Dynamo's errors (strict torch.export) raise from dynamo's own interpreter: the frames
-    it was tracing are on the error as ``real_stack``, innermost last."""
+    it was tracing are on the error as ``real_stack``, innermost last. Code generated at run
+    time (``<string>``, no source to read) is passed over for the line that ran it."""
     stack = [*traceback.extract_tb(exc.__traceback__), *(getattr(exc, "real_stack", None) or ())]
-    frames = [f for f in stack if not f.filename.startswith((_TORCH_DIR, _FXVIZ_DIR, "<eval_with_key>"))]
+    frames = [f for f in stack if not f.filename.startswith((_TORCH_DIR, _FXVIZ_DIR, "<eval_with_key>"))
+              and not (f.filename.startswith("<") and not f.line)]  # generated code: no line to show
     return frames[-1] if frames else None
 
 
