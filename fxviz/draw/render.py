@@ -136,7 +136,7 @@ def render(source: torch.fx.GraphModule | nx.DiGraph, *, color_by: str | None = 
     any size opens at the most detailed level that fits. At the default budget, a layout
     that runs out of time falls back to a coarser drawing (see ``Rendering.drawn``).
     Weights are attributes of the ops that read them; ``show_weights`` draws them as nodes.
-    Plain ``render(graph)`` calls (no option) share a networkx graph's layouts: a report's "*" is the first view.
+    Calls with every option at its default share a graph's layouts (a report's "*" is the first view's).
     """
     plain = isinstance(source, nx.DiGraph) and all(v is render.__kwdefaults__.get(k, v) for k, v in locals().items())
     graph = to_networkx(source) if isinstance(source, torch.fx.GraphModule) else source
