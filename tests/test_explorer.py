@@ -128,6 +128,22 @@ def test_the_tutorial_graph_in_table_details_and_code(my_module):
     explorer.close()
 
 
+def test_selecting_another_node_marks_its_line_without_lexing_the_code_again(my_module, monkeypatch):
+    from pygments.lexers import PythonLexer
+
+    explorer = explore(my_module, torch.randn(5, 4), profile="off")
+    explorer.graph.selected = "relu"
+    lexed = []
+    original = PythonLexer.get_tokens_unprocessed
+    monkeypatch.setattr(PythonLexer, "get_tokens_unprocessed", lambda self, text, *a: lexed.append(text) or
+                        original(self, text, *a))
+    explorer.graph.selected = "topk"
+    marked = re.search(r'<span class="hll">(.*?)</span>\n', explorer.code.view.html)
+    assert marked and text(marked.group(1)).lstrip().startswith("topk = ")
+    assert lexed == []  # the code's tokens were kept from the first highlighting; only the mark moved
+    explorer.close()
+
+
 def test_selection_is_shared_by_graph_table_details_and_inputs(convbn):
     convbn.graph.selected = "bn1"
     assert convbn.table.selected == "bn1"
