@@ -69,7 +69,7 @@ def _checked_page(context, lab, name: str, report):
     """A page of `context` that collects uncaught errors; on leaving, a failed test
     (``report()``) leaves a screenshot and the server log, a passing one is checked for
     widget errors."""
-    context.set_default_timeout(30_000)
+    context.set_default_timeout(90_000)  # a busy CI machine: a wait on a condition, not a time asserted
     pg = context.new_page()
     pg.page_errors = []  # uncaught exceptions in the page, for failure messages
     pg.on("pageerror", lambda exc: pg.page_errors.append(str(exc)))

@@ -55,7 +55,7 @@ class Timeout(LabError):
     pass
 
 
-def poll(what: str, probe, timeout: float = 30.0, interval: float = 0.1):
+def poll(what: str, probe, timeout: float = 90.0, interval: float = 0.1):
     """Call `probe()` until it returns something truthy; fail naming `what` after `timeout`."""
     deadline = time.monotonic() + timeout
     last = None
