@@ -89,17 +89,76 @@ def test_gradients_are_judged_against_the_steps_largest_gradient():
     assert result.status == "mismatch" and "'b'" in result.message
 
 
-def test_without_a_make_fx_trace_the_joint_graphs_backward_falls_back_to_the_heuristic(monkeypatch):
-    from fxviz.capture import make_fx
+def test_without_sequence_numbers_the_joint_graphs_backward_falls_back_to_the_heuristic(monkeypatch):
+    from fxviz.capture import export_joint
 
-    def refuse(*args, **kwargs):
-        raise fxviz.TraceError("make_fx could not trace it")
+    made = export_joint.export_forward_backward
 
-    monkeypatch.setattr(make_fx, "capture", refuse)
+    def unnumbered(*args, **kwargs):  # a first trace that recorded no autograd sequence numbers
+        joint, traced = made(*args, **kwargs)
+        for node in traced.graph.nodes:
+            node.meta.pop("seq_nr", None)
+        return joint, traced
+
+    monkeypatch.setattr(export_joint, "export_forward_backward", unnumbered)
     gm = fxviz.trace(Loss().train(), (torch.randn(2, 3, 8, 8), torch.tensor([0, 1])), tracer="export (joint)")
     assert graph_info(gm).backward_attribution == "heuristic"
     conv_bwd = next(n for n in gm.graph.nodes if "convolution_backward" in str(n.target))
     assert conv_bwd.meta["module_path"] == "model.0 · backward"
+
+
+class Counted(Loss):
+    """Loss, counting the runs of its forward."""
+
+    runs = 0
+
+    def forward(self, x, y):
+        type(self).runs += 1
+        return super().forward(x, y)
+
+
+def test_the_joint_graph_traces_the_model_once(monkeypatch):
+    """export runs the model; AOT autograd traces export's program once (and torch traces
+    that graph again to flatten it): forward module paths and backward clusters come from
+    that trace, not from tracing the decomposed forward and the step with make_fx too."""
+    from torch.fx.experimental import proxy_tensor
+
+    traces = []
+    trace = proxy_tensor._MakefxTracer.trace
+    monkeypatch.setattr(proxy_tensor._MakefxTracer, "trace", lambda self, *a, **k: traces.append(1) or trace(self, *a, **k))
+    monkeypatch.setattr(torch.export.ExportedProgram, "run_decompositions",
+                        lambda *a, **k: pytest.fail("the forward program was decomposed (traced) again"))
+    Counted.runs = 0
+    gm = fxviz.trace(Counted().train(), (torch.randn(2, 3, 8, 8), torch.tensor([0, 1])), tracer="export (joint)")
+    assert Counted.runs == 1
+    assert len(traces) == 3  # export's, AOT autograd's, its flattening (was 5: the forward again, the step)
+    assert graph_info(gm).backward_attribution == "seq_nr (aligned)"
+    assert {"model.0", "model.1", "model.4", "model.0 · backward", "model.4 · backward"} <= {
+        n.meta.get("module_path") for n in gm.graph.nodes}
+    assert all(n.meta.get("source", "").startswith(__file__) for n in gm.graph.nodes
+               if n.op == "call_function" and "backward_of" not in n.meta)  # every forward op, its items too
+
+
+class Residual(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.stem, self.inner, self.outer = nn.Linear(4, 4), nn.Linear(4, 4), nn.Linear(4, 4)
+
+    def forward(self, x):
+        h = self.stem(x)
+        return (self.outer(torch.tanh(self.inner(h))) + h).pow(2).mean()
+
+
+def test_a_sum_of_gradients_is_the_backward_of_the_module_that_made_the_last_one():
+    """torch numbers a sum of a tensor's gradients (``h`` used twice) after the loss: read as
+    such it would be the loss's backward. The autograd engine adds them running ``inner``'s
+    backward, which makes the gradient that reaches ``h`` last."""
+    gm = fxviz.trace(Residual(), torch.randn(3, 4), tracer="export (joint)")
+    backward = [n for n in gm.graph.nodes if "backward_of" in n.meta]
+    sums = [n for n in backward if str(n.target) == "aten.add.Tensor"
+            and all("backward_of" in a.meta for a in n.all_input_nodes)]
+    assert len(sums) == 1 and sums[0].meta["backward_of"] == "inner"
+    assert sums[0].users and next(iter(sums[0].users)).meta["backward_of"] == "stem"
 
 
 def test_the_joint_graph_of_masked_attention_has_the_eager_gradients(masked_attention):

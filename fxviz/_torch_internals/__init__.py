@@ -22,6 +22,7 @@ read by fxviz/annotation/_values.py's ``module_signature``).
 from __future__ import annotations
 
 import sys
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -35,7 +36,7 @@ from torch.fx.passes.shape_prop import _extract_tensor_metadata
 from torch.utils._pytree import register_pytree_node, tree_leaves, tree_map, tree_map_only  # torch's own pytree (no public one)
 from torch.utils._python_dispatch import TorchDispatchMode  # the only way to see every ATen call
 
-from fxviz.errors import NoSuchAttribute
+from fxviz.errors import NoSuchAttribute, TraceError
 
 try:  # what non-strict torch.export sets while it traces; missing from some torch fxviz supports
     from torch._export.utils import _compiling_state_context
@@ -108,18 +109,46 @@ def core_aten_decompositions() -> dict:
     return decompositions
 
 
-def export_forward_backward(program: Any, *, joint_loss_index: int) -> Any:
+def export_forward_backward(program: Any, *, joint_loss_index: int) -> tuple[Any, torch.fx.GraphModule]:
     """torch.export's joint forward+backward program of a model whose output
     ``joint_loss_index`` is a loss: ``torch.export.experimental._export_forward_backward``
-    (no public equivalent), with :func:`core_aten_decompositions` for its fixed table."""
+    (no public equivalent), with :func:`core_aten_decompositions` for its fixed table; and
+    the joint graph as AOT autograd first traced it. torch traces that graph again to flatten
+    its inputs and outputs, calling its code rather than its nodes, so the program's ops lose
+    what the first trace recorded: each forward op's ``nn_module_stack`` and ``stack_trace``
+    (from the exported program's node it came from) and ``seq_nr`` (a backward op: that of
+    the forward op it differentiates). The same ops in the same order, so a diff of the two
+    op sequences carries them over: no further trace of the model needed."""
+    from torch._functorch import aot_autograd
     from torch.export import experimental
     from torch.export.exported_program import _decompose_exported_program
 
-    program = _decompose_exported_program(program, cia_to_decomp={}, python_decomp_table=core_aten_decompositions(),
-                                          joint_loss_index=joint_loss_index, decompose_custom_triton_ops=False)
+    traced: list[torch.fx.GraphModule] = []
+    export_function, caller = aot_autograd._aot_export_function, threading.get_ident()
+
+    def keep(*args: Any, **kwargs: Any) -> Any:
+        result = export_function(*args, **kwargs)
+        if threading.get_ident() == caller:
+            traced.append(result[0])
+        return result
+
+    with _AOT_EXPORT_KEPT:
+        aot_autograd._aot_export_function = keep
+        try:
+            program = _decompose_exported_program(program, cia_to_decomp={}, python_decomp_table=core_aten_decompositions(),
+                                                  joint_loss_index=joint_loss_index, decompose_custom_triton_ops=False)
+        finally:
+            aot_autograd._aot_export_function = export_function
+    if len(traced) != 1:
+        raise TraceError(f"torch {torch.__version__} made the joint graph without AOT autograd's "
+                         "_aot_export_function: fxviz/_torch_internals/__init__.py needs updating for it.")
     gm, signature = experimental._copy_graph_module_and_signature(program)
     experimental._remove_detach_pass(gm, signature)
-    return program._update(gm, signature)
+    return program._update(gm, signature), traced[0]
+
+
+#: One joint export at a time keeps the first trace: the hook is a module global of torch's.
+_AOT_EXPORT_KEPT = threading.Lock()
 
 
 def code_by_node(gm: torch.fx.GraphModule, *, regenerate: bool = False) -> tuple[str, list[int | None], dict[str, Any]]:

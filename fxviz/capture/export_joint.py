@@ -2,14 +2,15 @@
 backward (``torch.export.experimental._export_forward_backward``, core ATen), as one
 runnable graph returning ``(outputs, {parameter name: gradient})``.
 
-The joint graph keeps neither ``nn_module_stack`` nor a forward/backward link, so: the
-forward part is aligned op by op (difflib) with the forward program decomposed by the
-same table, which does keep them; the backward part (what depends on the loss) likewise
-with the same step traced by make_fx, whose backward ops carry autograd's sequence
-numbers; a node left unpaired falls back to the reads-what-it-saved rule of
-:func:`fxviz.capture.backward.attribute_backward`. Running-statistics updates (BatchNorm
-buffers) are outputs of the joint graph; the graph here returns only the outputs and
-gradients, so running it changes no buffer.
+The joint program keeps neither ``nn_module_stack`` nor a forward/backward link, but the
+graph AOT autograd traced first (and torch then traced again, flat) keeps both: its ops
+are the program's, in the same order, so a diff of the op sequences pairs them, and each
+forward op takes its module stack and source, each backward op the module of the forward
+op with its ``seq_nr``. The model is traced once by export and once by AOT autograd, as
+``torch.export`` itself would; a node left unpaired falls back to the reads-what-it-saved
+rule of :func:`fxviz.capture.backward.attribute_backward`. Running-statistics updates
+(BatchNorm buffers) are outputs of the joint graph; the graph here returns only the
+outputs and gradients, so running it changes no buffer.
 """
 from __future__ import annotations
 
@@ -23,8 +24,8 @@ from torch import nn
 from torch.export.graph_signature import InputKind, OutputKind
 
 from fxviz._runtime import untouched
-from fxviz._torch_internals import assign_attr, core_aten_decompositions, export_forward_backward
-from fxviz.capture._common import Capture, finish, first_line, front_end
+from fxviz._torch_internals import assign_attr, export_forward_backward
+from fxviz.capture._common import Capture, finish, first_line, front_end, path_from_stack
 from fxviz.capture.places import where
 from fxviz.capture.backward import attribute_backward
 from fxviz.capture.export import next_to_first_user, without_partial_graph
@@ -41,8 +42,9 @@ def capture(model: nn.Module, inputs: tuple, loss_index: int = 0) -> torch.fx.Gr
     try:
         with without_partial_graph():
             ep = torch.export.export(model, inputs, strict=False)
-        joint = export_forward_backward(ep, joint_loss_index=loss_index)
-        forward = ep.run_decompositions(core_aten_decompositions())  # the joint's table, with module stacks
+        joint, traced = export_forward_backward(ep, joint_loss_index=loss_index)
+    except TraceError:  # fxviz's own (a torch it does not know): no advice about the model
+        raise
     except Exception as exc:
         unused = _unused(model, inputs, loss_index) if _NO_GRADIENT in str(exc) else []
         if unused:  # raised in export's generated code: no line of the model to point at
@@ -55,12 +57,12 @@ def capture(model: nn.Module, inputs: tuple, loss_index: int = 0) -> torch.fx.Gr
                          f"  What to do: {_advice(exc, loss_index)}") from exc
     gm = _runnable(joint)
     backward = _backward_nodes(gm.graph.output_node().meta.pop("fxviz_loss"), gm.graph)
-    _align_modules(forward.graph, gm.graph, backward)
+    known = _from_first_trace(traced.graph, gm.graph, backward)
     finish(gm, "export (joint)", model)
     for node in gm.graph.find_nodes(op="get_attr"):
         node.meta["module_path"] = str(node.target).rpartition(".")[0]
         node.meta["qualified_name"] = str(node.target)
-    attribute_backward(gm, backward=backward, known=_backward_modules(model, inputs, gm, backward))
+    attribute_backward(gm, backward=backward, known=known)
     return gm
 
 
@@ -95,27 +97,6 @@ def _advice(exc: Exception, loss_index: int) -> str:
                 "write the branch as torch.cond in the model.")
     return (f"make output {loss_index} of the model a scalar loss that every parameter contributes to (export's "
             "joint graph refuses unused parameters), or trace a training step function with tracer='make_fx'.")
-
-
-def _backward_modules(model: nn.Module, inputs: tuple, gm: torch.fx.GraphModule,
-                      backward: set[torch.fx.Node]) -> dict[torch.fx.Node, str]:
-    """The forward module of each backward node, from the same step traced with make_fx
-    (whose backward ops carry autograd's sequence numbers) under the joint's decomposition
-    table: both run autograd's backward in the same order, so a diff of their op
-    sequences pairs them. Empty when make_fx cannot trace the step."""
-
-    from fxviz.capture import make_fx
-
-    try:
-        traced = make_fx.capture(reference(model), inputs, model, core_aten_decompositions())
-    except TraceError:
-        return {}
-    source = [n for n in traced.graph.nodes if n.op == "call_function" and "backward_of" in n.meta]
-    nodes = [n for n in gm.graph.nodes if n in backward]
-    matcher = difflib.SequenceMatcher(None, [str(n.target) for n in source], [str(n.target) for n in nodes],
-                                      autojunk=False)
-    return {nodes[block.b + k]: source[block.a + k].meta["backward_of"]
-            for block in matcher.get_matching_blocks() for k in range(block.size)}
 
 
 def reference(model: nn.Module, loss_index: int = 0) -> Any:
@@ -163,31 +144,57 @@ def _runnable(joint: torch.export.ExportedProgram) -> torch.fx.GraphModule:
     return gm
 
 
-def _align_modules(forward: torch.fx.Graph, joint: torch.fx.Graph, backward: set[torch.fx.Node]) -> None:
-    """``nn_module_stack`` from the decomposed forward onto the joint's forward ops: the
-    same ops in the same order, so a diff of the op sequences pairs them; an op with no
-    partner takes the stack of the op before it. The items of an op's outputs are left out
-    of the diff and take their op's: the joint keeps more of them (a layer norm's statistics,
-    saved for the backward), which shifted the pairs of repeated blocks by one block."""
-    def ops(graph: torch.fx.Graph) -> list[torch.fx.Node]:
-        return [n for n in graph.nodes if n.op == "call_function" and n not in backward
-                and n.target is not operator.getitem]
-
-    sources, nodes = ops(forward), ops(joint)
+def _from_first_trace(traced: torch.fx.Graph, joint: torch.fx.Graph,
+                      backward: set[torch.fx.Node]) -> dict[torch.fx.Node, str]:
+    """``nn_module_stack`` and ``stack_trace`` of AOT autograd's first trace onto the joint's
+    forward ops, paired by a diff of the op sequences (the same ops in the same order; the
+    program's dead code removed); returns the forward module of each paired backward op
+    (:func:`_backward_of`). A forward op with no partner takes the stack of the op before
+    it; an item of an op's outputs, its op's."""
+    of = _backward_of(traced)
+    sources = [n for n in traced.nodes if n.op == "call_function"]
+    nodes = [n for n in joint.nodes if n.op == "call_function"]
     matcher = difflib.SequenceMatcher(None, [str(n.target) for n in sources], [str(n.target) for n in nodes],
                                       autojunk=False)
+    known: dict[torch.fx.Node, str] = {}
     for block in matcher.get_matching_blocks():
-        for k in range(block.size):
-            source, node = sources[block.a + k], nodes[block.b + k]
-            for key in ("nn_module_stack", "stack_trace"):
-                if key in source.meta:
-                    node.meta[key] = source.meta[key]
-    for before, node in zip(nodes, nodes[1:]):
-        if "nn_module_stack" not in node.meta and "nn_module_stack" in before.meta:
+        for source, node in zip(sources[block.a:block.a + block.size], nodes[block.b:block.b + block.size]):
+            if node not in backward:
+                for key in ("nn_module_stack", "stack_trace"):
+                    if key in source.meta:
+                        node.meta[key] = source.meta[key]
+            elif source in of:
+                known[node] = of[source]
+    forward = [n for n in nodes if n not in backward]
+    for before, node in zip(forward, forward[1:]):
+        if not node.meta.get("nn_module_stack") and before.meta.get("nn_module_stack"):
             node.meta["nn_module_stack"] = before.meta["nn_module_stack"]
     for node in joint.find_nodes(op="call_function", target=operator.getitem):
-        if node not in backward and "nn_module_stack" in node.args[0].meta:
+        if node not in backward and node.args[0].meta.get("nn_module_stack"):
             node.meta["nn_module_stack"] = node.args[0].meta["nn_module_stack"]
+    return known
+
+
+def _backward_of(traced: torch.fx.Graph) -> dict[torch.fx.Node, str]:
+    """The forward module of each backward op of AOT autograd's trace, by ``seq_nr``: that
+    of the first forward op with its number, the op that made the autograd node (ops that make
+    none, a getitem, share the number before them). A sum of a tensor's gradients (torch numbers
+    it after the loss) is the module whose backward made the gradient it adds last, as the
+    autograd engine, running that backward, adds it (a residual block's first conv)."""
+    first: dict[int, str] = {}
+    of: dict[torch.fx.Node, str] = {}
+    for node in traced.nodes:
+        if node.op != "call_function" or "seq_nr" not in node.meta:
+            continue
+        if not node.meta.get("autograd_backward"):
+            first.setdefault(node.meta["seq_nr"], path_from_stack(node))
+        elif node.meta.get("is_gradient_acc"):
+            added = [a for a in node.all_input_nodes if a in of]
+            if added:
+                of[node] = of[added[-1]]  # inputs in order of the graph: the last made, last
+        elif node.meta["seq_nr"] in first:
+            of[node] = first[node.meta["seq_nr"]]
+    return of
 
 
 def _backward_nodes(loss: torch.fx.Node, graph: torch.fx.Graph) -> set[torch.fx.Node]:
