@@ -260,7 +260,7 @@ class Session:
             # then the first output is stale and everything runs again, now.
             fresh = first is not NOT_RUN and _cow.tensor_versions(gm) == versions
             result, outputs = check_graph(gm, check_inputs, self._reference, first, fresh, differs,
-                                          lambda: index == 0 or self._steps[0].check.status == "example only")
+                                          lambda: index == 0 or self._steps[0].check.status == "example only", lambda: self._root)
             return self._grad_mode_note(result, outputs) if outputs and result.status == "mismatch" and index == 0 else result
 
         return Step(index, gm, action, check_inputs[0], check_inputs, notes, differs, check)

@@ -17,16 +17,20 @@ import torch.fx
 from fxviz.capture.info import graph_info
 from fxviz.checks.check import CheckResult, compare_outputs, run_outputs
 from fxviz.checks.inputs import EXAMPLE_ONLY, EXAMPLE_ONLY_WHY
+from fxviz.checks.truth import against_float64, float64_outputs
 
 
 def check_graph(gm: torch.fx.GraphModule, check_inputs: Sequence[tuple], reference: Callable[[], list], first: Any,
-                fresh: bool, differs: bool, captured: Callable[[], bool]) -> tuple[CheckResult, list]:
+                fresh: bool, differs: bool, captured: Callable[[], bool],
+                model: Callable[[], Any] = lambda: None) -> tuple[CheckResult, list]:
     """A step's check: ``gm`` against the model's outputs (``reference()``) on
     ``check_inputs``, the example first; ``first``: ``gm``'s output on it, kept from the run
     that proved it runs unless ``fresh`` is False (the model's tensors changed since);
     ``differs``: a semantics-changing pass was applied; ``captured()``: whether a graph right
     on the example alone is the capture's doing (step 0, or a later step when step 0 is
-    "example only"); a pass's doing is a mismatch. The result, and ``gm``'s outputs ([] if it failed)."""
+    "example only"); a pass's doing is a mismatch; ``model()``: what ``reference()`` runs, or None:
+    on a mismatch it runs in float64 (:mod:`fxviz.checks.truth`), and a step no further from that
+    than float32 eager is matches. The result, and ``gm``'s outputs ([] if it failed)."""
     try:
         expected = reference()
     except Exception as exc:  # a state the badge shows, never an exception lost in a thread
@@ -42,6 +46,10 @@ def check_graph(gm: torch.fx.GraphModule, check_inputs: Sequence[tuple], referen
     result = compare_outputs(expected, outputs, expected_to_differ=differs, example_only=True)
     if result.status == "example only" and not captured():
         result = compare_outputs(expected, outputs, expected_to_differ=differs)
+    if result.status == "mismatch":
+        root = model()
+        if root is not None:
+            result = against_float64(result, expected, outputs, lambda: float64_outputs(root, check_inputs))
     return _seeded_note(result, gm), outputs
 
 

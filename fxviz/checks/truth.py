@@ -1,0 +1,197 @@
+"""The check's float64 reference: what a step is judged against when float32 cannot tell.
+
+An output made of terms that cancel is rounding noise in float32, whatever the order of
+its sums: ViT-MAE's training step returns a cls-token gradient of 3e-4 that float32 eager
+gets 1e-3 wrong, 1 % of the largest gradient and beyond the check's gradient floor, so a
+step that sums in another order (``run_decompositions``) "differs" from eager as much as
+eager differs from the truth. When a step fails against float32 eager, the model runs
+again with every floating-point op in float64, and the step passes if it is no further from
+that run than float32 eager itself is (times :data:`FACTOR`, plus the usual tolerance).
+Random ops draw as in float32 (the same numbers), and the float64 run counts only if it
+took every discrete decision (indices, masks, comparisons) as float32 did: another routing
+or mask would be another computation, not the truth.
+"""
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+from torch.utils.weak import WeakIdKeyDictionary
+
+from fxviz._torch_internals import TorchDispatchMode, op_schema, tree_map, tree_map_only
+from fxviz.checks.check import CheckResult, _leaf_error, _pairs, compare_outputs, run_outputs
+
+#: A step's error against float64 may be this many times float32 eager's own: two float32
+#: orderings of one sum are about equally far from it (ViT-MAE's decomposed step 0.2-1.8x
+#: eager's on its cls-token gradient, over 4 initialisations), and a decomposition rounds
+#: more often than the fused op it replaces. A real error (1 % of a gradient above the floor)
+#: is 1e3-1e4 times the float32 noise of a gradient float32 resolves.
+FACTOR = 4.0
+#: Casts keep the dtype asked for: autograd casts each gradient to its weight's dtype with them, and checks it.
+_CASTS = frozenset({"_to_copy", "to"})
+_WIDE = {torch.complex64: torch.complex128, torch.complex32: torch.complex128,
+         **dict.fromkeys((torch.float32, torch.float16, torch.bfloat16), torch.float64)}
+
+
+class _Run(TorchDispatchMode):
+    """Runs every ATen op, noting a digest of each integer or bool tensor it gives (the run's
+    discrete decisions). ``widen``: floating-point ops compute in float64 (their inputs and
+    dtype arguments widened); views and in-place writes run as they are (a write into a
+    float32 buffer is rounded into it), and random ops get back the dtypes they had, so they
+    draw the numbers they draw in float32."""
+
+    def __init__(self, widen: bool):
+        super().__init__()
+        self.widen, self.decisions = widen, []
+        self.was: WeakIdKeyDictionary = WeakIdKeyDictionary()  # tensor widened here -> its dtype before
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if not self.widen:
+            return self._noted(func(*args, **kwargs))
+        if torch.Tag.nondeterministic_seeded in func.tags:
+            return self._noted(self._drawn(func, args, kwargs))
+        before = [self.was.get(t, t.dtype) for t in _tensors((args, kwargs)) if t.dtype in _WIDE or t in self.was]
+        if all(a.alias_info is None for a in (*op_schema(func).arguments, *op_schema(func).returns)):
+            wide = _wide_tensor if func.overloadpacket.__name__ in _CASTS else _wide
+            args, kwargs = tree_map(wide, args), tree_map(wide, kwargs)
+        out = func(*args, **kwargs)
+        for t in _tensors(out) if before else ():
+            if t.dtype in _WIDE.values() and t not in self.was:  # float64 here, narrower in float32
+                self.was[t] = before[0]
+        return self._noted(out)
+
+    def _drawn(self, func: Any, args: tuple, kwargs: dict) -> Any:
+        """A random op run on the dtypes it has in float32; what it fills in place (``bernoulli_``
+        on a widened tensor) written back into the tensor given."""
+        narrowed = {}
+
+        def narrow(t: torch.Tensor) -> torch.Tensor:
+            if t not in self.was:
+                return t
+            narrowed[id(t)] = t, t.to(self.was[t])
+            return narrowed[id(t)][1]
+
+        out = func(*tree_map_only(torch.Tensor, narrow, args), **tree_map_only(torch.Tensor, narrow, kwargs))
+        written = [a.name for a in op_schema(func).arguments if a.alias_info is not None and a.alias_info.is_write]
+        given = dict(zip([a.name for a in op_schema(func).arguments], args)) | kwargs
+        for name in written:
+            if id(given.get(name)) in narrowed:
+                original, copy = narrowed[id(given[name])]
+                original.copy_(copy)
+                out = original if out is copy else out
+        return out
+
+    def _noted(self, out: Any) -> Any:
+        for t in _tensors(out):
+            if not (t.is_floating_point() or t.is_complex()) and t.numel():
+                flat = t.detach().reshape(-1).to(torch.int64)
+                weights = torch.arange(flat.numel(), device=flat.device) % 65521 + 1
+                self.decisions.append((str(t.dtype), tuple(t.shape), int(flat.sum()), int((flat * weights).sum())))
+        return out
+
+
+def _wide(x: Any) -> Any:
+    return _WIDE.get(x, x) if isinstance(x, torch.dtype) else _wide_tensor(x)
+
+
+def _wide_tensor(x: Any) -> Any:
+    return x.to(_WIDE[x.dtype]) if isinstance(x, torch.Tensor) and x.dtype in _WIDE else x
+
+
+def _tensors(value: Any) -> list[torch.Tensor]:
+    found: list[torch.Tensor] = []
+    tree_map_only(torch.Tensor, found.append, value)
+    return found
+
+
+def float64_outputs(model: Callable[..., Any], inputs_list: Sequence[tuple]) -> tuple[list, list] | None:
+    """``model``'s outputs on each input tuple (:func:`~fxviz.checks.check.run_outputs`:
+    same seed, state restored) run again in float32, and with every floating-point op
+    computed in float64; None when the float64 run took a discrete decision otherwise than
+    float32 did (then it is another computation). Neither the model nor the inputs are
+    copied or changed."""
+    runs = []
+    for widen in (False, True):
+        with _Run(widen) as run:
+            outputs = run_outputs(model, inputs_list)
+        runs.append((sorted(run.decisions), outputs))
+    return (runs[0][1], runs[1][1]) if runs[0][0] == runs[1][0] else None
+
+
+@dataclasses.dataclass
+class _Leaf:
+    index: int  # among its input's tensor leaves
+    path: str
+    expected: torch.Tensor
+    actual: torch.Tensor
+    error: float  # against float32 eager
+    allowed: float
+
+
+def against_float64(result: CheckResult, expected: Sequence[Any], actual: Sequence[Any],
+                    truth: Callable[[], tuple[list, list] | None]) -> CheckResult:
+    """``result``, a mismatch of ``actual`` against float32 ``expected``, judged again against
+    ``truth()`` (the model's :func:`float64_outputs`), asked for only where every difference
+    is a floating-point leaf's: a match when each leaf beyond tolerance is no further from
+    float64 than :data:`FACTOR` times float32 eager's own error there (the largest over the
+    inputs), plus the tolerance. Else ``result``, saying so when float64 confirms it; as it
+    is when there is no float64 run (ops without float64 kernels, other decisions) or the
+    model, run again, gives other outputs (a Python counter: each run another computation)."""
+    leaves = _leaves(expected, actual)
+    if not leaves:
+        return result
+    try:
+        runs = truth()
+        again = runs is not None and compare_outputs(expected, runs[0]).status == "match"
+        found = _against(leaves, expected, runs[1]) if again else None
+    except Exception:  # a model that cannot run in float64 (quantised ops, a float32-only kernel)
+        return result
+    if found is None:
+        return result
+    noise: dict[int, float] = {}
+    for leaf, _, own in found:
+        noise[leaf.index] = max(noise.get(leaf.index, 0.0), own)
+    beyond = [(leaf, off, own, leaf.allowed + FACTOR * noise[leaf.index]) for leaf, off, own in found
+              if leaf.error > leaf.allowed]
+    leaf, off, own, limit = max(beyond, key=lambda b: b[1] / b[3] if b[3] else float("inf"))
+    said = (f"{leaf.path} is {leaf.error:.3g} from float32 eager (tolerance {leaf.allowed:.3g}) and {off:.3g} from "
+            f"a float64 run of the model, float32 eager itself {own:.3g}")
+    if all(b[1] <= b[3] for b in beyond):
+        return dataclasses.replace(result, status="match", atol=limit, message=(
+            f"outputs match within float32's own error against float64 (inputs tried: {result.n_inputs}): where "
+            f"they differ from float32 eager beyond tolerance, they are no further from a float64 run of the model "
+            f"than {FACTOR:g}x float32 eager's own error, which float32 cannot resolve; e.g. {said}"))
+    return dataclasses.replace(result, message=f"{result.message}. Not float32's rounding: {said}")
+
+
+def _leaves(expected: Sequence[Any], actual: Sequence[Any]) -> list[_Leaf] | None:
+    """Every tensor leaf, when all that fail the float32 check are floating point; else None."""
+    leaves = []
+    for i, (exp, act) in enumerate(zip(expected, actual, strict=True)):
+        for index, (path, e, a, problem, floor) in enumerate(_pairs(exp, act, f"input {i}: output")):
+            if problem:
+                return None
+            error, scale, rtol = _leaf_error(e, a)
+            allowed = rtol * max(scale, floor)
+            if error > allowed and not (e.is_floating_point() or e.is_complex()):
+                return None
+            leaves.append(_Leaf(index, path, e, a, error, allowed))
+    return leaves
+
+
+def _against(leaves: list[_Leaf], expected: Sequence[Any], wide: Sequence[Any]) -> list[tuple] | None:
+    """(leaf, the step's error against float64, float32 eager's) for each floating-point leaf;
+    None when float64's outputs do not line up with float32's."""
+    truths = [t for exp, w in zip(expected, wide, strict=True) for _, _, t, problem, _ in _pairs(exp, w, "")
+              if not problem]
+    if len(truths) != len(leaves):
+        return None
+    found = []
+    for leaf, t in zip(leaves, truths):
+        if leaf.expected.is_floating_point() or leaf.expected.is_complex():
+            t = t.to(torch.complex128 if t.is_complex() else torch.float64)
+            found.append((leaf, _leaf_error(t, leaf.actual)[0], _leaf_error(t, leaf.expected)[0]))
+    return found
