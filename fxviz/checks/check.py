@@ -47,7 +47,7 @@ TOLERANCES: dict[torch.dtype, float] = {
 #: rtol 1e-4 this allows 1e-5 of the largest gradient: bench/frontends.py's "qwen3
 #: (export joint)" puts its embedding's gradient 2-4e-6 of the largest off the eager
 #: step's (eager float32 is 1-3e-6 off float64 there; at 1e-2 half its checks failed).
-#: It still catches a 1 % error in any gradient above 10 % of the largest.
+#: It still catches a 1 % error in any gradient above 10 % of the largest; what float32 cannot resolve even so is judged against float64 (truth.py).
 GRADIENT_FLOOR = 1e-1
 #: "nothing compared": every floating-point output was zero in both (no scale to
 #: measure an error against); "error": the check itself could not run; "not checked":
