@@ -29,8 +29,8 @@ from fxviz.checks.check import CheckResult, _leaf_error, _pairs, compare_outputs
 #: more often than the fused op it replaces. A real error (1 % of a gradient above the floor)
 #: is 1e3-1e4 times the float32 noise of a gradient float32 resolves.
 FACTOR = 4.0
-#: Casts keep the dtype asked for: autograd casts each gradient to its weight's dtype with them, and checks it.
-_CASTS = frozenset({"_to_copy", "to"})
+#: The op every cast reaches; it keeps the dtype asked for: autograd casts each gradient to its weight's dtype, and checks it.
+_CAST = "_to_copy"
 _WIDE = {torch.complex64: torch.complex128, torch.complex32: torch.complex128,
          **dict.fromkeys((torch.float32, torch.float16, torch.bfloat16), torch.float64)}
 
@@ -55,7 +55,7 @@ class _Run(TorchDispatchMode):
             return self._noted(self._drawn(func, args, kwargs))
         before = [self.was.get(t, t.dtype) for t in _tensors((args, kwargs)) if t.dtype in _WIDE or t in self.was]
         if all(a.alias_info is None for a in (*op_schema(func).arguments, *op_schema(func).returns)):
-            wide = _wide_tensor if func.overloadpacket.__name__ in _CASTS else _wide
+            wide = _wide_tensor if func.overloadpacket.__name__ == _CAST else _wide
             args, kwargs = tree_map(wide, args), tree_map(wide, kwargs)
         out = func(*args, **kwargs)
         for t in _tensors(out) if before else ():
@@ -154,12 +154,11 @@ def against_float64(result: CheckResult, expected: Sequence[Any], actual: Sequen
     noise: dict[int, float] = {}
     for leaf, _, own in found:
         noise[leaf.index] = max(noise.get(leaf.index, 0.0), own)
-    beyond = [(leaf, off, own, leaf.allowed + FACTOR * noise[leaf.index]) for leaf, off, own in found
-              if leaf.error > leaf.allowed]
-    leaf, off, own, limit = max(beyond, key=lambda b: b[1] / b[3] if b[3] else float("inf"))
+    beyond = [(leaf, off, leaf.allowed + FACTOR * noise[leaf.index]) for leaf, off, _ in found if leaf.error > leaf.allowed]
+    leaf, off, limit = max(beyond, key=lambda b: b[1] / b[2] if b[2] else float("inf"))
     said = (f"{leaf.path} is {leaf.error:.3g} from float32 eager (tolerance {leaf.allowed:.3g}) and {off:.3g} from "
-            f"a float64 run of the model, float32 eager itself {own:.3g}")
-    if all(b[1] <= b[3] for b in beyond):
+            f"a float64 run of the model, where float32 eager's own error is up to {noise[leaf.index]:.3g}")
+    if all(b[1] <= b[2] for b in beyond):
         return dataclasses.replace(result, status="match", atol=limit, message=(
             f"outputs match within float32's own error against float64 (inputs tried: {result.n_inputs}): where "
             f"they differ from float32 eager beyond tolerance, they are no further from a float64 run of the model "
