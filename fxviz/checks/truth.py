@@ -14,13 +14,14 @@ or mask would be another computation, not the truth.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 from torch.utils.weak import WeakIdKeyDictionary
 
-from fxviz._torch_internals import TorchDispatchMode, op_schema, tree_map, tree_map_only
+from fxviz._torch_internals import TorchDispatchMode, op_schema
 from fxviz.checks.check import CheckResult, _leaf_error, _pairs, compare_outputs, run_outputs
 
 #: A step's error against float64 may be this many times float32 eager's own: two float32
@@ -51,12 +52,14 @@ class _Run(TorchDispatchMode):
         kwargs = kwargs or {}
         if not self.widen:
             return self._noted(func(*args, **kwargs))
-        if torch.Tag.nondeterministic_seeded in func.tags:
+        kind = _kind(func)
+        if kind == "random":
             return self._noted(self._drawn(func, args, kwargs))
-        before = [self.was.get(t, t.dtype) for t in _tensors((args, kwargs)) if t.dtype in _WIDE or t in self.was]
-        if all(a.alias_info is None for a in (*op_schema(func).arguments, *op_schema(func).returns)):
-            wide = _wide_tensor if func.overloadpacket.__name__ == _CAST else _wide
-            args, kwargs = tree_map(wide, args), tree_map(wide, kwargs)
+        given = _tensors((args, tuple(kwargs.values())))
+        before = [self.was.get(t, t.dtype) for t in given if t.dtype in _WIDE or t in self.was]
+        if kind != "as is":
+            wide = _wide_tensor if kind == "cast" else _wide
+            args, kwargs = _mapped(wide, args), {k: _mapped(wide, v) for k, v in kwargs.items()}
         out = func(*args, **kwargs)
         for t in _tensors(out) if before else ():
             if t.dtype in _WIDE.values() and t not in self.was:  # float64 here, narrower in float32
@@ -68,16 +71,16 @@ class _Run(TorchDispatchMode):
         on a widened tensor) written back into the tensor given."""
         narrowed = {}
 
-        def narrow(t: torch.Tensor) -> torch.Tensor:
-            if t not in self.was:
+        def narrow(t: Any) -> Any:
+            if not isinstance(t, torch.Tensor) or t not in self.was:
                 return t
             narrowed[id(t)] = t, t.to(self.was[t])
             return narrowed[id(t)][1]
 
-        out = func(*tree_map_only(torch.Tensor, narrow, args), **tree_map_only(torch.Tensor, narrow, kwargs))
-        written = [a.name for a in op_schema(func).arguments if a.alias_info is not None and a.alias_info.is_write]
-        given = dict(zip([a.name for a in op_schema(func).arguments], args)) | kwargs
-        for name in written:
+        out = func(*_mapped(narrow, args), **{k: _mapped(narrow, v) for k, v in kwargs.items()})
+        names = [a.name for a in op_schema(func).arguments]
+        given = dict(zip(names, args)) | kwargs
+        for name in _written(func):
             if id(given.get(name)) in narrowed:
                 original, copy = narrowed[id(given[name])]
                 original.copy_(copy)
@@ -93,6 +96,28 @@ class _Run(TorchDispatchMode):
         return out
 
 
+@functools.cache
+def _kind(func: Any) -> str:
+    """How a widening run runs ``func``: "random" (seeded), "as is" (a view or an in-place
+    write), "cast" (``_to_copy``: tensors widened, the dtype asked for kept) or "widen"."""
+    schema = op_schema(func)
+    if torch.Tag.nondeterministic_seeded in func.tags:
+        return "random"
+    if any(a.alias_info is not None for a in (*schema.arguments, *schema.returns)):
+        return "as is"
+    return "cast" if func.overloadpacket.__name__ == _CAST else "widen"
+
+
+@functools.cache
+def _written(func: Any) -> tuple[str, ...]:
+    return tuple(a.name for a in op_schema(func).arguments if a.alias_info is not None and a.alias_info.is_write)
+
+
+def _mapped(fn: Callable[[Any], Any], value: Any) -> Any:
+    """``fn`` of each item of an ATen op's argument (lists of tensors included)."""
+    return type(value)(_mapped(fn, v) for v in value) if isinstance(value, (list, tuple)) else fn(value)
+
+
 def _wide(x: Any) -> Any:
     return _WIDE.get(x, x) if isinstance(x, torch.dtype) else _wide_tensor(x)
 
@@ -102,9 +127,12 @@ def _wide_tensor(x: Any) -> Any:
 
 
 def _tensors(value: Any) -> list[torch.Tensor]:
-    found: list[torch.Tensor] = []
-    tree_map_only(torch.Tensor, found.append, value)
-    return found
+    """The tensors in an op's arguments or results (in lists and tuples)."""
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [t for v in value for t in _tensors(v)]
+    return []
 
 
 def float64_outputs(model: Callable[..., Any], inputs_list: Sequence[tuple]) -> tuple[list, list] | None:
