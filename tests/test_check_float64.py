@@ -6,7 +6,7 @@ from torch import nn
 import fxviz
 from fxviz.checks import scope
 from fxviz.checks.check import compare_outputs, run_outputs
-from fxviz.checks.truth import float64_outputs
+from fxviz.checks.truth import against_float64, float64_outputs
 
 
 class TwoScales(nn.Module):
@@ -141,3 +141,26 @@ def test_a_float64_run_that_decides_otherwise_is_no_reference():
     torch.manual_seed(0)
     assert float64_outputs(Decides(), [(torch.randn(1000),)]) is None
     assert float64_outputs(Decides(), [(torch.tensor([1.0, 2.0]),)]) is not None
+
+
+class Drifts(nn.Module):
+    """Each call computes a little otherwise (a Python counter): a float64 run of it is another computation."""
+
+    calls = 0
+
+    def forward(self, x):
+        self.calls += 1
+        return x * (1 + 1e-3 * self.calls)
+
+
+def test_a_model_that_computes_otherwise_on_each_call_keeps_the_float32_verdict():
+    check = fxviz.Session(Drifts(), torch.randn(3, 4)).current.check
+    assert check.status == "mismatch" and "float64" not in check.message
+
+
+def test_outputs_already_in_float64_are_not_run_again():
+    expected = [torch.linspace(-1, 1, 8, dtype=torch.float64)]
+    actual = [expected[0] * 1.01]
+    result = compare_outputs(expected, actual)
+    calls = []
+    assert against_float64(result, expected, actual, lambda: calls.append(1)) is result and not calls
