@@ -10,7 +10,8 @@ from torch import nn
 
 import fxviz
 import fxviz.capture as capture_package
-from fxviz.capture import auto_order, capture, forget_front_end, front_end, methods
+from fxviz.capture import auto_order, capture, data_dependent, forget_front_end, front_end, methods
+from fxviz.capture import make_fx as make_fx_module
 from fxviz.capture._common import finish
 from fxviz.errors import TraceError
 
@@ -53,8 +54,10 @@ def test_data_dependent_branch_opens_as_dynamo_graphs_with_the_break_and_user_li
     result = capture(DataBranch(), torch.randn(2, 3))
     assert result.method == "dynamo"
     assert [m for m, _ in result.attempts] == ["symbolic", "export", "export (strict)", "make_fx"]
-    assert all("test_capture_auto.py" in why or "strict" in why for _, why in result.attempts)
-    assert all(why.endswith(" s]") for _, why in result.attempts)  # what each failed try cost
+    assert all("test_capture_auto.py" in why for _, why in result.attempts)
+    tried = [why for m, why in result.attempts if m != "export (strict)"]
+    assert all(why.endswith(" s]") for why in tried)  # what each failed try cost
+    assert dict(result.attempts)["export (strict)"].startswith("skipped: it would stop where torch.export did")
     assert len(result.graphs) == 2
     (brk,) = result.graph_breaks
     assert brk["user_line"].endswith(f"test_capture_auto.py:{DataBranch.forward.__code__.co_firstlineno + 2}")
@@ -62,6 +65,85 @@ def test_data_dependent_branch_opens_as_dynamo_graphs_with_the_break_and_user_li
     assert linear.meta["module_path"] == "lin"
     x_input = next(n for n in result.gm.graph.find_nodes(op="placeholder") if n.name == "x")  # forward's parameter, not dynamo's l_x_
     assert x_input.meta["module_path"] == ""
+
+
+class KeepsPositives(nn.Module):
+    """A size read from the data (``x[x > 0]``) and a branch on it: export stops at the
+    branch; make_fx on the real inputs, where the size is a number, does not."""
+
+    def forward(self, x):
+        kept = x[x > 0]
+        return kept.sum() * 2 if kept.numel() > 2 else kept.sum()
+
+
+@pytest.fixture
+def traces(monkeypatch):
+    """The exports and make_fx retries on fakes the chain makes: ("export", strict) and
+    ("fakes", compiling)."""
+    made, export, on_fakes = [], torch.export.export, make_fx_module.make_fx_on_fakes
+
+    def counted_export(*args, strict=False, **kwargs):
+        made.append(("export", strict))
+        return export(*args, strict=strict, **kwargs)
+
+    def counted_fakes(fn, decompositions, record, compiling=False):
+        made.append(("fakes", compiling))
+        return on_fakes(fn, decompositions, record, compiling)
+
+    monkeypatch.setattr(torch.export, "export", counted_export)
+    monkeypatch.setattr(make_fx_module, "make_fx_on_fakes", counted_fakes)
+    return made
+
+
+def test_methods_that_would_stop_where_export_stopped_on_a_data_dependent_branch_are_skipped(traces):
+    """Strict export and make_fx's retry as torch.export traces meet the same guard on fake
+    tensors: not tried, each skip said; make_fx on the real inputs and on fakes, and dynamo, are."""
+    result = capture(DataBranch(), torch.randn(2, 3))
+    assert result.method == "dynamo"
+    assert traces == [("export", False), ("fakes", False)]
+    line = f"test_capture_auto.py:{DataBranch.forward.__code__.co_firstlineno + 2}"
+    strict = dict(result.attempts)["export (strict)"]
+    assert strict.startswith("skipped: it would stop where torch.export did") and line in strict
+    assert "export (strict): skipped: it would stop" in result.note  # dynamo's note lists it among the stops
+
+
+def test_make_fx_says_why_it_did_not_retry_as_export_traces():
+    with pytest.raises(TraceError) as stopped:
+        capture(DataBranch(), torch.randn(2, 3), tracer="export")
+    line = f"test_capture_auto.py:{DataBranch.forward.__code__.co_firstlineno + 2}"
+    with data_dependent.kept(), pytest.raises(TraceError, match=r"(?s)not retried as torch\.export traces: torch\.export "
+                                                                rf"stopped at a branch on a tensor's value at .*{line}"):
+        data_dependent.note("export", stopped.value)  # as the chain keeps it
+        capture(DataBranch(), torch.randn(2, 3), tracer="make_fx")
+
+
+def test_a_method_that_gets_past_exports_data_dependent_stop_still_runs(traces):
+    """make_fx on the real inputs reads the size as a number: it captures the model, after
+    export stopped at the branch and strict export was skipped."""
+    result = capture(KeepsPositives(), torch.tensor([1.0, -1.0, 2.0, 3.0]))
+    assert result.method == "make_fx"
+    assert [m for m, _ in result.attempts] == ["symbolic", "export", "export (strict)"]
+    assert dict(result.attempts)["export (strict)"].startswith("skipped:")
+    assert traces == [("export", False)]
+
+
+def test_named_tracers_and_other_export_failures_skip_nothing(traces, monkeypatch):
+    with pytest.raises(TraceError):
+        capture(DataBranch(), torch.randn(2, 3), tracer="make_fx")
+    assert traces == [("fakes", False), ("fakes", True)]  # outside the chain: every retry
+    traces.clear()
+    export = torch.export.export
+
+    def refused(*args, strict=False, **kwargs):  # non-strict export fails, not on a data-dependent guard
+        if not strict:
+            raise RuntimeError("not this time")
+        return export(*args, strict=strict, **kwargs)
+
+    monkeypatch.setattr(torch.export, "export", refused)
+    result = capture(DataBranch(), torch.randn(2, 3))
+    assert result.method == "dynamo"
+    assert not dict(result.attempts)["export (strict)"].startswith("skipped")
+    assert traces == [("export", True), ("fakes", False), ("fakes", True)]
 
 
 def test_dynamo_paths_of_a_torch_module_at_the_root_are_relative_to_it():

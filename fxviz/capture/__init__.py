@@ -19,7 +19,7 @@ import torch
 import torch.fx
 from torch import nn
 
-from fxviz.capture import dynamo, export, keywords, names
+from fxviz.capture import data_dependent, dynamo, export, keywords, names
 from fxviz.capture.model_failure import own_failure
 from fxviz.capture._common import (Capture, FrontEnd, Request, as_inputs, auto_order, choose, first_line,
                                    forget_front_end, front_end, front_ends, methods, torch_errors_quiet)
@@ -99,13 +99,20 @@ def _auto(model: Any, inputs: tuple, options: dict[str, Any], timeout: float | N
     """Each front-end of the auto chain in turn, until one captures a graph that runs.
     The budget is checked between attempts (an attempt is never interrupted: torch's state
     would be left half-changed): once one fails past it, the rest are listed as not tried."""
+    with data_dependent.kept():
+        return _tried(model, inputs, options, timeout)
+
+
+def _tried(model: Any, inputs: tuple, options: dict[str, Any], timeout: float | None) -> Capture:
+    """:func:`_auto`'s chain; a method that would stop where torch.export stopped on a
+    data-dependent value is skipped, saying so (:mod:`.data_dependent`)."""
     attempts: list[tuple[str, str]] = []
     errors: list[TraceError] = []
     began = time.perf_counter()
     order = auto_order()
     for i, method in enumerate(order):
         chosen = choose(method)
-        reason = chosen.why_not(model, inputs)
+        reason = chosen.why_not(model, inputs) or data_dependent.why_skip(method)
         if reason:
             attempts.append((method, f"skipped: {reason}"))
             continue
@@ -123,6 +130,7 @@ def _auto(model: Any, inputs: tuple, options: dict[str, Any], timeout: float | N
             exc = TraceError(f"{method} captured, then fxviz failed processing its graph: {first_line(failed)}")
             exc.__cause__ = failed
         if exc is not None:
+            data_dependent.note(method, exc)
             spent = f" [{time.perf_counter() - start:.1f} s]"
             attempts.append((method, str(exc).splitlines()[0] + _detail(exc) + spent))
             errors.append(exc)

@@ -120,7 +120,7 @@ def split_note(name: str, result: Capture, attempts: list[tuple[str, str]]) -> s
         return result.note
     count, first = len(result.graphs), result.graph_breaks[0]
     at = f" at {first['user_line']}" if first.get("user_line") else ""
-    stopped = "".join(f"\n  - {method}: {reason}" for method, reason in attempts if not reason.startswith("skipped"))
+    stopped = "".join(f"\n  - {method}: {reason}" for method, reason in attempts if not reason.startswith("skipped: needs"))
     return (
         f"{name} opened as {count} graph{'s' * (count != 1)}, cut where dynamo broke (the first: "
         f"{first['reason']}{at}): what runs at a break is in no graph. No method traced it as one graph:{stopped}\n"

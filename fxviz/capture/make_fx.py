@@ -10,6 +10,7 @@ import torch.fx
 from torch import nn
 
 from fxviz._torch_internals import TRACES_AS_COMPILING, assign_attr, make_fx_on_fakes
+from fxviz.capture import data_dependent
 from fxviz.capture._common import finish, first_line, front_end
 from fxviz.capture.places import where
 from fxviz.capture.backward import attribute_backward, sequence_numbers
@@ -40,6 +41,10 @@ def capture(fn: Callable[..., Any], inputs: tuple, module: nn.Module | None = No
         on_values = getattr(exc, "fxviz_on_values", None)  # the real trace's stop, where the fakes' was elsewhere
         earlier = (f"\n  (on fake inputs, where code that asks whether it is traced takes its traceable path; "
                    f"on the real ones it stopped before, reading a value{where(on_values)})") if on_values else ""
+        as_export = getattr(exc, "fxviz_as_export", None)
+        if as_export is not None:
+            earlier += ("\n  (not retried as torch.export traces: torch.export stopped at a branch on a "
+                        f"tensor's value{as_export})")
         raise TraceError(
             f"make_fx could not trace {getattr(fn, '__name__', type(fn).__name__)}{where(exc)}\n"
             f"  {first_line(exc)}{earlier}\n"
@@ -67,7 +72,9 @@ def _traced(target: Callable[..., Any], decompositions: dict | None, record: boo
     failed, so a graph keeps as close to what runs eagerly as it can. A branch that needs the
     value all the same fails throughout; the last trace's error is the one told: it got past
     what traced code skips, so it names what stops a graph (the real trace's place is kept on
-    it as ``fxviz_on_values`` where that differs)."""
+    it as ``fxviz_on_values`` where that differs). Where torch.export stopped at a data-dependent
+    guard just before (``tracer="auto"``), the retry as it traces is not made: it would stop there
+    too (:mod:`.data_dependent`; the place kept on the error as ``fxviz_as_export``)."""
     from torch.fx.experimental.proxy_tensor import make_fx
 
     try:
@@ -79,6 +86,9 @@ def _traced(target: Callable[..., Any], decompositions: dict | None, record: boo
     how = (f"on fake tensors: on the real ones the trace stopped reading a tensor's value{where(on_values)}; "
            "code that asks whether it is traced then takes its traceable path")
     for compiling in (False, True) if TRACES_AS_COMPILING else (False,):
+        if compiling and data_dependent.stopped() is not None:  # tracer="auto": it would stop where export did
+            on_fakes.fxviz_as_export = data_dependent.stopped()
+            break
         try:
             return make_fx_on_fakes(target, decompositions, record, compiling)(*inputs), how
         except Exception as exc:
