@@ -10,8 +10,9 @@ import torch.fx
 from torch import nn
 
 import fxviz
+from fxviz.draw.layout_groups import MAX_ITEMS
 from fxviz.draw.layout_plan import plan_layout
-from fxviz.draw.layout_tree import MAX_ITEMS, build_tree
+from fxviz.draw.layout_tree import build_tree
 from fxviz.draw.render import render
 
 

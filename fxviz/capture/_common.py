@@ -22,7 +22,7 @@ from torch import nn
 
 from fxviz._torch_internals import forget_last_trace
 from fxviz.capture.info import GraphInfo, graph_info, set_graph_info
-from fxviz.capture.places import source_line
+from fxviz.capture.places import method_path, source_line
 from fxviz.errors import TraceError
 
 
@@ -285,7 +285,8 @@ def finish(gm: torch.fx.GraphModule, method: str, root: Any, **info: Any) -> tor
         if node.op == "output":
             node.meta["module_path"] = None
             continue
-        node.meta.setdefault("module_path", path_from_stack(node))
+        if "module_path" not in node.meta:
+            node.meta["module_path"] = method_path(node, path_from_stack(node))
         line = source_line(node)
         if line:
             node.meta["source"] = line

@@ -109,3 +109,32 @@ def _innermost_line(stack_trace: str) -> str | None:
     what capture adds to each node."""
     found = [m for m in _FRAME_RE.finditer(stack_trace) if not m.group(1).startswith((_TORCH_DIR, _FXVIZ_DIR))]
     return f"{found[-1].group(1)}:{found[-1].group(2)}" if found else None
+
+
+_FORWARD_RE = re.compile(r'File "[^"]+", line \d+, in forward\n[ \t]*(.*)')
+_METHOD_CALL_RE = re.compile(r"\bself\.((?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*)\.([A-Za-z_]\w*)\(")
+
+
+def method_path(node: torch.fx.Node, path: str) -> str:
+    """``path`` (the innermost module of ``nn_module_stack``), or the submodule of it whose
+    method (not ``forward``) made the node: module hooks see ``self.corr_block.index_pyramid(...)``
+    (RAFT's refinement loop) or ``self.altup.predict(...)`` (Gemma 3n) as ops of the caller,
+    and its boxes fall apart. Read from the innermost ``forward`` frame of ``stack_trace``,
+    only where it is that module's (one such frame per module on the stack)."""
+    text, stack = node.meta.get("stack_trace"), node.meta.get("nn_module_stack")
+    if not text or not stack:
+        return path
+    owner = _called_on(text, len(stack))
+    return f"{path}.{owner}" if path and owner else owner or path
+
+
+@functools.lru_cache(maxsize=1024)
+def _called_on(stack_trace: str, modules: int) -> str | None:
+    """The attribute chain of ``self`` whose method the innermost of ``modules`` forward frames
+    calls, when that line calls one (and only one) such method, not a tensor's (``self.weight.float()``);
+    read once per distinct text."""
+    lines = _FORWARD_RE.findall(stack_trace)
+    if len(lines) != modules:
+        return None
+    owners = {chain for chain, method in _METHOD_CALL_RE.findall(lines[-1]) if not hasattr(torch.Tensor, method)}
+    return owners.pop() if len(owners) == 1 else None

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Sequence
 
 import networkx as nx
 
@@ -27,6 +28,7 @@ MIN_OPS = 3  # fewer setup ops than this stay where they are: one box would hide
 MIN_CHECKS = 8  # from this many, ops that feed nothing outside (checks) make a setup box; fewer are not drawn
 FAN_OUT = 3  # a value read by this many repeated layers is built for them
 SETUP = "⟨setup⟩"  # the last part of a setup box's path
+_CALL = re.compile(r"@\d+(?=\.|$)")  # a later call's mark in a box path
 _LAYER = re.compile(r"(.*?)\.(\d+)(?:\.|$)")  # a stack's path and a layer's index in it
 _OPS = ("call_function", "call_method")
 _SOURCES = ("placeholder", "get_attr", "call_module")  # what makes a value depend on an input or a weight
@@ -52,49 +54,101 @@ def effective_path(attrs: dict) -> str:
     return path
 
 
+def module_of(path: str) -> str:
+    """The module a box of :func:`node_paths` draws: ``update_block@3.flow_head`` -> ``update_block.flow_head``."""
+    return _CALL.sub("", path) if "@" in path else path
+
+
 def _prefixes(path: str) -> list[str]:
     parts = path.split(".") if path else []
     return [".".join(parts[: i + 1]) for i in range(len(parts))]
 
 
 def node_paths(graph: nx.DiGraph, hidden: set[str]) -> dict[str, str]:
-    """Each node's module path, after two rules that keep modules from becoming noise:
-    a module whose nodes lie far apart in graph order (called from several places, e.g.
-    torchvision's shared ReLU once lowered) draws its nodes in its parent, and so does a
-    module with a single node (a lowered ReLU is a node, not a one-node cluster). Placeholders
-    do not count: dynamo and AOT lift every parameter to an input, first in the graph."""
+    """Each node's box: its module path, after rules that keep modules from becoming noise.
+    A module with ops of its own called several times (RAFT's update block, once per
+    refinement step; Gemma 3n's ``altup``, by ``predict`` then ``correct``) has a box per call:
+    ``path``, ``path@1``, ... (as torch numbers calls); one box over all would hold what runs
+    between them and, collapsed, take its own output back in. A container (a ``ModuleList``:
+    no ops of its own) stays one box. A call with a single node draws it in its parent: a
+    lowered ReLU shared by a block is a node, not a one-node cluster. Placeholders do not
+    count: dynamo and AOT lift every parameter to an input, first in the graph."""
     paths: dict[str, str] = {}
-    own: dict[str, list[int]] = {}  # path -> [first index, last index, node count] of its own nodes
+    runs: list[list] = []  # [path, names, all weights] of each run of nodes sharing a path
+    run: list = [None, [], True]
+    own: dict[str, list[int]] = {}  # path -> [first place, last place, node count] of its own nodes
     span: list[int] = []
-    last_path = None
-    at = -1  # place among the nodes drawn: weights not drawn leave no gaps
+    at = -1  # place among the nodes drawn, placeholders not counted
     for name, attrs in graph.nodes(data=True):  # in graph order; neighbours mostly share a path
         if hidden and name in hidden:
             continue
         path = paths[name] = effective_path(attrs)
-        at += 1
         if attrs["op"] == "placeholder":
             continue
-        if path != last_path:
+        at += 1
+        if path != run[0]:
+            run = [path, [], True]
+            runs.append(run)
             span = own.get(path)
             if span is None:
                 span = own[path] = [at, at, 0]
-            last_path = path
+        run[1].append(name)
+        run[2] = run[2] and attrs.get("weight", False)
         span[1], span[2] = at, span[2] + 1
     spans: dict[str, list[int]] = {}  # the same over each module's whole subtree
     for path, (first, last, count) in own.items():
         for prefix in _prefixes(path):
             span = spans.setdefault(prefix, [first, last, 0])
             span[0], span[1], span[2] = min(span[0], first), max(span[1], last), span[2] + count
-    dropped = {p for p, (first, last, count) in spans.items() if last - first + 1 > 2 * count or count == 1}
-    if not dropped.intersection(own):  # dropping a module moves only its own nodes
-        return paths
-    kept = {}
-    for path in set(paths.values()):
-        kept[path] = path
-        while kept[path] in dropped:
-            kept[path] = kept[path].rpartition(".")[0]
-    return {name: kept[path] for name, path in paths.items()}
+    if all(last - first + 1 == count > 1 for first, last, count in spans.values()):
+        return paths  # every module one stretch of nodes (one call), as in most models
+    for run in runs:
+        run[0] = run[0].split(".") if run[0] else []
+    found: dict[str, str] = {}
+    _place(runs, range(len(runs)), "", 0, found)
+    boxes = set(found.values())
+    for name, path in paths.items():
+        box = found.get(name)
+        while box is None:  # a placeholder: the nearest box around its module
+            box = path if path in boxes or not path else None
+            path = path.rpartition(".")[0]
+        paths[name] = box
+    return paths
+
+
+def _place(runs: list[list], ids: Sequence[int], box: str, depth: int, found: dict[str, str]) -> None:
+    """Box the nodes of ``runs[ids]`` (the runs of one call of the module drawn as ``box``,
+    their paths at least ``depth`` parts deep): the module's own nodes in ``box``, a submodule
+    in a box per call (with ops of its own: a call ends where another of this call's runs
+    begins; a weight read in between does not end it), a call of one node in ``box``."""
+    children: dict[str, list[tuple[int, int]]] = {}
+    position = 0
+    for i in ids:
+        parts, names, weights = runs[i]
+        position += not weights
+        if len(parts) == depth:
+            found.update(dict.fromkeys(names, box))
+        else:
+            children.setdefault(parts[depth], []).append((position, i))
+    for part, inner in children.items():
+        calls: list[list[int]] = [[]]
+        if any(len(runs[i][0]) == depth + 1 and not runs[i][2] for _, i in inner):  # ops of its own
+            last = inner[0][0]
+            for position, i in inner:
+                if position > last + 1:
+                    calls.append([])
+                calls[-1].append(i)
+                last = position
+        else:
+            calls[0] = [i for _, i in inner]
+        number = 0
+        for call in calls:
+            if len(call) == 1 and len(runs[call[0]][1]) == 1:
+                found[runs[call[0]][1][0]] = box
+                continue
+            child = (f"{box}.{part}" if box else part) + (f"@{number}" if number else "")
+            number += 1
+            _place(runs, call, child, depth + 1, found)
 
 
 def setup_paths(graph: nx.DiGraph, paths: dict[str, str]) -> tuple[dict[str, str], set[str]]:

@@ -1,23 +1,23 @@
-"""The tree of boxes a drawing can open or collapse: modules, and synthetic groups that
-keep every box's list of children short.
+"""The tree of boxes a drawing can open or collapse: modules (a box per call of a module
+called several times: layout_paths), and synthetic groups that keep every box's list of
+children short.
 
-A module with more than ``MAX_ITEMS`` children gets them grouped: long runs of its own
-nodes into segments ("nodes 120–151"), long runs of sibling modules into ranges
+A module with more than ``MAX_ITEMS`` children gets them grouped (layout_groups): long runs
+of its own nodes into segments ("nodes 120–151"), long runs of sibling modules into ranges
 ("layers 0–31"), hierarchically, so opening any box adds a bounded number of boxes and
 a planner can always reach its budget. Built in one pass over the graph (linear).
 """
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import networkx as nx
 
-from fxviz.draw.layout_paths import SETUP, node_paths, setup_label, setup_paths
+from fxviz.draw.layout_groups import REPEAT_RUN, Box, chunk, group
+from fxviz.draw.layout_paths import SETUP, module_of, node_paths, setup_label, setup_paths
 
-MAX_ITEMS = 48  # a box with more children than this has them grouped
-CHUNK = 32  # children per synthetic group
-REPEAT_RUN = 3  # this many identical sibling modules in a row start collapsed
 REPEAT_MIN_NODES = 6  # ...when each is a block worth hiding (not three conv-bn-relu)
 DENSE_EDGES = 3  # a box whose children are joined by more edges than this per child starts collapsed
 # A box whose children are joined by more edges than this has them grouped by SPLIT_CHUNK, so
@@ -25,26 +25,6 @@ DENSE_EDGES = 3  # a box whose children are joined by more edges than this per c
 # each read every earlier one (435 edges), over 10 s for 48 (1,128; bench/layout_ops.py).
 SPLIT_EDGES = 400
 SPLIT_CHUNK = 16
-
-Item = tuple[str, str]  # ("node", FX name) | ("box", path)
-
-
-@dataclass
-class Box:
-    """A module (``synthetic=False``) or a group of consecutive children of one."""
-
-    path: str
-    parent: str | None
-    label: str
-    synthetic: bool = False
-    items: list[Item] = field(default_factory=list)
-    size: int = 0  # FX nodes inside
-    depth: int = 0
-    repeated: bool = False  # one of a run of identical sibling modules, or a range of them
-    edges: int = 0  # distinct edges between its children, drawn when it opens
-    nodes_only: bool = False  # a segment: a synthetic group of plain nodes (least informative)
-    setup: bool = False  # the setup plumbing of its parent (layout_paths), drawn collapsed
-
 
 @dataclass
 class BoxTree:
@@ -60,6 +40,15 @@ class BoxTree:
             out.append(path)
             path = self.boxes[path].parent or ""
         return out
+
+
+def _heads(path: str) -> Iterator[str]:
+    """``a.b.c`` -> ``a``, ``a.b``, ``a.b.c``."""
+    at = path.find(".")
+    while at != -1:
+        yield path[:at]
+        at = path.find(".", at + 1)
+    yield path
 
 
 def _node_signature(attrs: dict) -> tuple:
@@ -96,11 +85,15 @@ def build_tree(graph: nx.DiGraph, weights_as_nodes: bool = False) -> BoxTree:
         stand_in.update((name, first.get(box, name)) for name, box in boxes_of.items())
     boxes = {"": Box("", None, "")}
     signature: dict[str, list] = defaultdict(list)
+    first_calls = {part[:-2] for path in set(paths.values()) if "@1" in path  # boxes of modules called again
+                   for part in _heads(path) if part.endswith("@1")}
 
     def box(path: str) -> Box:
         if path not in boxes:
             parent = box(path.rpartition(".")[0])
-            short, kind = path.rpartition(".")[2], module_types.get(path)
+            short, kind = path.rpartition(".")[2], module_types.get(module_of(path))
+            name, _, call = short.partition("@")
+            short = f"{name} #{int(call) + 1}" if call else f"{name} #1" if path in first_calls else name
             boxes[path] = Box(path, parent.path, f"{short} · {kind}" if kind else short, depth=parent.depth + 1)
             parent.items.append(("box", path))
             signature[parent.path].append(("box", path))
@@ -128,7 +121,7 @@ def build_tree(graph: nx.DiGraph, weights_as_nodes: bool = False) -> BoxTree:
     if any(attrs.get("shape") is not None for _, attrs in graph.nodes(data=True)):
         _mark_repeats(boxes, signature, module_types)  # without shapes, "identical" is a guess
     for path in [p for p in boxes if not boxes[p].synthetic or boxes[p].setup]:
-        _group(boxes, boxes[path], graph)
+        group(boxes, boxes[path], graph)
     edges = [(tail, head) for tail, heads in graph.adjacency() if tail not in hidden  # 3x graph.edges
              for head in heads if head not in hidden]
     box_of = _box_of(boxes, paths)
@@ -136,7 +129,7 @@ def build_tree(graph: nx.DiGraph, weights_as_nodes: bool = False) -> BoxTree:
     crowded = {b.path: b.edges for b in boxes.values() if b.edges > SPLIT_EDGES and len(b.items) > SPLIT_CHUNK}
     if crowded:
         for path in crowded:
-            boxes[path].items = _chunk(boxes, boxes[path], boxes[path].items, graph, SPLIT_CHUNK)
+            boxes[path].items = chunk(boxes, boxes[path], boxes[path].items, graph, SPLIT_CHUNK)
         box_of = _box_of(boxes, paths)
         _count_edges(boxes, edges, box_of)
         for path, count in crowded.items():  # still as dense to look at: it starts collapsed
@@ -203,7 +196,7 @@ def _mark_repeats(boxes: dict[str, Box], signature: dict[str, list], module_type
     digest: dict[str, int] = {}
     for path in sorted(boxes, key=lambda p: -boxes[p].depth):  # children before parents
         parts = tuple(digest[item[1]] if item[0] == "box" else item for item in signature[path])
-        digest[path] = hash((module_types.get(path), parts))
+        digest[path] = hash((module_types.get(module_of(path)), parts))
     for parent in boxes.values():
         run: list[str] = []
         for kind, key in [*parent.items, ("node", "")]:
@@ -214,79 +207,3 @@ def _mark_repeats(boxes: dict[str, Box], signature: dict[str, list], module_type
                 for path in run:
                     boxes[path].repeated = True
             run = [key] if kind == "box" else []
-
-
-def _group(boxes: dict[str, Box], owner: Box, graph: nx.DiGraph) -> None:
-    """Bound ``owner``'s children: group long runs of one kind first (nodes into segments,
-    modules into ranges); when that is not enough, every run of nodes into a segment, so
-    that its modules stay in view (RT-DETR's top level: 152 ops of query selection between
-    7 modules drew as two "nodes" boxes); then whatever is still too long."""
-    if len(owner.items) <= MAX_ITEMS:
-        return
-    runs: list[list[Item]] = []
-    for item in owner.items:
-        if runs and runs[-1][0][0] == item[0]:
-            runs[-1].append(item)
-        else:
-            runs.append([item])
-    pieces = [_chunk(boxes, owner, run, graph) if len(run) > MAX_ITEMS else run for run in runs]
-    if sum(map(len, pieces)) > MAX_ITEMS:
-        pieces = [[("box", _make_group(boxes, owner, piece, piece, graph))]
-                  if len(piece) > 1 and all(kind == "node" for kind, _ in piece) else piece for piece in pieces]
-    items = [item for piece in pieces for item in piece]
-    owner.items = _chunk(boxes, owner, items, graph) if len(items) > MAX_ITEMS else items
-
-
-def _chunk(boxes: dict[str, Box], owner: Box, items: list[Item], graph: nx.DiGraph,
-           chunk: int = CHUNK) -> list[Item]:
-    """``items`` as at most ``MAX_ITEMS`` groups of ``chunk`` consecutive items, nested as needed."""
-    size = chunk
-    while -(-len(items) // size) > MAX_ITEMS:
-        size *= chunk
-    out: list[Item] = []
-    for start in range(0, len(items), size):
-        part = items[start : start + size]
-        if len(part) == 1:
-            out.append(part[0])
-            continue
-        # nested only when the part makes several groups: one group of it would have the
-        # part's own span, so its path, and replace this one (which would then list itself)
-        inner = _chunk(boxes, owner, part, graph, chunk) if len(part) > chunk else part
-        out.append(("box", _make_group(boxes, owner, part, inner, graph)))
-    return out
-
-
-def _span(boxes: dict[str, Box], items: list[Item], graph: nx.DiGraph) -> tuple[int, int, int]:
-    """First and last FX index under ``items``, and their node count."""
-    first_item, last_item = items[0], items[-1]
-    while first_item[0] == "box":
-        first_item = boxes[first_item[1]].items[0]
-    while last_item[0] == "box":
-        last_item = boxes[last_item[1]].items[-1]
-    count = sum(boxes[k].size if kind == "box" else 1 for kind, k in items)
-    return graph.nodes[first_item[1]]["index"], graph.nodes[last_item[1]]["index"], count
-
-
-def _make_group(boxes: dict[str, Box], owner: Box, part: list[Item], inner: list[Item], graph: nx.DiGraph) -> str:
-    first, last, count = _span(boxes, part, graph)
-    path = f"{owner.path}.⟨{first}–{last}⟩" if owner.path else f"⟨{first}–{last}⟩"
-    modules = [boxes[k] for kind, k in part if kind == "box" and not boxes[k].synthetic]
-    nodes_only = all(kind == "node" or boxes[k].nodes_only for kind, k in part)
-    if len(modules) == len(part):  # a range of sibling modules: "layers 0–31 · Block"
-        names = [m.path.rpartition(".")[2] for m in modules]
-        kinds = {m.label.partition(" · ")[2] for m in modules}
-        prefix = owner.path.rpartition(".")[2]
-        kind = kinds.pop() if len(kinds) == 1 else ""
-        label = f"{prefix} {names[0]}–{names[-1]}".strip() + (f" · {kind}" if kind else "")
-    else:
-        label = f"nodes {first}–{last}"
-    for _kind, key in inner:
-        if _kind == "box":
-            boxes[key].parent = path
-    # A range of mostly identical blocks (a stack's first or last layer may differ) is as
-    # uninformative opened as they are; a range of such ranges is not (it shows how many).
-    modules_only = all(kind == "box" and not boxes[k].synthetic for kind, k in inner)
-    repeated = modules_only and 2 * sum(boxes[k].repeated for _, k in inner) > len(inner)
-    boxes[path] = Box(path, owner.path, label, synthetic=True, items=inner, size=count,
-                      nodes_only=nodes_only, repeated=repeated)
-    return path

@@ -1,0 +1,157 @@
+"""Synthetic boxes that keep a box's list of children short (``MAX_ITEMS``): segments of its
+own nodes ("nodes 120–151"), ranges of sibling modules ("layers 0–31 · Block"), the passes
+of a loop over module calls ("iteration 3 of 12 · corr_block, update_block") and, where
+those are not enough, chunks of whatever is there.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+import networkx as nx
+
+from fxviz.draw.layout_paths import module_of
+
+MAX_ITEMS = 48  # a box with more children than this has them grouped
+CHUNK = 32  # children per synthetic group
+REPEAT_RUN = 3  # this many identical sibling modules in a row start collapsed
+
+Item = tuple[str, str]  # ("node", FX name) | ("box", path)
+
+
+@dataclass
+class Box:
+    """A module (``synthetic=False``) or a group of consecutive children of one."""
+
+    path: str
+    parent: str | None
+    label: str
+    synthetic: bool = False
+    items: list[Item] = field(default_factory=list)
+    size: int = 0  # FX nodes inside
+    depth: int = 0
+    repeated: bool = False  # one of a run of identical sibling modules, or a range of them
+    edges: int = 0  # distinct edges between its children, drawn when it opens
+    nodes_only: bool = False  # a segment: a synthetic group of plain nodes (least informative)
+    setup: bool = False  # the setup plumbing of its parent (layout_paths), drawn collapsed
+
+
+def group(boxes: dict[str, Box], owner: Box, graph: nx.DiGraph) -> None:
+    """Bound ``owner``'s children: group long runs of one kind first (nodes into segments,
+    modules into ranges); when that is not enough, every run of nodes into a segment, so
+    that its modules stay in view (RT-DETR's top level: 152 ops of query selection between
+    7 modules drew as two "nodes" boxes); then each pass of a loop over module calls into a
+    box; then whatever is still too long."""
+    if len(owner.items) <= MAX_ITEMS:
+        return
+    runs: list[list[Item]] = []
+    for item in owner.items:
+        if runs and runs[-1][0][0] == item[0] and _plain(runs[-1][-1], graph) and _plain(item, graph):
+            runs[-1].append(item)
+        else:
+            runs.append([item])
+    pieces = [chunk(boxes, owner, run, graph) if len(run) > MAX_ITEMS else run for run in runs]
+    if sum(map(len, pieces)) > MAX_ITEMS:
+        pieces = [[("box", _make_group(boxes, owner, piece, piece, graph))]
+                  if len(piece) > 1 and all(kind == "node" for kind, _ in piece) else piece for piece in pieces]
+    items = [item for piece in pieces for item in piece]
+    if len(items) > MAX_ITEMS:
+        items = _iterations(boxes, owner, items, graph)
+    owner.items = chunk(boxes, owner, items, graph) if len(items) > MAX_ITEMS else items
+
+
+def _plain(item: Item, graph: nx.DiGraph) -> bool:
+    """A box, or a node a segment may hold: the graph's inputs and output stay in view."""
+    return item[0] == "box" or graph.nodes[item[1]]["op"] not in ("placeholder", "output")
+
+
+def _iterations(boxes: dict[str, Box], owner: Box, items: list[Item], graph: nx.DiGraph) -> list[Item]:
+    """``items`` with each pass of a loop as one box ("iteration 3 of 12 · corr_block,
+    update_block"): the stretches that start at the calls of one module, where its calls
+    recur at a fixed stride (RAFT's refinement steps), so that the loop's modules stay in view."""
+    calls: dict[str, list[int]] = defaultdict(list)
+    for at, (kind, key) in enumerate(items):
+        if kind == "box" and not boxes[key].synthetic:
+            calls[module_of(key)].append(at)
+    best = (1, 0, 0, 0)  # (calls, -start, start, stride) of the longest run of calls at one stride
+    for places in calls.values():
+        first = 0
+        for end in range(1, len(places) + 1):
+            if end == len(places) or places[end] - places[end - 1] != places[first + 1] - places[first]:
+                stride = places[first + 1] - places[first] if end > first + 1 else 0
+                if stride > 1 and (end - first, -places[first]) > best[:2]:
+                    best = (end - first, -places[first], places[first], stride)
+                first = end - 1
+    count, _, start, stride = best
+    if count < 2:
+        return items
+    out, end = items[:start], start + count * stride
+    ends = [at for at, (kind, key) in enumerate(items[start:end], start) if kind == "node"
+            and graph.nodes[key]["op"] == "output"]  # the graph's output ends the loop
+    end = ends[0] if ends else end
+    for k in range(count):
+        part = items[start + k * stride: min(start + (k + 1) * stride, end)]
+        names = dict.fromkeys(module_of(key).rpartition(".")[2] for kind, key in part
+                              if kind == "box" and not boxes[key].synthetic)
+        label = f"iteration {k + 1} of {count} · {', '.join(names)}"
+        path = _make_group(boxes, owner, part, part, graph, label)
+        boxes[path].repeated = count >= REPEAT_RUN  # as a run of identical layers: they start collapsed
+        out.append(("box", path))
+    return out + items[end:]
+
+
+def chunk(boxes: dict[str, Box], owner: Box, items: list[Item], graph: nx.DiGraph,
+          per: int = CHUNK) -> list[Item]:
+    """``items`` as at most ``MAX_ITEMS`` groups of ``per`` consecutive items, nested as needed."""
+    size = per
+    while -(-len(items) // size) > MAX_ITEMS:
+        size *= per
+    out: list[Item] = []
+    for start in range(0, len(items), size):
+        part = items[start : start + size]
+        if len(part) == 1:
+            out.append(part[0])
+            continue
+        # nested only when the part makes several groups: one group of it would have the
+        # part's own span, so its path, and replace this one (which would then list itself)
+        inner = chunk(boxes, owner, part, graph, per) if len(part) > per else part
+        out.append(("box", _make_group(boxes, owner, part, inner, graph)))
+    return out
+
+
+def _span(boxes: dict[str, Box], items: list[Item], graph: nx.DiGraph) -> tuple[int, int, int]:
+    """First and last FX index under ``items``, and their node count."""
+    first_item, last_item = items[0], items[-1]
+    while first_item[0] == "box":
+        first_item = boxes[first_item[1]].items[0]
+    while last_item[0] == "box":
+        last_item = boxes[last_item[1]].items[-1]
+    count = sum(boxes[k].size if kind == "box" else 1 for kind, k in items)
+    return graph.nodes[first_item[1]]["index"], graph.nodes[last_item[1]]["index"], count
+
+
+def _make_group(boxes: dict[str, Box], owner: Box, part: list[Item], inner: list[Item], graph: nx.DiGraph,
+                label: str = "") -> str:
+    """A synthetic box of ``part`` listing ``inner``; ``label``: its own (an iteration), else
+    the range of modules or nodes it spans."""
+    first, last, count = _span(boxes, part, graph)
+    path = f"{owner.path}.⟨{first}–{last}⟩" if owner.path else f"⟨{first}–{last}⟩"
+    modules = [boxes[k] for kind, k in part if kind == "box" and not boxes[k].synthetic]
+    nodes_only = all(kind == "node" or boxes[k].nodes_only for kind, k in part)
+    if len(modules) == len(part) and not label:  # a range of sibling modules: "layers 0–31 · Block"
+        names = [m.label.partition(" · ")[0] for m in modules]
+        kinds = {m.label.partition(" · ")[2] for m in modules}
+        prefix = owner.path.rpartition(".")[2]
+        kind = kinds.pop() if len(kinds) == 1 else ""
+        label = f"{prefix} {names[0]}–{names[-1]}".strip() + (f" · {kind}" if kind else "")
+    label = label or f"nodes {first}–{last}"
+    for _kind, key in inner:
+        if _kind == "box":
+            boxes[key].parent = path
+    # A range of mostly identical blocks (a stack's first or last layer may differ) is as
+    # uninformative opened as they are; a range of such ranges is not (it shows how many).
+    modules_only = all(kind == "box" and not boxes[k].synthetic for kind, k in inner)
+    repeated = modules_only and 2 * sum(boxes[k].repeated for _, k in inner) > len(inner)
+    boxes[path] = Box(path, owner.path, label, synthetic=True, items=inner, size=count,
+                      nodes_only=nodes_only, repeated=repeated)
+    return path

@@ -1,0 +1,143 @@
+"""Modules called several times, or through a method rather than ``forward`` (RAFT's
+refinement loop: ``self.corr_block.index_pyramid(...)`` then ``self.update_block(...)`` per
+step; Gemma 3n's ``self.altup.predict(...)``): each call is a box named for its module, and
+"Collapse all" draws the modules, not "nodes N–M" segments."""
+from types import SimpleNamespace
+
+import torch
+from torch import nn
+
+import fxviz
+from fxviz.capture.places import method_path
+from fxviz.draw.layout_tree import build_tree
+from fxviz.draw.render import render
+
+
+class Corr(nn.Module):
+    """Called only through its methods: module hooks never see it."""
+
+    def build(self, a, b):
+        return torch.softmax(a @ b.transpose(-1, -2), -1)
+
+    def lookup(self, table, h):
+        return torch.tanh(table @ torch.sigmoid(h))
+
+
+class Update(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.gate = nn.Linear(16, 8)
+        self.out = nn.Linear(8, 8)
+
+    def forward(self, h, c):
+        return self.out(torch.relu(self.gate(torch.cat([h, c], -1))))
+
+
+class Loop(nn.Module):
+    def __init__(self, steps: int):
+        super().__init__()
+        self.encoder = nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 8))
+        self.corr = Corr()
+        self.update = Update()
+        self.steps = steps
+
+    def forward(self, x):
+        f = self.encoder(x)
+        table = self.corr.build(f, f)
+        h = torch.relu(f)  # between two calls of corr's methods: else, one after the other, they read as one
+        for _ in range(self.steps):
+            c = self.corr.lookup(table, h)
+            h = self.update(h, c) * 0.5 + f  # plain ops between the calls
+        return h
+
+
+def _graph(steps: int):
+    x = torch.randn(4, 8)
+    ep = torch.export.export(Loop(steps).eval(), (x,), strict=False)
+    return fxviz.to_networkx(fxviz.trace(ep, x))
+
+
+def _collapse_all(graph) -> list[str]:
+    """The labels of the boxes "Collapse all" draws (every top-level box closed)."""
+    tree = build_tree(graph)
+    top = [key for kind, key in tree.boxes[""].items if kind == "box"]
+    drawn = render(graph, collapse=top).elements.values()
+    return [tree.boxes[e["name"]].label for e in drawn if e["kind"] == "collapsed"]
+
+
+def test_ops_of_a_submodules_method_carry_that_modules_path():
+    graph = _graph(2)
+    paths = {attrs["target"]: attrs["module_path"] for _, attrs in graph.nodes(data=True)}
+    assert paths["aten.sigmoid.default"] == "corr"  # lookup's, called as self.corr.lookup(...)
+    assert paths["aten.softmax.int"] == "corr"  # build's
+    assert paths["aten.cat.default"] == "update"
+
+
+def test_each_call_is_a_box_named_for_its_module_and_collapse_all_draws_no_segment():
+    labels = _collapse_all(_graph(3))
+    assert labels == ["encoder · Sequential", "corr #1", "corr #2", "update #1 · Update", "corr #3",
+                      "update #2 · Update", "corr #4", "update #3 · Update"]
+
+
+def test_a_long_loop_is_drawn_as_its_iterations_each_holding_its_calls():
+    graph = _graph(20)  # 20 steps of 3 items each: more than a box lists, grouped by step
+    labels = _collapse_all(graph)
+    assert labels[:3] == ["encoder · Sequential", "corr #1", "iteration 1 of 20 · corr, update"]
+    assert labels[-1] == "iteration 20 of 20 · corr, update" and len(labels) == 22
+    assert not any(label.startswith("nodes ") for label in labels)
+    tree = build_tree(graph)
+    step = next(box for box in tree.boxes.values() if box.label.startswith("iteration 1 of"))
+    inside = [tree.boxes[key].label for kind, key in step.items if kind == "box"]
+    assert inside[:2] == ["corr #2", "update #1 · Update"] and inside[2].startswith("nodes ")  # then `* 0.5 + f`
+    output = next(name for name, attrs in graph.nodes(data=True) if attrs["op"] == "output")
+    assert tree.box_of[output] == ""  # the graph's output stays in view, after the loop
+    # alike, the iterations start collapsed, as a run of identical layers does
+    first_view = {e["name"] for e in render(graph).elements.values() if e["kind"] == "collapsed"}
+    assert sum(tree.boxes[p].label.startswith("iteration ") for p in first_view) == 20
+
+
+class Norm(nn.Module):
+    def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)
+
+
+class Twice(nn.Module):
+    """A norm called at two places, and layers of a ModuleList with the model's own op between them."""
+
+    def __init__(self):
+        super().__init__()
+        self.norm = Norm()
+        self.layers = nn.ModuleList([nn.Sequential(nn.Linear(8, 8), nn.GELU(), nn.Linear(8, 8)) for _ in range(2)])
+
+    def forward(self, x):
+        x = self.norm(x) + 1
+        x = self.norm(x)
+        for layer in self.layers:
+            x = layer(x) * 2
+        return x
+
+
+def test_a_module_called_twice_has_a_box_per_call_and_a_container_stays_one_box():
+    tree = build_tree(fxviz.to_networkx(fxviz.trace(Twice(), torch.randn(2, 8))))
+    assert tree.boxes["norm"].label == "norm #1 · Norm" and tree.boxes["norm@1"].label == "norm #2 · Norm"
+    assert {n for n, box in tree.box_of.items() if box == "norm"} == {"pow_1", "mean", "add", "rsqrt", "mul"}
+    assert [key for kind, key in tree.boxes["layers"].items if kind == "box"] == ["layers.0", "layers.1"]
+    assert "layers@1" not in tree.boxes
+
+
+def _node(stack: list[str], *lines: str) -> SimpleNamespace:
+    """A node made in ``lines``' forward frames (outermost first) under modules ``stack``."""
+    trace = "".join(f'  File "/m/model.py", line {i}, in forward\n    {line}\n' for i, line in enumerate(lines))
+    return SimpleNamespace(meta={"stack_trace": trace, "nn_module_stack": {p: (p, "M") for p in stack}})
+
+
+def test_the_method_path_is_read_from_the_innermost_forward_frame_only_where_it_is_the_modules():
+    assert method_path(_node([""], "c = self.corr_block.index_pyramid(x)"), "") == "corr_block"
+    two = ["", "layers.0"]
+    assert method_path(_node(two, "h = layer(h)", "p = self.altup.predict(h)"), "layers.0") == "layers.0.altup"
+    assert method_path(_node(two, "h = layer(h)", "p = self.a.b.predict(h)"), "layers.0") == "layers.0.a.b"
+    assert method_path(_node(two, "x = self.norm(x)", "return x * self.weight.float()"), "layers.0") == "layers.0"
+    assert method_path(_node([""], "y = self.a.f(self.b.g(x))"), "") == ""  # two owners: which made the op is unknown
+    # one forward frame for two modules: the innermost is not the module's own, nothing is guessed
+    assert method_path(_node(two, "y = self.head.fc.run(x)"), "layers.0") == "layers.0"
+    assert method_path(SimpleNamespace(meta={}), "fc") == "fc"
