@@ -233,5 +233,6 @@ def test_modules_between_long_stretches_of_plain_ops_stay_in_view_when_a_box_is_
     assert len(top) <= MAX_ITEMS
     assert [key for kind, key in top if kind == "box" and not tree.boxes[key].synthetic] == [f"part{i}" for i in range(7)]
     segments = [tree.boxes[key] for kind, key in top if kind == "box" and tree.boxes[key].synthetic]
-    assert [s.size for s in segments] == [21] + [20] * 6  # the input leads the first
+    assert [s.size for s in segments] == [20] * 7
+    assert top[0] == ("node", "x") and top[-1] == ("node", "output")  # the graph's inputs and output stay in view
     assert all(s.nodes_only and s.label.startswith("nodes ") for s in segments)

@@ -27,6 +27,7 @@ import networkx as nx
 MIN_OPS = 3  # fewer setup ops than this stay where they are: one box would hide as much as it shows
 MIN_CHECKS = 8  # from this many, ops that feed nothing outside (checks) make a setup box; fewer are not drawn
 FAN_OUT = 3  # a value read by this many repeated layers is built for them
+MIN_CALL = 3  # a call of a module called several times with fewer nodes draws them in its parent (a shared ReLU)
 SETUP = "⟨setup⟩"  # the last part of a setup box's path
 _CALL = re.compile(r"@\d+(?=\.|$)")  # a later call's mark in a box path
 _LAYER = re.compile(r"(.*?)\.(\d+)(?:\.|$)")  # a stack's path and a layer's index in it
@@ -100,55 +101,87 @@ def node_paths(graph: nx.DiGraph, hidden: set[str]) -> dict[str, str]:
         for prefix in _prefixes(path):
             span = spans.setdefault(prefix, [first, last, 0])
             span[0], span[1], span[2] = min(span[0], first), max(span[1], last), span[2] + count
-    if all(last - first + 1 == count > 1 for first, last, count in spans.values()):
+    broken = {p for p, (first, last, count) in spans.items() if last - first + 1 != count}  # not one stretch
+    single = {p for p, span in spans.items() if span[2] == 1}
+    if not broken and not single:
         return paths  # every module one stretch of nodes (one call), as in most models
-    for run in runs:
-        run[0] = run[0].split(".") if run[0] else []
+    kept, cut = {}, False  # path -> its box, where no module on the path is cut into calls
+    for path in set(paths.values()):
+        kept[path] = path
+        for prefix in _prefixes(path):  # the outermost rule decides
+            if prefix in broken or prefix in single:
+                kept[path] = prefix.rpartition(".")[0]
+                cut = cut or prefix in broken
+                break
     found: dict[str, str] = {}
-    _place(runs, range(len(runs)), "", 0, found)
-    boxes = set(found.values())
+    if cut:  # the modules not in one stretch are cut into calls among their parents' runs
+        parents = {p.rpartition(".")[0] for p in broken if not broken.intersection(_prefixes(p)[:-1])}
+        region = {path: "" if "" in parents else next((p for p in _prefixes(path) if p in parents), None)
+                  for path in own}
+        ids: dict[str, list[int]] = {}
+        for i, run in enumerate(runs):
+            parent = region[run[0]]
+            if parent is not None:
+                ids.setdefault(parent, []).append(i)
+        parted = [(path.split(".") if path else [], names, weights) for path, names, weights in runs]
+        for parent, inside in ids.items():
+            _place(parted, inside, parent, len(_prefixes(parent)), found)
     for name, path in paths.items():
-        box = found.get(name)
-        while box is None:  # a placeholder: the nearest box around its module
-            box = path if path in boxes or not path else None
-            path = path.rpartition(".")[0]
-        paths[name] = box
+        paths[name] = found.get(name, kept[path])
     return paths
 
 
 def _place(runs: list[list], ids: Sequence[int], box: str, depth: int, found: dict[str, str]) -> None:
     """Box the nodes of ``runs[ids]`` (the runs of one call of the module drawn as ``box``,
-    their paths at least ``depth`` parts deep): the module's own nodes in ``box``, a submodule
-    in a box per call (with ops of its own: a call ends where another of this call's runs
-    begins; a weight read in between does not end it), a call of one node in ``box``."""
+    their paths at least ``depth`` parts deep): the module's own nodes in ``box``, and a box
+    per call of each submodule (:func:`_calls`); a call of one node (or of fewer than
+    ``MIN_CALL`` among several) draws its nodes in ``box``."""
     children: dict[str, list[tuple[int, int]]] = {}
     position = 0
     for i in ids:
         parts, names, weights = runs[i]
-        position += not weights
+        position += not weights  # a weight read in between ends no stretch
         if len(parts) == depth:
             found.update(dict.fromkeys(names, box))
         else:
             children.setdefault(parts[depth], []).append((position, i))
     for part, inner in children.items():
-        calls: list[list[int]] = [[]]
-        if any(len(runs[i][0]) == depth + 1 and not runs[i][2] for _, i in inner):  # ops of its own
-            last = inner[0][0]
-            for position, i in inner:
-                if position > last + 1:
-                    calls.append([])
-                calls[-1].append(i)
-                last = position
-        else:
-            calls[0] = [i for _, i in inner]
+        calls = _calls(runs, inner, depth + 1)
         number = 0
         for call in calls:
-            if len(call) == 1 and len(runs[call[0]][1]) == 1:
-                found[runs[call[0]][1][0]] = box
+            names = [name for i in call for name in runs[i][1]]
+            if len(names) == 1 or (len(calls) > 1 and len(names) < MIN_CALL):
+                found.update(dict.fromkeys(names, box))
                 continue
             child = (f"{box}.{part}" if box else part) + (f"@{number}" if number else "")
             number += 1
             _place(runs, call, child, depth + 1, found)
+
+
+def _calls(runs: list[list], inner: list[tuple[int, int]], depth: int) -> list[list[int]]:
+    """One submodule's runs (``(position, index)`` among its parent call's) as its calls: a
+    stretch of runs with none of the parent call's others between them starts a call where
+    it has ops of the module's own (paths ``depth`` parts deep) and the call before has too.
+    A stretch without (its backward's clusters in a training step, a container's layers
+    with the model's own ops between them) belongs to the call before it."""
+    stretches: list[list[int]] = []
+    last = -2
+    for position, i in inner:
+        if position > last + 1:
+            stretches.append([])
+        stretches[-1].append(i)
+        last = position
+    calls: list[list[int]] = []
+    own = False  # the last call has ops of the module's own
+    for stretch in stretches:
+        mine = any(len(runs[i][0]) == depth and not runs[i][2] for i in stretch)
+        if calls and not (own and mine):
+            calls[-1].extend(stretch)
+            own = own or mine
+        else:
+            calls.append(stretch)
+            own = mine
+    return calls
 
 
 def setup_paths(graph: nx.DiGraph, paths: dict[str, str]) -> tuple[dict[str, str], set[str]]:
