@@ -118,13 +118,15 @@ def export_forward_backward(program: Any, *, joint_loss_index: int) -> tuple[Any
     what the first trace recorded: each forward op's ``nn_module_stack`` and ``stack_trace``
     (from the exported program's node it came from) and ``seq_nr`` (a backward op: that of
     the forward op it differentiates). The same ops in the same order, so a diff of the two
-    op sequences carries them over: no further trace of the model needed."""
+    op sequences carries them over: no further trace of the model needed. That second trace
+    records no module stacks (it has none to record, only ``self``) and so no stack traces:
+    each node's was torch's generated code (``<eval_with_key>``), a quarter of the joint's time."""
     from torch._functorch import aot_autograd
     from torch.export import experimental
     from torch.export.exported_program import _decompose_exported_program
 
     traced: list[torch.fx.GraphModule] = []
-    export_function, caller = aot_autograd._aot_export_function, threading.get_ident()
+    export_function, make_fx, caller = aot_autograd._aot_export_function, aot_autograd.make_fx, threading.get_ident()
 
     def keep(*args: Any, **kwargs: Any) -> Any:
         result = export_function(*args, **kwargs)
@@ -132,13 +134,18 @@ def export_forward_backward(program: Any, *, joint_loss_index: int) -> tuple[Any
             traced.append(result[0])
         return result
 
+    def flatten(fn: Callable[..., Any], **kwargs: Any) -> Any:  # its only use: the second trace
+        if threading.get_ident() == caller:
+            kwargs["record_module_stack"] = False
+        return make_fx(fn, **kwargs)
+
     with _AOT_EXPORT_KEPT:
-        aot_autograd._aot_export_function = keep
+        aot_autograd._aot_export_function, aot_autograd.make_fx = keep, flatten
         try:
             program = _decompose_exported_program(program, cia_to_decomp={}, python_decomp_table=core_aten_decompositions(),
                                                   joint_loss_index=joint_loss_index, decompose_custom_triton_ops=False)
         finally:
-            aot_autograd._aot_export_function = export_function
+            aot_autograd._aot_export_function, aot_autograd.make_fx = export_function, make_fx
     if len(traced) != 1:
         raise TraceError(f"torch {torch.__version__} made the joint graph without AOT autograd's "
                          "_aot_export_function: fxviz/_torch_internals/__init__.py needs updating for it.")
@@ -147,7 +154,7 @@ def export_forward_backward(program: Any, *, joint_loss_index: int) -> tuple[Any
     return program._update(gm, signature), traced[0]
 
 
-#: One joint export at a time keeps the first trace: the hook is a module global of torch's.
+#: One joint export at a time keeps the first trace: the hooks are module globals of torch's.
 _AOT_EXPORT_KEPT = threading.Lock()
 
 
