@@ -141,3 +141,33 @@ def test_the_method_path_is_read_from_the_innermost_forward_frame_only_where_it_
     # one forward frame for two modules: the innermost is not the module's own, nothing is guessed
     assert method_path(_node(two, "y = self.head.fc.run(x)"), "layers.0") == "layers.0"
     assert method_path(SimpleNamespace(meta={}), "fc") == "fc"
+
+
+class Shared(nn.Module):
+    """One ReLU module called twice, then a residual add (an op of the block's own)."""
+
+    def __init__(self):
+        super().__init__()
+        self.a, self.b, self.act = nn.Linear(8, 8), nn.Linear(8, 8), nn.ReLU()
+
+    def forward(self, x):
+        return self.act(self.b(self.act(self.a(x)))) + x
+
+
+def test_a_training_steps_backward_and_a_shared_relus_small_calls_split_no_box():
+    model = nn.Sequential()
+    model.add_module("block", Shared())
+    model.add_module("head", nn.Linear(8, 2))
+
+    def step(x):
+        loss = model(x).pow(2).mean()
+        return loss, torch.autograd.grad(loss, list(model.parameters()))
+
+    graph = fxviz.to_networkx(fxviz.trace(step, torch.randn(4, 8)))
+    tree = build_tree(graph)
+    # the block's forward and its backward's clusters are one box, not two calls of it
+    assert [key for kind, key in tree.boxes["block"].items if kind == "box"] == [
+        "block.a", "block.b", "block.b · backward", "block.a · backward"]
+    assert not any("#" in box.label for box in tree.boxes.values())
+    acts = [name for name, attrs in graph.nodes(data=True) if (attrs["module_path"] or "").startswith("block.act")]
+    assert len(acts) == 8 and {tree.box_of[name] for name in acts} == {"block"}  # two calls of 2 nodes, each way
