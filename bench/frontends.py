@@ -924,6 +924,156 @@ _TIMM |= {"cspnext_tiny (meta device)": _on_meta(_TIMM["cspnext_tiny"]),
           "swiftformer_xs (tracer=make_fx)": _traced_by(_TIMM["swiftformer_xs"], "make_fx")}
 _TV |= {"quantizable mobilenet_v3_large (export joint)": _joint(_TV["quantizable mobilenet_v3_large"],
                                                                  lambda out: out)}
+#: issue 32's seventh sweep: families not tried before (timm's, Hugging Face's, torchvision's and its ops taking dicts
+#: and lists), then a few of them as a training step, a joint graph, a saved program (.pt2), on the meta device or
+#: under another tracer
+_TIMM |= {n: _timm(n) for n in (
+    "darknetaa53", "densenetblur121d", "eca_nfnet_l0", "ecaresnetlight", "gc_efficientnetv2_rw_t", "gcresnext26ts",
+    "mnasnet_small", "mobilenet_edgetpu_v2_xs", "poolformerv2_s12", "regnetv_040", "resnetblur18", "resnetrs50",
+    "sedarknet21", "semnasnet_050", "seresnext26ts", "skresnext50_32x4d", "spnasnet_100", "nfnet_f0",
+    "test_byobnet", "test_convnext2", "test_efficientnet_gn", "test_mambaout")} | {
+    "pnasnet5large": _timm("pnasnet5large", 96),  # like nasnetalarge: its cells need more than 64 px
+    "coatnext_nano": _timm("coatnext_nano_rw_224", 64, img_size=64),
+    "gmixer_12": _timm("gmixer_12_224", 64, img_size=64, num_classes=0),  # its head starts at zero
+    "maxxvit_rmlp_nano": _timm("maxxvit_rmlp_nano_rw_256", 128, img_size=128),
+    "halo2botnet50ts": _timm("halo2botnet50ts_256", 256),
+    "test_vit3": _timm("test_vit3", 64, img_size=64),
+    **{name: _timm(model, size, img_size=size, depth=2) for name, model, size in (
+        ("aimv2 (2 blocks)", "aimv2_large_patch14_224", 56), ("beitv2 (2 blocks)", "beitv2_base_patch16_224", 64))}}
+
+
+def _pt2(build: Callable[[], tuple]) -> Callable[[], tuple]:
+    """``build()``'s program saved to a ``.pt2`` file and handed to fxviz as that path, with no inputs (the
+    program's saved example inputs are used), as a user opens a program someone else exported."""
+    def make():
+        import tempfile
+
+        ep, _ = _exported(build)()
+        path = os.path.join(tempfile.mkdtemp(prefix="fxviz-sweep-"), "program.pt2")
+        torch.export.save(ep, path)
+        return path, None
+    return make
+
+
+def _fpn() -> tuple:
+    """torchvision's FeaturePyramidNetwork as detectors use it: an OrderedDict of feature maps in and out."""
+    from collections import OrderedDict
+
+    from torchvision.ops import FeaturePyramidNetwork
+
+    model = FeaturePyramidNetwork([8, 16, 32], 16).eval()
+    return model, (OrderedDict((f"p{i}", torch.randn(1, c, 32 >> i, 32 >> i)) for i, c in enumerate((8, 16, 32))),)
+
+
+def _deform_conv() -> tuple:
+    """torchvision's DeformConv2d: a convolution sampling where a second input (its offsets) says."""
+    from torchvision.ops import DeformConv2d
+
+    return DeformConv2d(4, 8, 3, padding=1).eval(), (torch.randn(1, 4, 8, 8), torch.randn(1, 18, 8, 8))
+
+
+def _roi_align() -> tuple:
+    """torchvision's MultiScaleRoIAlign: a dict of feature maps, a list of boxes per image and the image sizes."""
+    from torchvision.ops import MultiScaleRoIAlign
+
+    features = {"p0": torch.randn(1, 4, 16, 16), "p1": torch.randn(1, 4, 8, 8)}
+    return (MultiScaleRoIAlign(["p0", "p1"], 3, 2).eval(),
+            (features, [torch.tensor([[1.0, 1.0, 20.0, 20.0], [4.0, 8.0, 60.0, 50.0]])], [(64, 64)]))
+
+
+_TV |= {**{name: _tv(name, (1, 3, size, size), num_classes=3) for name, size in (
+            ("squeezenet1_0", 64), ("resnet34", 64), ("vgg13_bn", 64), ("vit_b_32", 224))},
+        "quantized resnet50": _tv("quantization.resnet50", (1, 3, 64, 64), quantize=True),
+        "fasterrcnn_resnet50 (detection)": _tv("detection.fasterrcnn_resnet50_fpn", (3, 64, 64), num_classes=3,
+                                               weights_backbone=None, min_size=64, max_size=64),
+        "feature pyramid (dict in, dict out)": _fpn,
+        "deform_conv2d (offsets input)": _deform_conv,
+        "multiscale roi_align (dict, boxes list)": _roi_align}
+DIFFLLAMA = _hf("DiffLlamaConfig", use_cache=False, **{**TINY_LM, "num_key_value_heads": 2})
+
+
+def _t5gemma() -> tuple:
+    """T5Gemma: Gemma 2 layers as encoder and decoder; its third input is position ids (None), the fourth the decoder's."""
+    model, (ids, mask, _) = _hf("T5GemmaConfig", "seq2seq", vocab_size=128, encoder={**TINY_LM, "head_dim": 16},
+                                decoder={**TINY_LM, "head_dim": 16}, use_cache=False)()
+    return model, (ids, mask, None, ids)
+
+
+BIT = _hf("BitConfig", "pixels", embedding_size=16, hidden_sizes=[16, 32], depths=[1, 1], num_groups=4)
+POOLFORMER = _hf("PoolFormerConfig", "pixels", hidden_sizes=[16, 32, 48, 64], depths=[1, 1, 1, 1])
+_HF |= {
+    "bit (weight standardised)": BIT,
+    "bit (preact, 3 stages)": _hf("BitConfig", "pixels", embedding_size=16, hidden_sizes=[16, 32, 48], depths=[1, 1, 1],
+                                  num_groups=4, layer_type="bottleneck", global_padding="SAME"),
+    "mobilevitv2": _hf("MobileViTV2Config", "pixels", image_size=32, width_multiplier=0.25, output_stride=8),
+    "swiftformer": _hf("SwiftFormerConfig", "pixels", depths=[1, 1, 1, 1], embed_dims=[16, 16, 32, 32]),
+    "hgnet_v2": _hf("HGNetV2Config", "pixels"),
+    "poolformer": POOLFORMER,
+    "vit-msn": _hf("ViTMSNConfig", "pixels", image_size=32, patch_size=8, **SMALL),
+    "dinov3-vit (rope)": _hf("DINOv3ViTConfig", "pixels", image_size=32, patch_size=8, num_register_tokens=2,
+                             **SMALL),
+    "dinov3-convnext": _hf("DINOv3ConvNextConfig", "pixels", hidden_sizes=[16, 32], depths=[1, 1]),
+    "diffllama (differential attention)": DIFFLLAMA,
+    "minicpm3 (mla)": _hf("MiniCPM3Config", use_cache=False, q_lora_rank=16, kv_lora_rank=16, qk_nope_head_dim=8,
+                          qk_rope_head_dim=8, v_head_dim=8, **{**TINY_LM, "num_key_value_heads": 2}),
+    "ernie4.5-moe": _hf("Ernie4_5_MoeConfig", moe_num_experts=4, moe_k=2, moe_intermediate_size=32,
+                        moe_layer_start_index=1, moe_num_shared_experts=1, use_cache=False, **TINY_LM),
+    "hunyuan-moe": _hf("HunYuanMoEV1Config", num_experts=4, moe_topk=2, head_dim=16, use_cache=False, **TINY_LM),
+    "t5gemma (encoder-decoder)": _t5gemma,
+    "plbart": _hf("PLBartConfig", "seq2seq", vocab_size=128, d_model=32, encoder_layers=1, decoder_layers=1,
+                  encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=64, decoder_ffn_dim=64,
+                  max_position_embeddings=64, pad_token_id=0),
+    "bigbird-pegasus (block sparse)": _hf("BigBirdPegasusConfig", "seq2seq", vocab_size=128, d_model=32,
+                                          encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
+                                          decoder_attention_heads=2, encoder_ffn_dim=64, decoder_ffn_dim=64,
+                                          max_position_embeddings=64, attention_type="block_sparse", block_size=2,
+                                          num_random_blocks=1, length=32),
+    "openai-gpt": _hf("OpenAIGPTConfig", vocab_size=128, n_embd=32, n_layer=2, n_head=2, n_positions=64),
+    "megatron-bert": _hf("MegatronBertConfig", vocab_size=128, **SMALL),
+    "roberta-prelayernorm": _hf("RobertaPreLayerNormConfig", vocab_size=128, **SMALL),
+    "imagegpt (pixels as tokens)": _hf("ImageGPTConfig", vocab_size=128, n_embd=32, n_layer=2, n_head=2,
+                                       n_positions=64),
+    "zamba (hybrid)": _hf("ZambaConfig", attention_hidden_size=64, attention_head_dim=32, n_mamba_heads=2,
+                          mamba_d_state=4, mamba_dt_rank=4, attn_layer_period=2, attn_layer_offset=0,
+                          use_cache=False, **{**TINY_LM, "num_hidden_layers": 5}),  # its shared block in 2 layers
+    "granitemoehybrid": _hf("GraniteMoeHybridConfig", layer_types=["mamba", "attention"], mamba_n_heads=4,
+                            mamba_d_head=16, mamba_n_groups=1, mamba_d_state=4, mamba_chunk_size=4,
+                            num_local_experts=4, num_experts_per_tok=2, shared_intermediate_size=32,
+                            use_cache=False, **TINY_LM),
+    "llama4-text (moe, chunked)": _hf("Llama4TextConfig", head_dim=16, intermediate_size_mlp=64, num_local_experts=2,
+                                      num_experts_per_tok=1, interleave_moe_layer_step=1, attention_chunk_size=4,
+                                      use_cache=False, **TINY_LM),
+    "vaultgemma": _hf("VaultGemmaConfig", head_dim=16, use_cache=False, **TINY_LM),
+    "dots1 (moe)": _hf("Dots1Config", n_routed_experts=4, num_experts_per_tok=2, moe_intermediate_size=16,
+                       n_shared_experts=1, first_k_dense_replace=1, n_group=1, topk_group=1, use_cache=False,
+                       **TINY_LM),
+    "dab-detr": _hf("DabDetrConfig", "pixels", use_timm_backbone=False, use_pretrained_backbone=False,
+                    backbone_config={"model_type": "resnet", "embedding_size": 16, "hidden_sizes": [16, 32],
+                                     "depths": [1, 1], "layer_type": "basic", "out_features": ["stage2"]},
+                    hidden_size=32, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
+                    decoder_attention_heads=2, encoder_ffn_dim=64, decoder_ffn_dim=64, num_queries=8),
+    "rt-detr-v2": _hf("RTDetrV2Config", "pixels", backbone_config={
+        "model_type": "rt_detr_resnet", "embedding_size": 16, "hidden_sizes": [16, 32, 64, 64], "depths": [1, 1, 1, 1],
+        "layer_type": "basic", "out_features": ["stage2", "stage3", "stage4"]},
+        encoder_in_channels=[32, 64, 64], encoder_hidden_dim=32, encoder_ffn_dim=64, encoder_attention_heads=2,
+        d_model=32, decoder_in_channels=[32, 32, 32], decoder_ffn_dim=64, decoder_layers=1, decoder_attention_heads=2,
+        decoder_n_points=2, num_queries=8, num_denoising=0)}
+_TIMM |= {"resnetrs50 (train step)": _step(_TIMM["resnetrs50"], lambda out: out),
+          # a batch of 2: its selective kernels' batch norm sees 1×1 maps (one image fails in training, eager too)
+          "skresnext50 (export joint)": _joint(_timm("skresnext50_32x4d", batch=2), lambda out: out),
+          "eca_nfnet_l0 (saved program, .pt2)": _pt2(_TIMM["eca_nfnet_l0"]),
+          "seresnext26ts (meta device)": _on_meta(_TIMM["seresnext26ts"]),
+          "aimv2 (tracer=make_fx)": _traced_by(_TIMM["aimv2 (2 blocks)"], "make_fx")}
+_HF |= {"diffllama (saved program, .pt2)": _pt2(DIFFLLAMA),
+        "t5gemma (tracer=dynamo)": _traced_by(_t5gemma, "dynamo"),
+        "bit (tracer=make_fx)": _traced_by(BIT, "make_fx"),
+        "poolformer (export joint)": _joint(POOLFORMER, _hidden),
+        "hunyuan-moe (train step)": _step(_HF["hunyuan-moe"], _hidden),
+        "dinov3-vit (exported, decomposed)": lambda: _decomposed(_HF["dinov3-vit (rope)"]),
+        "ernie4.5-moe (meta device)": _on_meta(_HF["ernie4.5-moe"])}
+_TV |= {"squeezenet1_0 (saved program, .pt2)": _pt2(_TV["squeezenet1_0"]),
+        "feature pyramid (tracer=dynamo)": _traced_by(_fpn, "dynamo"),
+        "resnet34 (train step)": _step(_TV["resnet34"], lambda out: out)}
 #: Run without --wide: a few per family.
 QUICK = {"timm": ("resnet18", "convnext_atto", "vit_tiny_patch16_224", "resnet18 (train step)",
                   "resnet18 (export joint)"),
