@@ -22,8 +22,7 @@ from torch import nn
 from fxviz import _cow
 from fxviz.draw import dot
 from fxviz.background._gc import gc_paused
-from fxviz._runtime import closed_over_modules
-from fxviz._torch_internals import is_fake, tree_leaves, uncompiled
+from fxviz._torch_internals import uncompiled
 from fxviz.checks.check import CheckResult, compare_outputs, random_like, run_outputs, seeded
 from fxviz.checks.scope import check_all_graphs, check_graph
 from fxviz.capture import OPTIONS as TRACE_OPTIONS, export, keywords
@@ -32,7 +31,7 @@ from fxviz.errors import FxvizError, NoSuchStep, PassError, TraceError, UsageErr
 from fxviz.annotation.known_shapes import NOT_RUN, unrun
 from fxviz.passes.registry import PassSpec, resolve, selection_names
 from fxviz.annotation.shapes import annotated_run
-from fxviz.step import NEEDS_REAL_TENSORS, Action, Step
+from fxviz.step import NEEDS_REAL_TENSORS, Action, Step, first_output, has_fake_tensors
 
 __all__ = ["Action", "OPTIONS", "Session", "Step", "split_options"]
 #: Session's keyword options (those of :func:`fxviz.trace` and ``n_random_inputs``)
@@ -114,7 +113,7 @@ class Session:
                 inputs, self._root = info.graph_inputs, _cow.fork(gm)
             state = {id(v) for n, v in zip(gm.graph.find_nodes(op="placeholder"), inputs) if n.meta.get("qualified_name")}
             self.capture = captured
-            self.real_tensors = own_graph_info(gm).real_tensors = not _has_fake_tensors(
+            self.real_tensors = own_graph_info(gm).real_tensors = not has_fake_tensors(
                 self._program if self._root is None else self._root, inputs)
             n_random = n_random_inputs if self.real_tensors else 0
             check_inputs = (inputs, *(random_like(inputs, seed, state) for seed in range(1, n_random + 1)))
@@ -256,10 +255,13 @@ class Session:
         def check() -> CheckResult:
             if not self.real_tensors:
                 return CheckResult("not checked", math.nan, math.nan, 0.0, 0.0, 0, NEEDS_REAL_TENSORS)
-            # The model (whose tensors the steps share) may have been trained since:
-            # then the first output is stale and everything runs again, now.
-            fresh = first is not NOT_RUN and _cow.tensor_versions(gm) == versions
-            result, outputs = check_graph(gm, check_inputs, self._reference, first, fresh, differs,
+            # Drawn from its shapes, the graph runs first here; the model (whose tensors the steps share) may
+            # have been trained since: then the first output is stale and everything runs again, now.
+            ran, failed = first_output(gm, check_inputs, self._reference) if first is NOT_RUN else (first, None)
+            if failed is not None:
+                return failed
+            fresh = ran is not NOT_RUN and (first is NOT_RUN or _cow.tensor_versions(gm) == versions)
+            result, outputs = check_graph(gm, check_inputs, self._reference, ran, fresh, differs,
                                           lambda: index == 0 or self._steps[0].check.status == "example only", lambda: self._root)
             return self._grad_mode_note(result, outputs) if outputs and result.status == "mismatch" and index == 0 else result
 
@@ -307,14 +309,3 @@ class Session:
     def __repr__(self) -> str:
         return f"<Session: {len(self._steps)} steps, at {self._index} ({self.current.pass_name})>"
 
-
-def _has_fake_tensors(root: Any, inputs: tuple) -> bool:
-    """Whether the model or its inputs hold meta or fake tensors (no values to compare);
-    a plain function (a training step) by the modules it closes over, since its real
-    inputs may be moved onto the model's meta device inside."""
-    tensors = [t for t in tree_leaves(inputs) if isinstance(t, torch.Tensor)]
-    if isinstance(root, torch.export.ExportedProgram):  # its weights, without making ep.module()
-        tensors += [t for t in (*root.state_dict.values(), *root.constants.values()) if isinstance(t, torch.Tensor)]
-    for module in [root] if isinstance(root, nn.Module) else closed_over_modules(root):
-        tensors += [*module.parameters(), *module.buffers()]
-    return any(map(is_fake, tensors))

@@ -1,4 +1,5 @@
-"""Step: one state of a Session's model, and the Action (a pass and its arguments) that made it."""
+"""Step: one state of a Session's model, and the Action (a pass and its arguments) that made it; what
+its check needs first (real tensors; a graph drawn from its shapes, one run on the example)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
@@ -7,10 +8,15 @@ from functools import cached_property
 import threading
 from typing import Any
 
+import torch
 import torch.fx
+from torch import nn
 
+from fxviz._runtime import closed_over_modules
+from fxviz._torch_internals import is_fake, tree_leaves
+from fxviz.annotation.known_shapes import NOT_RUN
 from fxviz.capture.info import graph_info
-from fxviz.checks.check import CheckResult
+from fxviz.checks.check import CheckResult, run_outputs
 from fxviz.checks.scope import graph_scope
 from fxviz.errors import MeasureError
 from fxviz.annotation.graph import to_networkx
@@ -141,3 +147,34 @@ _GRAPH_LOCK = threading.Lock()
 NEEDS_REAL_TENSORS = ("needs real tensors: the model or its inputs are on the meta device or fake; "
                       "the graph, shapes and FLOPs are exact, but outputs and timings need real weights "
                       "(build the model on a real device to check or time it).")
+
+
+def has_fake_tensors(root: Any, inputs: tuple) -> bool:
+    """Whether the model or its inputs hold meta or fake tensors (no values to compare);
+    a plain function (a training step) by the modules it closes over, since its real
+    inputs may be moved onto the model's meta device inside."""
+    tensors = [t for t in tree_leaves(inputs) if isinstance(t, torch.Tensor)]
+    if isinstance(root, torch.export.ExportedProgram):  # its weights, without making ep.module()
+        tensors += [t for t in (*root.state_dict.values(), *root.constants.values()) if isinstance(t, torch.Tensor)]
+    for module in [root] if isinstance(root, nn.Module) else closed_over_modules(root):
+        tensors += [*module.parameters(), *module.buffers()]
+    return any(map(is_fake, tensors))
+
+
+def first_output(gm: torch.fx.GraphModule, check_inputs: tuple[tuple, ...],
+                 reference: Callable[[], list]) -> tuple[Any, CheckResult | None]:
+    """The example's output of a step drawn from the shapes its capture recorded (its first
+    run is the check's), or NOT_RUN and, where it fails there and the model (``reference()``)
+    runs, the check's result saying so: the capture's fault, not "fails on a random input"."""
+    try:
+        return run_outputs(gm, check_inputs[:1])[0], None
+    except Exception as exc:  # a state the badge shows
+        try:
+            reference()
+        except Exception:  # the model fails too: the check says how
+            return NOT_RUN, None
+        return NOT_RUN, CheckResult.failed(
+            "running the graph on the example inputs", exc, len(check_inputs),
+            "The graph was drawn from the shapes its capture recorded, without running it, and the model runs on "
+            "these inputs: the capture is at fault. Open the model with another tracer (Session(..., "
+            "tracer='make_fx') or 'symbolic').")

@@ -185,3 +185,32 @@ def test_a_program_with_size_arithmetic_is_aten_and_decomposes():
     with pytest.raises(fxviz.errors.PassError, match="works on torch-IR graphs"):
         session.apply("inline_module")  # not "dynamo's graphs call functions"
     assert ir_level(torch.fx.symbolic_trace(_Pairs())) == "torch"
+
+
+class _Pick(nn.Module):
+    """Columns picked by a buffer of indices: an ATen index the exported graph records shapes for."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("columns", torch.tensor([0, 2]))
+
+    def forward(self, x):
+        return x[:, self.columns] * 2
+
+
+def test_a_graph_drawn_from_its_shapes_that_fails_on_the_example_says_so_not_on_a_random_input():
+    # A dict-input model under tracer="export (joint)" (torchvision's FeaturePyramidNetwork): its
+    # graph, drawn without running, first ran in the check and failed on the example itself, and
+    # the check said "mismatch: fails on a random input of the example's shapes".
+    from fxviz.capture import Capture
+
+    model, x = _Pick().eval(), torch.randn(2, 3)
+    gm = fxviz.trace(model, (x,), tracer="export")
+    index = next(n for n in gm.graph.nodes if n.target is torch.ops.aten.index.Tensor)
+    setattr(gm, index.args[1][1].target, torch.tensor([0, 7]))  # the graph's own copy, out of range: the model runs
+    session = fxviz.Session(Capture([gm], "export", reference=model), (x,))
+    check = session.current.check
+    assert check.status == "error", check.message
+    assert check.message.startswith("running the graph on the example inputs failed: IndexError")
+    assert "random input" not in check.message and "without running it" in check.message
+    assert torch.equal(model.columns, torch.tensor([0, 2]))
