@@ -13,12 +13,14 @@ or mask would be another computation, not the truth.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
+from torch.overrides import TorchFunctionMode
 from torch.utils.weak import WeakIdKeyDictionary
 
 from fxviz._torch_internals import TorchDispatchMode, op_schema
@@ -96,6 +98,22 @@ class _Run(TorchDispatchMode):
         return out
 
 
+class _Mixed(TorchFunctionMode):
+    """A call that fails on float64 tensors beside narrower ones (a widened activation and a
+    float32 weight: ``conv2d`` checks "Input type (double) and bias type (float) should be the
+    same" above the dispatch mode) is made again with the narrower ones widened."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        try:
+            return func(*args, **kwargs)
+        except RuntimeError:
+            floats = {t.dtype for t in _tensors((args, tuple(kwargs.values()))) if t.is_floating_point()}
+            if torch.float64 not in floats or len(floats) < 2:
+                raise
+        return func(*_mapped(_wide_tensor, args), **{k: _mapped(_wide_tensor, v) for k, v in kwargs.items()})
+
+
 @functools.cache
 def _kind(func: Any) -> str:
     """How a widening run runs ``func``: "random" (seeded), "as is" (a view or an in-place
@@ -143,7 +161,7 @@ def float64_outputs(model: Callable[..., Any], inputs_list: Sequence[tuple]) -> 
     copied or changed."""
     runs = []
     for widen in (False, True):
-        with _Run(widen) as run:
+        with _Run(widen) as run, _Mixed() if widen else contextlib.nullcontext():
             outputs = run_outputs(model, inputs_list)
         runs.append((sorted(run.decisions), outputs))
     return (runs[0][1], runs[1][1]) if runs[0][0] == runs[1][0] else None
