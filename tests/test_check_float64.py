@@ -164,3 +164,13 @@ def test_outputs_already_in_float64_are_not_run_again():
     result = compare_outputs(expected, actual)
     calls = []
     assert against_float64(result, expected, actual, lambda: calls.append(1)) is result and not calls
+
+
+def test_a_convolutional_model_runs_in_float64_though_conv2d_checks_its_dtypes():
+    """conv2d refuses a float64 input beside a float32 weight above the dispatch mode: the call is made again widened."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.ReLU(), nn.Conv2d(4, 2, 1)).train()
+    inputs = [(torch.randn(2, 3, 8, 8),)]
+    again, wide = float64_outputs(model, inputs)
+    assert wide[0].dtype == torch.float64 and (wide[0] - again[0].double()).abs().max() < 1e-5
+    assert all(p.dtype == torch.float32 for p in model.parameters())

@@ -7,7 +7,8 @@ step that sums in another order (``run_decompositions``) "differs" from eager as
 eager differs from the truth. When a step fails against float32 eager, the model runs
 again with every floating-point op in float64, and the step passes if it is no further from
 that run than float32 eager itself is (times :data:`FACTOR`, plus the usual tolerance).
-Random ops draw as in float32 (the same numbers), and the float64 run counts only if it
+Random ops draw as in float32 (the same numbers); a call that checks its dtypes above the
+dispatch mode (``conv2d``) is made again widened. The float64 run counts only if it
 took every discrete decision (indices, masks, comparisons) as float32 did: another routing
 or mask would be another computation, not the truth.
 """
