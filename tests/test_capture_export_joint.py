@@ -168,3 +168,24 @@ def test_the_joint_graph_of_masked_attention_has_the_eager_gradients(masked_atte
     model, inputs = masked_attention
     session = fxviz.Session(model(loss=True), inputs, tracer="export (joint)")
     assert session.current.check.status == "match", session.current.check.message
+
+
+def test_a_torch_that_makes_the_joint_another_way_gets_a_clear_error(monkeypatch):
+    """fxviz reads the joint's first trace where AOT autograd returns it: a torch that no
+    longer goes through there is named, with what works meanwhile, not blamed on the model."""
+    from torch._functorch import aot_autograd
+    from torch.export import exported_program
+
+    real, decompose = aot_autograd._aot_export_function, exported_program._decompose_exported_program
+
+    def elsewhere(*args, **kwargs):
+        hooked, aot_autograd._aot_export_function = aot_autograd._aot_export_function, real
+        try:
+            return decompose(*args, **kwargs)
+        finally:
+            aot_autograd._aot_export_function = hooked
+
+    monkeypatch.setattr(exported_program, "_decompose_exported_program", elsewhere)
+    with pytest.raises(fxviz.TraceError, match=r"(?s)needs updating for it.*What to do: meanwhile .*tracer='make_fx'") as info:
+        fxviz.trace(Loss().train(), (torch.randn(2, 3, 8, 8), torch.tensor([0, 1])), tracer="export (joint)")
+    assert "scalar loss" not in str(info.value)

@@ -134,10 +134,10 @@ def export_forward_backward(program: Any, *, joint_loss_index: int) -> tuple[Any
             traced.append(result[0])
         return result
 
-    def flatten(fn: Callable[..., Any], **kwargs: Any) -> Any:  # its only use: the second trace
+    def flatten(*args: Any, **kwargs: Any) -> Any:  # its only use: the second trace
         if threading.get_ident() == caller:
             kwargs["record_module_stack"] = False
-        return make_fx(fn, **kwargs)
+        return make_fx(*args, **kwargs)
 
     with _AOT_EXPORT_KEPT:
         aot_autograd._aot_export_function, aot_autograd.make_fx = keep, flatten
@@ -146,12 +146,14 @@ def export_forward_backward(program: Any, *, joint_loss_index: int) -> tuple[Any
                                                   joint_loss_index=joint_loss_index, decompose_custom_triton_ops=False)
         finally:
             aot_autograd._aot_export_function, aot_autograd.make_fx = export_function, make_fx
-    if len(traced) != 1:
+    if not traced:
         raise TraceError(f"torch {torch.__version__} made the joint graph without AOT autograd's "
-                         "_aot_export_function: fxviz/_torch_internals/__init__.py needs updating for it.")
+                         "_aot_export_function: fxviz/_torch_internals/__init__.py needs updating for it.\n"
+                         "  What to do: meanwhile open a training step function (the loss, then "
+                         "torch.autograd.grad) with tracer='make_fx'.")
     gm, signature = experimental._copy_graph_module_and_signature(program)
     experimental._remove_detach_pass(gm, signature)
-    return program._update(gm, signature), traced[0]
+    return program._update(gm, signature), traced[-1]  # the outermost: a nested call returns first
 
 
 #: One joint export at a time keeps the first trace: the hooks are module globals of torch's.
