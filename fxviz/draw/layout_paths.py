@@ -67,13 +67,15 @@ def _prefixes(path: str) -> list[str]:
 
 def node_paths(graph: nx.DiGraph, hidden: set[str]) -> dict[str, str]:
     """Each node's box: its module path, after rules that keep modules from becoming noise.
-    A module with ops of its own called several times (RAFT's update block, once per
-    refinement step; Gemma 3n's ``altup``, by ``predict`` then ``correct``) has a box per call:
-    ``path``, ``path@1``, ... (as torch numbers calls); one box over all would hold what runs
-    between them and, collapsed, take its own output back in. A container (a ``ModuleList``:
-    no ops of its own) stays one box. A call with a single node draws it in its parent: a
-    lowered ReLU shared by a block is a node, not a one-node cluster. Placeholders do not
-    count: dynamo and AOT lift every parameter to an input, first in the graph."""
+    A module called several times (RAFT's update block, once per refinement step; Gemma 3n's
+    ``altup``, by ``predict`` then ``correct``) has a box per call: ``path``, ``path@1``, ...
+    (as torch numbers calls); one box over all would hold what runs between them and,
+    collapsed, take its own output back in. Calls are told apart by the module's own ops
+    (:func:`_calls`): a container (a ``ModuleList``) stays one box, and so does a module with
+    its backward in a training step. A module (or call) with a single node draws it in its
+    parent, as do small calls of a module called several times: a lowered ReLU shared by a
+    block is a node, not a one-node cluster. Placeholders do not count: dynamo and AOT lift
+    every parameter to an input, first in the graph."""
     paths: dict[str, str] = {}
     runs: list[list] = []  # [path, names, all weights] of each run of nodes sharing a path
     run: list = [None, [], True]
