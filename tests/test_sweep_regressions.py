@@ -214,3 +214,22 @@ def test_a_graph_drawn_from_its_shapes_that_fails_on_the_example_says_so_not_on_
     assert check.message.startswith("running the graph on the example inputs failed: IndexError")
     assert "random input" not in check.message and "without running it" in check.message
     assert torch.equal(model.columns, torch.tensor([0, 2]))
+
+
+class _Functional(nn.Module):
+    """torchvision's MultiScaleRoIAlign's case: a module whose forward calls functions only."""
+
+    def forward(self, x):
+        return torch.nn.functional.relu(x).sum(dim=1)
+
+
+def test_inline_module_not_offered_on_a_symbolic_graph_without_module_calls_does_not_blame_dynamo():
+    # Its reason read "(no call_module node to open: dynamo's graphs call functions)" on a symbolic trace.
+    from fxviz.passes import registry
+
+    session = fxviz.Session(_Functional(), (torch.randn(2, 3),), tracer="symbolic")
+    why = registry.get("inline_module").why_not(session.current.gm)
+    assert why.startswith("this graph calls no modules") and "dynamo" not in why
+    assert "every operation is a function call already" in why
+    dynamo = fxviz.Session(nn.Sequential(nn.Linear(3, 3)), (torch.randn(2, 3),), tracer="dynamo")
+    assert "dynamo's graphs call functions" in registry.get("inline_module").why_not(dynamo.current.gm)

@@ -18,6 +18,7 @@ import torch.fx
 from torch import nn
 from torch.fx.passes.infra.pass_base import PassResult
 
+from fxviz.capture.info import graph_info
 from fxviz.errors import PassError
 from fxviz.passes.registry import NothingToDo, register
 
@@ -32,7 +33,9 @@ class _OneLevelTracer(torch.fx.Tracer):
 def _no_module_calls(gm: torch.fx.GraphModule) -> str | None:
     if gm.graph.find_nodes(op="call_module"):
         return None
-    return "this graph calls no modules (no call_module node to open: dynamo's graphs call functions)"
+    why = "dynamo's graphs call functions" if graph_info(gm).tracer == "dynamo" else \
+        "every operation is a function call already"
+    return f"this graph calls no modules (no call_module node to open: {why})"
 
 
 @register(order=40, name="inline_module", preserves_semantics=True, targets_nodes=True, level="torch",
