@@ -77,11 +77,12 @@ def node_paths(graph: nx.DiGraph, hidden: set[str]) -> dict[str, str]:
     block is a node, not a one-node cluster. Placeholders do not count: dynamo and AOT lift
     every parameter to an input, first in the graph."""
     paths: dict[str, str] = {}
-    runs: list[list] = []  # [path, names, all weights] of each run of nodes sharing a path
-    run: list = [None, [], True]
+    order: list[str] = []  # the nodes drawn, placeholders left out, in graph order
+    starts: list[tuple[str, int]] = []  # (path, place in order) where each run of nodes sharing a path starts
     own: dict[str, list[int]] = {}  # path -> [first place, last place, node count] of its own nodes
     span: list[int] = []
-    at = -1  # place among the nodes drawn, placeholders not counted
+    last_path = None
+    at = -1  # place in order
     for name, attrs in graph.nodes(data=True):  # in graph order; neighbours mostly share a path
         if hidden and name in hidden:
             continue
@@ -89,14 +90,13 @@ def node_paths(graph: nx.DiGraph, hidden: set[str]) -> dict[str, str]:
         if attrs["op"] == "placeholder":
             continue
         at += 1
-        if path != run[0]:
-            run = [path, [], True]
-            runs.append(run)
+        order.append(name)
+        if path != last_path:
+            starts.append((path, at))
             span = own.get(path)
             if span is None:
                 span = own[path] = [at, at, 0]
-        run[1].append(name)
-        run[2] = run[2] and attrs.get("weight", False)
+            last_path = path
         span[1], span[2] = at, span[2] + 1
     spans: dict[str, list[int]] = {}  # the same over each module's whole subtree
     for path, (first, last, count) in own.items():
@@ -120,20 +120,21 @@ def node_paths(graph: nx.DiGraph, hidden: set[str]) -> dict[str, str]:
         parents = {p.rpartition(".")[0] for p in broken if not broken.intersection(_prefixes(p)[:-1])}
         region = {path: "" if "" in parents else next((p for p in _prefixes(path) if p in parents), None)
                   for path in own}
-        ids: dict[str, list[int]] = {}
-        for i, run in enumerate(runs):
-            parent = region[run[0]]
-            if parent is not None:
-                ids.setdefault(parent, []).append(i)
-        parted = [(path.split(".") if path else [], names, weights) for path, names, weights in runs]
+        nodes = graph._node  # networkx's own dict: its views cost more than this pass
+        runs, ids = [], {}  # (path parts, names, all weights) of each run; parent -> its runs
+        for i, (path, start) in enumerate(starts):
+            names = order[start : starts[i + 1][1] if i + 1 < len(starts) else len(order)]
+            runs.append((path.split(".") if path else [], names, all(nodes[n].get("weight") for n in names)))
+            if region[path] is not None:
+                ids.setdefault(region[path], []).append(i)
         for parent, inside in ids.items():
-            _place(parted, inside, parent, len(_prefixes(parent)), found)
+            _place(runs, inside, parent, len(_prefixes(parent)), found)
     for name, path in paths.items():
         paths[name] = found.get(name, kept[path])
     return paths
 
 
-def _place(runs: list[list], ids: Sequence[int], box: str, depth: int, found: dict[str, str]) -> None:
+def _place(runs: list[tuple], ids: Sequence[int], box: str, depth: int, found: dict[str, str]) -> None:
     """Box the nodes of ``runs[ids]`` (the runs of one call of the module drawn as ``box``,
     their paths at least ``depth`` parts deep): the module's own nodes in ``box``, and a box
     per call of each submodule (:func:`_calls`); a call of one node (or of fewer than
@@ -160,7 +161,7 @@ def _place(runs: list[list], ids: Sequence[int], box: str, depth: int, found: di
             _place(runs, call, child, depth + 1, found)
 
 
-def _calls(runs: list[list], inner: list[tuple[int, int]], depth: int) -> list[list[int]]:
+def _calls(runs: list[tuple], inner: list[tuple[int, int]], depth: int) -> list[list[int]]:
     """One submodule's runs (``(position, index)`` among its parent call's) as its calls: a
     stretch of runs with none of the parent call's others between them starts a call where
     it has ops of the module's own (paths ``depth`` parts deep) and the call before has too.
