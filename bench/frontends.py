@@ -1005,7 +1005,9 @@ _HF |= {
     "bit (weight standardised)": BIT,
     "bit (preact, 3 stages)": _hf("BitConfig", "pixels", embedding_size=16, hidden_sizes=[16, 32, 48], depths=[1, 1, 1],
                                   num_groups=4, layer_type="bottleneck", global_padding="SAME"),
-    "mobilevitv2": _hf("MobileViTV2Config", "pixels", image_size=32, width_multiplier=0.25, output_stride=8),
+    # output_stride: its last stages dilated, not strided (at 32 px they reach 1×1); initializer_range: as mobilevit's
+    "mobilevitv2": _hf("MobileViTV2Config", "pixels", image_size=32, width_multiplier=0.25, output_stride=8,
+                       initializer_range=0.5),
     "swiftformer": _hf("SwiftFormerConfig", "pixels", depths=[1, 1, 1, 1], embed_dims=[16, 16, 32, 32]),
     "hgnet_v2": _hf("HGNetV2Config", "pixels"),
     "poolformer": POOLFORMER,
