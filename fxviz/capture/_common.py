@@ -281,16 +281,17 @@ def _normalised_path(path: str) -> str:
 def finish(gm: torch.fx.GraphModule, method: str, root: Any, **info: Any) -> torch.fx.GraphModule:
     """Module paths and source lines on every node, and its :class:`GraphInfo` (``info`` its fields)."""
     forget_last_trace()  # every front end but symbolic tracing runs make_fx, which keeps its graph
+    types = module_types(root)
     for node in gm.graph.nodes:
         if node.op == "output":
             node.meta["module_path"] = None
             continue
         if "module_path" not in node.meta:
-            node.meta["module_path"] = method_path(node, path_from_stack(node))
+            node.meta["module_path"] = method_path(node, path_from_stack(node), types)
         line = source_line(node)
         if line:
             node.meta["source"] = line
-    set_graph_info(gm, GraphInfo(tracer=method, module_types=module_types(root), **info))
+    set_graph_info(gm, GraphInfo(tracer=method, module_types=types, **info))
     return gm
 
 

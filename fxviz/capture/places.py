@@ -13,7 +13,7 @@ import site
 import sys
 import sysconfig
 import traceback
-from collections.abc import Iterator
+from collections.abc import Container, Iterator
 
 import torch
 import torch.fx
@@ -115,17 +115,21 @@ _FORWARD_RE = re.compile(r'File "[^"]+", line \d+, in forward\n[ \t]*(.*)')
 _METHOD_CALL_RE = re.compile(r"\bself\.((?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*)\.([A-Za-z_]\w*)\(")
 
 
-def method_path(node: torch.fx.Node, path: str) -> str:
+def method_path(node: torch.fx.Node, path: str, modules: Container[str] = ()) -> str:
     """``path`` (the innermost module of ``nn_module_stack``), or the submodule of it whose
     method (not ``forward``) made the node: module hooks see ``self.corr_block.index_pyramid(...)``
     (RAFT's refinement loop) or ``self.altup.predict(...)`` (Gemma 3n) as ops of the caller,
     and its boxes fall apart. Read from the innermost ``forward`` frame of ``stack_trace``,
-    only where it is that module's (one such frame per module on the stack)."""
+    only where it is that module's (one such frame per module on the stack), and, where the
+    model's ``modules`` (paths) are known, only when it is one of them (``self.config.f()`` is not)."""
     text, stack = node.meta.get("stack_trace"), node.meta.get("nn_module_stack")
     if not text or not stack:
         return path
     owner = _called_on(text, len(stack))
-    return f"{path}.{owner}" if path and owner else owner or path
+    if not owner:
+        return path
+    called = f"{path}.{owner}" if path else owner
+    return called if not modules or called in modules else path
 
 
 @functools.lru_cache(maxsize=1024)
