@@ -141,6 +141,9 @@ def test_the_method_path_is_read_from_the_innermost_forward_frame_only_where_it_
     # one forward frame for two modules: the innermost is not the module's own, nothing is guessed
     assert method_path(_node(two, "y = self.head.fc.run(x)"), "layers.0") == "layers.0"
     assert method_path(SimpleNamespace(meta={}), "fc") == "fc"
+    # where the model's modules are known, only one of them: a config's or a helper object's method names none
+    assert method_path(_node([""], "c = self.corr_block.index_pyramid(x)"), "", {"corr_block"}) == "corr_block"
+    assert method_path(_node(two, "s = self.config.scale(h)"), "layers.0", {"layers.0", "layers.0.altup"}) == "layers.0"
 
 
 class Shared(nn.Module):
