@@ -4,6 +4,7 @@ step; Gemma 3n's ``self.altup.predict(...)``): each call is a box named for its 
 "Collapse all" draws the modules, not "nodes N–M" segments."""
 from types import SimpleNamespace
 
+import pytest
 import torch
 from torch import nn
 
@@ -94,6 +95,43 @@ def test_a_long_loop_is_drawn_as_its_iterations_each_holding_its_calls():
     # alike, the iterations start collapsed, as a run of identical layers does
     first_view = {e["name"] for e in render(graph).elements.values() if e["kind"] == "collapsed"}
     assert sum(tree.boxes[p].label.startswith("iteration ") for p in first_view) == 20
+
+
+@pytest.mark.parametrize("tracer", ["symbolic", "dynamo", "export"])
+def test_every_tracer_puts_a_methods_ops_in_its_module_named_with_its_class(tracer):
+    """Symbolic tracing reads the live stack, dynamo and export the stack trace; traced from
+    the model, the class of a module only called through methods is known (export's module
+    stacks name only modules whose forward ran)."""
+    graph = fxviz.to_networkx(fxviz.trace(Loop(2).eval(), torch.randn(4, 8), tracer=tracer))
+    assert _collapse_all(graph) == ["encoder · Sequential", "corr #1 · Corr", "corr #2 · Corr", "update #1 · Update",
+                                    "corr #3 · Corr", "update #2 · Update"]
+
+
+class Helper:
+    """Not a module: its method's ops are its caller's."""
+
+    def scale(self, x):
+        return x * 3
+
+
+class WithHelper(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc, self.corr, self.helper = nn.Linear(8, 8), Corr(), Helper()
+
+    def forward(self, x):
+        h = self.helper.scale(self.fc(x))
+        return self.corr.lookup(h.t(), h)
+
+
+@pytest.mark.parametrize("tracer", ["symbolic", "dynamo", "export"])
+def test_a_plain_objects_method_and_a_leaf_call_keep_their_modules(tracer):
+    graph = fxviz.to_networkx(fxviz.trace(WithHelper().eval(), torch.randn(4, 8), tracer=tracer))
+    paths = {str(attrs["target"]).partition(" ")[0].split(".")[-2 if tracer == "export" else -1]: attrs["module_path"]
+             for _, attrs in graph.nodes(data=True) if attrs["op"] in ("call_function", "call_module")}
+    assert paths["mul"] == ""  # self.helper.scale(...): the root's
+    assert paths["tanh"] == paths["sigmoid"] == "corr"
+    assert paths["fc" if tracer == "symbolic" else "linear"] == "fc"
 
 
 class Norm(nn.Module):

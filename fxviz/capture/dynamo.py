@@ -201,7 +201,8 @@ def _absolute_stacks(gm: torch.fx.GraphModule, scope: dict[str, Any], frame_self
             node.meta["nn_module_stack"] = {
                 key: (_module_path(str(source), scope, modules, found) or source, kind)
                 for key, (source, kind) in stack.items()}
-        elif frame and node.op not in ("placeholder", "output"):
+        elif frame is not None and node.op not in ("placeholder", "output"):  # the root's ("") too: the
+            # stack tells method_path which frame is the root's forward (``self.corr.lookup(...)``)
             node.meta["nn_module_stack"] = {"frame": (frame, type(frame_self))}
 
 

@@ -73,7 +73,7 @@ def capture(model: nn.Module, inputs: tuple, *, strict: bool = False,
     except Exception as exc:
         mode = "strict" if strict else "non-strict"
         raise TraceError(f"torch.export ({mode}) failed{where(exc)}\n  {first_line(exc)}{_advice(exc)}") from exc
-    return from_program(ep, "export (strict)" if strict else "export")
+    return from_program(ep, "export (strict)" if strict else "export", model)
 
 
 def _advice(exc: Exception) -> str:
@@ -104,9 +104,13 @@ def without_partial_graph() -> Iterator[None]:
         sys.stderr.write(text.replace(f"{partial}\n", "") if partial else text)
 
 
-def from_program(ep: torch.export.ExportedProgram, method: str = "exported program") -> torch.fx.GraphModule:
+def from_program(ep: torch.export.ExportedProgram, method: str = "exported program",
+                 model: nn.Module | None = None) -> torch.fx.GraphModule:
     """``ep.module()``: lifted parameters, buffers and constants become attributes under
-    their qualified names (``conv1.weight``), so the graph runs as a module does. Made by
+    their qualified names (``conv1.weight``), so the graph runs as a module does. ``model``,
+    where known (the one exported): its modules' types, those only called through a method
+    too (``nn_module_stack`` names only those whose forward ran), and its modules are the
+    paths a method's ops may move to (:func:`fxviz.capture.places.method_path`). Made by
     :func:`unlifted` (one graph copy, code made on first call) where the program only
     reads its weights; ``ep.module()`` itself where it writes some back."""
     gm = unlifted(ep) or ep.module()
@@ -134,8 +138,8 @@ def from_program(ep: torch.export.ExportedProgram, method: str = "exported progr
     types = {}
     for path, type_name in first_types.items():
         types.setdefault(str(path).removeprefix("L['self']."), str(type_name).rpartition(".")[2])
-    gm = finish(gm, method, None)
-    graph_info(gm).module_types = {p: t for p, t in types.items() if p}
+    gm = finish(gm, method, model)
+    graph_info(gm).module_types = {**{p: t for p, t in types.items() if p}, **graph_info(gm).module_types}
     for node in gm.graph.find_nodes(op="get_attr"):
         node.meta["module_path"] = str(node.target).rpartition(".")[0]
         node.meta["qualified_name"] = str(node.target)

@@ -7,13 +7,15 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import functools
+import inspect
 import os
 import re
 import site
 import sys
 import sysconfig
 import traceback
-from collections.abc import Container, Iterator
+from collections.abc import Container, Iterator, Mapping
+from types import CodeType
 
 import torch
 import torch.fx
@@ -142,3 +144,27 @@ def _called_on(stack_trace: str, modules: int) -> str | None:
         return None
     owners = {chain for chain, method in _METHOD_CALL_RE.findall(lines[-1]) if not hasattr(torch.Tensor, method)}
     return owners.pop() if len(owners) == 1 else None
+
+
+def running_method(modules: Mapping[int, str], scope: str) -> str:
+    """What :func:`method_path` reads from a stack trace, read from the live stack while a
+    tracer records a node (symbolic tracing keeps no stack trace): the path of the submodule
+    of ``scope`` whose method made the node, from the innermost frame of model code whose
+    ``self`` is one of ``modules`` (``id`` to path); ``scope`` where that frame is ``scope``'s
+    own (its forward, a helper of its own) or an outer module's (the caller of a leaf)."""
+    frame = inspect.currentframe()
+    while frame is not None:
+        if _model_method(frame.f_code):
+            path = modules.get(id(frame.f_locals.get("self")))
+            if path is not None:
+                return path if (path.startswith(f"{scope}.") if scope else path) else scope
+        frame = frame.f_back
+    return scope
+
+
+@functools.lru_cache(maxsize=4096)
+def _model_method(code: CodeType) -> bool:
+    """A method (its first parameter ``self``) of the model's code, not torch's or fxviz's:
+    torch's frames (Sequential's forward, the tracer's own) never own a user's method call."""
+    return bool(code.co_argcount) and code.co_varnames[0] == "self" and \
+        not code.co_filename.startswith((_TORCH_DIR, _FXVIZ_DIR))

@@ -12,7 +12,7 @@ from torch import nn
 from fxviz._cow import skeleton
 from fxviz._torch_internals import code_made, code_on_first_use
 from fxviz.capture._common import first_line, front_end, module_types
-from fxviz.capture.places import caller
+from fxviz.capture.places import caller, running_method
 from fxviz.capture.info import GraphInfo, set_graph_info
 from fxviz.capture.places import where
 from fxviz.errors import TraceError
@@ -150,8 +150,14 @@ class _ModulePathMixin:
             # A lowered module becomes a pure function call, safe for passes to move or share.
             kwargs = {**kwargs, "inplace": False}
         proxy = super().create_proxy(kind, target, args, kwargs, name, type_expr, *rest, **kw)
-        proxy.node.meta["module_path"] = self.scope.module_path
+        proxy.node.meta["module_path"] = running_method(self._module_ids(), self.scope.module_path)
         return proxy
+
+    def _module_ids(self) -> dict[int, str]:
+        """Each module of the root by ``id``, made once: a method's ops go to its module."""
+        if "_fxviz_modules" not in self.__dict__:
+            self._fxviz_modules = {id(m): path for path, m in self.root.named_modules()}
+        return self._fxviz_modules
 
     def getattr(self, attr: str, attr_val: Any, parameter_proxy_cache: dict[str, Any]) -> Any:
         """torch's Tracer.getattr, with each weight found in a table made once: torch's walks
