@@ -238,9 +238,11 @@ def test_a_training_steps_gradients_are_compared_per_parameter():
     assert compare(step(0, forward, torch.ones(1, 4)), step(1, forward, torch.ones(1, 4))).gradients.empty
 
 
-def test_an_unchanged_node_on_unchanged_inputs_is_not_run_again():
+def test_an_unchanged_node_on_unchanged_inputs_is_not_run_again(monkeypatch):
     """b inserts a scale after `counted`: counted itself is a's own op on a's own input, so it
-    runs once per step and introduces nothing; sin reads the scaled value and is shadow-run."""
+    runs once per step and introduces nothing; sin reads the scaled value and is shadow-run.
+    (The lockstep's runs: the float64 judgement of the diverged nodes, run after it, left out.)"""
+    monkeypatch.setattr(numerics_module, "judge_rounding", lambda *_: None)
     calls = []
 
     def counted(x):

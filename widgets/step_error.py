@@ -144,8 +144,10 @@ class StepError:
         self._shown()
         carried = (f": step {previous.index}'s own check says {previous.check.summary}, look there"
                    if previous.index and previous.check_done and previous.check.status != "match" else "")
+        rounded = int(rows["rounding"].sum())
+        rounded = f"; {rounded} beyond it within float32's own error against float64" if rounded else ""
         self._say(f"Nothing of step {step.index} is beyond the check's tolerance against step {previous.index} "
-                  f"(largest relative error {_number(rows['max_rel'].max())}), yet its outputs differ from the original "
+                  f"(largest relative error {_number(rows['max_rel'].max())}{rounded}), yet its outputs differ from the original "
                   f"model's{carried}. This compares the example only; the check, random inputs too.", error=False)
 
     def show_column(self, step: Any) -> None:
@@ -192,7 +194,7 @@ def _node_html(step: Any, rows: pd.DataFrame, name: str, previous: int) -> str:
     source = f"comes in through {', '.join(added)}, which the pass added" if added else "starts here"
     verdict = (f"the first node beyond the check's tolerance: the error {source}"
                if _numerics().first_divergence(rows.reset_index()) == name else
-               "beyond the check's tolerance" if row["diverged"] else "within the check's tolerance")
+               _within(row["diverged"], row["rounding"]))
     compared = "" if row["counterpart"] == name else f" (compared with its {row['counterpart']})"
     return _section(previous, [
         ("max rel", f"{_number(row['max_rel'])} (max abs {_number(row['max_abs'])}){compared}"),
@@ -225,16 +227,23 @@ def _gradients_html(rows: pd.DataFrame, name: str, graph: Any, previous: int) ->
         mine = gradients[gradients["node"] == name]
         return "" if mine.empty else _section(previous, [
             (f"gradient of {g.parameter}", f"max rel {_number(g.max_rel)}, {_sqnr(g.sqnr_db)}, "
-             f"{'beyond' if g.diverged else 'within'} the check's tolerance") for g in mine.itertuples()], "Gradient")
+             f"{_within(g.diverged, g.rounding)}") for g in mine.itertuples()], "Gradient")
     first = _numerics().first_gradient_divergence(rows)
     cells = "".join(
         f"<tr><td>{escape(g.parameter)}{' (first to diverge)' if g.parameter == first else ''}</td>"
         f"<td>{escape(_number(g.max_rel))}</td><td>{escape(_sqnr(g.sqnr_db))}</td>"
-        f"<td>{'beyond' if g.diverged else 'within'}</td></tr>" for g in gradients.itertuples())
+        f"<td>{_within(g.diverged, g.rounding).split(' the ')[0]}</td></tr>" for g in gradients.itertuples())
     return (f'<div class="fxviz-details-gradients"><b>Gradients vs step {previous}</b>'
             f'<p class="fxviz-hint">{escape(_gradients_said(rows))}.</p>'
             '<table class="fxviz-table"><tr><th>parameter</th><th>max rel</th><th>SQNR</th><th>tolerance</th></tr>'
             f"{cells}</table></div>")
+
+
+def _within(diverged: bool, rounding: bool) -> str:
+    """A node's or gradient's verdict: beyond the check's tolerance only by float32's own
+    rounding is no divergence, as the check judges outputs (``numerics``' ``rounding``)."""
+    return ("beyond the check's tolerance" if diverged else
+            "within float32's own error against float64" if rounding else "within the check's tolerance")
 
 
 def _sqnr(db: float) -> str:

@@ -24,6 +24,7 @@ import torch.fx
 from fxviz.background._gc import gc_paused
 from fxviz.annotation._node_runner import NodeRunner
 from fxviz.checks._numerics_match import follow, gradient_items, parameter_of, stands_for
+from fxviz.checks._numerics_truth import judge_rounding
 from fxviz.checks._numerics_stats import BATCH, PENDING, SMALL, Stats, results
 from fxviz._runtime import preserved_buffers
 from fxviz.capture import as_inputs
@@ -32,8 +33,8 @@ from fxviz.diff.structure import structure as structure_of
 
 __all__ = ["numerics", "first_divergence", "first_gradient_divergence", "stands_for", "COLUMNS", "GRADIENT_COLUMNS"]
 
-COLUMNS = ["node", "counterpart", "max_abs", "max_rel", "sqnr_db", "cosine", "introduced", "diverged"]
-GRADIENT_COLUMNS = ["parameter", "node", "max_abs", "max_rel", "sqnr_db", "cosine", "diverged"]
+COLUMNS = ["node", "counterpart", "max_abs", "max_rel", "sqnr_db", "cosine", "introduced", "diverged", "rounding"]
+GRADIENT_COLUMNS = ["parameter", "node", "max_abs", "max_rel", "sqnr_db", "cosine", "diverged", "rounding"]
 
 
 def numerics(step_a: Any, step_b: Any, structure: pd.DataFrame | None = None) -> pd.DataFrame:
@@ -43,7 +44,9 @@ def numerics(step_a: Any, step_b: Any, structure: pd.DataFrame | None = None) ->
     ``cosine``, ``introduced`` (``max_rel`` of the node run on a's inputs: the error it
     adds itself; 0 for a node that is a's own op on a's own inputs) and ``diverged``
     (``max_rel`` beyond the step check's tolerance for the dtype,
-    :func:`fxviz.checks.check.tolerance`). NaN where there is nothing to compare (no
+    :func:`fxviz.checks.check.tolerance`, and not ``rounding``: within float32's own error
+    against a float64 run of step a, as the check judges outputs,
+    :mod:`fxviz.checks._numerics_truth`). NaN where there is nothing to compare (no
     counterpart, no tensor, other shapes). ``structure``: :func:`fxviz.diff.structure.structure`
     of the two graphs, when known. Neither model is changed (buffers restored).
     A training step's gradients (outputs :func:`fxviz.capture.backward.gradient_outputs`
@@ -57,7 +60,10 @@ def numerics(step_a: Any, step_b: Any, structure: pd.DataFrame | None = None) ->
         lockstep = _Lockstep(*runners, stands_for(structure, gm_a, gm_b), unchanged)
         with torch.no_grad(), preserved_buffers(gm_a), preserved_buffers(gm_b):
             lockstep.run()
-        return lockstep.rows()
+        rows = lockstep.rows()
+    if rows["diverged"].any() or rows.attrs["gradients"]["diverged"].any():
+        judge_rounding(step_a, step_b, rows)
+    return rows
 
 
 def first_divergence(rows: pd.DataFrame) -> str | None:
@@ -202,7 +208,7 @@ class _Lockstep:
         names = [node.name for node in self.b.nodes]
         counterparts = [self.a.nodes[i].name if i >= 0 else "" for i in self.cp]
         frame = pd.DataFrame(dict(zip(COLUMNS, (names, counterparts, error, relative, sqnr, cosine, introduced,
-                                                 worst > 1))), columns=COLUMNS)
+                                                 worst > 1, np.zeros(count, bool)))), columns=COLUMNS)
         frame.attrs["gradients"] = self._gradient_rows(table)
         return frame
 
@@ -226,7 +232,8 @@ class _Lockstep:
         names = [key if isinstance(key, str) else parameter_of(self.b.gm, node, self.gradient_shapes.get(k), used)
                  for k, (_, key, node) in enumerate(self.gradients)]
         frame = pd.DataFrame(dict(zip(GRADIENT_COLUMNS, (names, [node.name for _, _, node in self.gradients], error,
-                                                         relative, sqnr, cosine, worst > 1))), columns=GRADIENT_COLUMNS)
+                                                         relative, sqnr, cosine, worst > 1, np.zeros(count, bool)))),
+                            columns=GRADIENT_COLUMNS)
         order = {node: i for i, node in enumerate(self.b.nodes)}
         return frame.iloc[sorted(range(count), key=lambda k: order[self.gradients[k][2]])].reset_index(drop=True)
 

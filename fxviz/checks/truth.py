@@ -179,14 +179,16 @@ class _Leaf:
 
 
 def against_float64(result: CheckResult, expected: Sequence[Any], actual: Sequence[Any],
-                    truth: Callable[[], tuple[list, list] | None]) -> CheckResult:
+                    truth: Callable[[], tuple[list, list] | None], reference: str = "eager",
+                    source: str = "the model") -> CheckResult:
     """``result``, a mismatch of ``actual`` against float32 ``expected``, judged again against
     ``truth()`` (the model's :func:`float64_outputs`), asked for only where every difference
     is a floating-point leaf's: a match when each leaf beyond tolerance is no further from
     float64 than :data:`FACTOR` times float32 eager's own error there (the largest over the
     inputs), plus the tolerance. Else ``result``, saying so when float64 confirms it; as it
     is when there is no float64 run (ops without float64 kernels, other decisions) or the
-    model, run again, gives other outputs (a Python counter: each run another computation)."""
+    model, run again, gives other outputs (a Python counter: each run another computation).
+    ``reference`` names what gave ``expected`` ("float32 eager"), ``source`` what ran in float64."""
     leaves = _leaves(expected, actual)
     if not leaves or not any(leaf.error > leaf.allowed and leaf.expected.dtype in _WIDE for leaf in leaves):
         return result  # nothing narrower than float64 fails: a float64 run would tell nothing new
@@ -204,14 +206,25 @@ def against_float64(result: CheckResult, expected: Sequence[Any], actual: Sequen
     beyond = [(leaf, off, leaf.allowed + FACTOR * noise[leaf.index]) for leaf, off, _ in found if leaf.error > leaf.allowed]
     leaf, off, limit = max(beyond, key=lambda b: b[1] / b[2] if b[2] else float("inf"))
     dtype = str(leaf.expected.dtype).removeprefix("torch.")
-    said = (f"{leaf.path} is {leaf.error:.3g} from {dtype} eager (tolerance {leaf.allowed:.3g}) and {off:.3g} from "
-            f"a float64 run of the model, where {dtype} eager's own error is up to {noise[leaf.index]:.3g}")
+    said = (f"{leaf.path} is {leaf.error:.3g} from {dtype} {reference} (tolerance {leaf.allowed:.3g}) and {off:.3g} from "
+            f"a float64 run of {source}, where {dtype} {reference}'s own error is up to {noise[leaf.index]:.3g}")
     if all(b[1] <= b[2] for b in beyond):
         return dataclasses.replace(result, status="match", atol=limit, message=(
             f"outputs match within {dtype}'s own error against float64 (inputs tried: {result.n_inputs}): where "
-            f"they differ from {dtype} eager beyond tolerance, they are no further from a float64 run of the model "
-            f"than {FACTOR:g}x {dtype} eager's own error, which {dtype} cannot resolve; e.g. {said}"))
+            f"they differ from {dtype} {reference} beyond tolerance, they are no further from a float64 run of {source} "
+            f"than {FACTOR:g}x {dtype} {reference}'s own error, which {dtype} cannot resolve; e.g. {said}"))
     return dataclasses.replace(result, message=f"{result.message}. Not {dtype}'s rounding: {said}")
+
+
+def within_own_error(expected: Any, actual: Any, wide: Any) -> bool:
+    """Whether ``actual``, which differs from float32 ``expected``, is float32's rounding: at
+    each floating-point leaf beyond tolerance no further from ``wide`` (a float64 run of what
+    gave ``expected``) than :data:`FACTOR` times ``expected``'s own error, plus the tolerance;
+    every other leaf equal (:func:`against_float64`'s rule, for one value: a node's)."""
+    leaves = _leaves([expected], [actual])
+    found = _against(leaves, [expected], [wide]) if leaves else None
+    return found is not None and all(leaf.error <= leaf.allowed or off <= leaf.allowed + FACTOR * own
+                                     for leaf, off, own in found)
 
 
 def _leaves(expected: Sequence[Any], actual: Sequence[Any]) -> list[_Leaf] | None:

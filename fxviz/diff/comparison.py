@@ -17,6 +17,7 @@ from fxviz.diff._compare_html import code_diff_html, comparison_html
 from fxviz.background._gc import gc_paused
 from fxviz.diff._linediff import unified_diff
 from fxviz.checks.check import CheckResult, compare_outputs, run_outputs
+from fxviz.checks.truth import against_float64, float64_outputs
 from fxviz.errors import InputError
 from fxviz.annotation.graph import readable_target
 from fxviz.checks.memory import memory_change, step_memory
@@ -127,7 +128,8 @@ class Comparison:
     @property
     def first_divergence(self) -> str | None:
         """The earliest node of step b (graph order) whose output differs from its
-        counterpart's beyond the step check's tolerance; None when none does."""
+        counterpart's beyond the step check's tolerance and beyond float32's own rounding
+        (``numerics``' ``rounding``); None when none does."""
         return first_divergence(self.numerics)
 
     @property
@@ -161,9 +163,17 @@ class Comparison:
     @functools.cached_property
     def output_diff(self) -> CheckResult:
         """Step b's outputs against step a's, each on its own example inputs, judged as
-        the numeric check judges them (:func:`fxviz.checks.check.compare_outputs`)."""
-        outputs = [run_outputs(step.gm, [as_inputs(step.example_inputs)]) for step in (self.step_a, self.step_b)]
-        return compare_outputs(*outputs)
+        the numeric check judges them (:func:`fxviz.checks.check.compare_outputs`; a
+        mismatch again against step a's graph run in float64,
+        :func:`fxviz.checks.truth.against_float64`: float32's own rounding is no difference)."""
+        inputs = [[as_inputs(step.example_inputs)] for step in (self.step_a, self.step_b)]
+        outputs = [run_outputs(step.gm, given) for step, given in zip((self.step_a, self.step_b), inputs)]
+        result = compare_outputs(*outputs)
+        if result.status != "mismatch":
+            return result
+        name = self.labels[0].split(" (")[0]
+        return against_float64(result, *outputs, lambda: float64_outputs(self.step_a.gm, inputs[0]),
+                               reference=name, source=f"{name}'s graph")
 
     def top(self, n: int | None = None, by: str = "duration", exclude: Exclude = None,
             level: str = "target") -> pd.DataFrame:

@@ -1,0 +1,81 @@
+"""The comparison of two steps and its per-node numerics judge as the check does: float32's
+own rounding (judged against a float64 run) is no difference and no divergence; a real
+error still is, at its first node."""
+import torch
+
+from fxviz.checks import _numerics_truth
+from fxviz.diff import comparison
+from test_check_float64 import flip_sums, session
+
+
+def wrong_constant(gm):
+    """Sums flipped (float32 noise), and ``w``'s gradient scaled by 1.01 at its first node (a real error)."""
+    flip_sums(gm)
+    node = next(n for n in gm.graph.nodes if n.target == torch.ops.aten.mul.Tensor and n.args[1] == 0.01
+                and n.args[0].target == torch.ops.aten.ones_like.default)
+    node.args = (node.args[0], 0.0101)
+    gm.recompile()
+    return gm
+
+
+def test_the_comparison_of_a_step_that_differs_by_float32_rounding_agrees_with_its_check():
+    s = session()
+    s.apply(flip_sums)
+    assert s.current.check.status == "match"
+    cmp = s.compare(0, 1)
+    assert cmp.output_diff.status == "match", cmp.output_diff.message
+    assert cmp.output_diff.message.startswith("outputs match within float32's own error against float64")
+    assert "from float32 step 0" in cmp.output_diff.message and "float64 run of step 0's graph" in cmp.output_diff.message
+    rows = cmp.numerics.set_index("node")
+    assert rows.at["sub_1", "rounding"] and not rows["diverged"].any()  # the cancelling difference: rounding
+    assert cmp.first_divergence is None and cmp.first_gradient_divergence is None
+    gradients = cmp.gradients.set_index("node")
+    assert gradients["rounding"].any() and not gradients["diverged"].any()
+
+
+def test_a_real_error_is_still_a_difference_at_its_first_node_past_the_rounding():
+    s = session()
+    s.apply(wrong_constant)
+    assert s.current.check.status == "mismatch"
+    cmp = s.compare(0, 1)
+    assert cmp.output_diff.status == "mismatch" and "Not float32's rounding" in cmp.output_diff.message
+    rows = cmp.numerics.set_index("node")
+    assert rows.at["sub_1", "rounding"] and not rows.at["sub_1", "diverged"]  # before it in graph order: noise
+    assert cmp.first_divergence == "mul_3"
+    assert cmp.gradients.set_index("node").at["mul_4", "diverged"]
+
+
+def unchanged(gm):
+    gm.recompile()
+    return gm
+
+
+def test_no_float64_run_where_float32_finds_no_difference(monkeypatch):
+    calls = []
+    monkeypatch.setattr(comparison, "float64_outputs", lambda *a: calls.append("outputs"))
+    monkeypatch.setattr(_numerics_truth, "float64_outputs", lambda *a: calls.append("nodes"))
+    s = session()
+    s.apply(unchanged)
+    cmp = s.compare(0, 1)
+    assert cmp.output_diff.status == "match" and cmp.first_divergence is None
+    assert not cmp.numerics["rounding"].any() and calls == []
+
+
+def test_the_explorer_calls_float32_rounding_no_divergence():
+    from fxviz.widgets import explore
+    from test_check_float64 import TwoScales, training_step
+    from test_panel_numerics import text
+
+    torch.manual_seed(0)
+    ex = explore(training_step(TwoScales()), torch.randn(1000), tracer="make_fx", profile="off")
+    try:
+        ex.session.apply(flip_sums)
+        ex.graph.color_mode = "error"
+        ex.select("sub_1")
+        assert "verdict within float32's own error against float64" in text(ex.details.body.value)
+        ex.select("output")
+        shown = text(ex.details.body.value)
+        assert "0 of 2 beyond the check's tolerance" in shown and "first to diverge" not in shown
+        assert "within float32's own error against float64" in shown  # the gradient of a, in the table
+    finally:
+        ex.close()
