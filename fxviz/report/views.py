@@ -82,8 +82,10 @@ def _layout(rendering: Rendering) -> tuple[Rendering, str | RenderError]:
 
 
 def module_paths(graph: nx.DiGraph) -> set[str]:
-    """Every module path and its ancestors (``render`` ignores the ones it does not draw)."""
-    paths = set()
+    """Every module path and its ancestors (``render`` ignores the ones it does not draw), and
+    every box of a module's call (``update@1``, its ``update@1.gate``: a module called several
+    times has a box per call), which a focus collapses as it does the module's first call."""
+    paths = {key for key, box in box_index(graph).tree.boxes.items() if key and not box.synthetic}
     for path in {attrs.get("module_path") or "" for _, attrs in graph.nodes(data=True)}:  # each once
         parts = path.split(".")
         paths.update(".".join(parts[: i + 1]) for i in range(len(parts)) if parts[0])
@@ -96,9 +98,16 @@ def chain(path: str) -> list[str]:
     return [".".join(parts[: i + 1]) for i in range(len(parts))]
 
 
+def boxes_around(graph: nx.DiGraph, focus: str) -> list[str]:
+    """``focus`` and the boxes it lies in: the drawing's own (a call inside a loop's iteration
+    box lies in that box, not in a module its path names), else :func:`chain` of the path."""
+    tree = box_index(graph).tree
+    return tree.chain(focus) if focus in tree.boxes else chain(focus)
+
+
 def focused(graph: nx.DiGraph, focus: str, paths: set[str]) -> Rendering:
     """The drawing with ``focus`` and its ancestors open and every other module collapsed."""
-    open_ = set(chain(focus))
+    open_ = set(boxes_around(graph, focus))
     return render(graph, collapse=sorted(paths - open_), expand=[focus] if focus else ())
 
 
@@ -134,7 +143,7 @@ def step_views(graph: nx.DiGraph, views: Views, max_views: int | None) -> dict[s
         for inner in sorted(rendering.collapsed, key=lambda p: order.get(p, len(order))):
             if inner not in seen:
                 seen.add(inner)
-                (later if any(p in twin for p in chain(inner)) else queue).append(inner)
+                (later if any(p in twin for p in boxes_around(graph, inner)) else queue).append(inner)
     return out
 
 
