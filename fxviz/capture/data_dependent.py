@@ -13,8 +13,6 @@ import contextlib
 import contextvars
 from collections.abc import Iterator
 
-from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
-
 from fxviz.capture.places import where
 
 #: The method whose stop is kept, and those that would meet it again.
@@ -39,6 +37,9 @@ def note(method: str, exc: BaseException) -> None:
     stops = _STOP.get()
     if stops is None or method != STOPPING:
         return
+    # here, not at import: symbolic_shapes loads sympy, which a symbolic first view never needs
+    from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
+
     while exc is not None and not isinstance(exc, GuardOnDataDependentSymNode):
         exc = exc.__cause__
     if exc is not None:
