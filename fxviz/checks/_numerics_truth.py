@@ -23,18 +23,29 @@ from fxviz.checks._numerics_match import gradient_items
 from fxviz.checks.check import run_outputs
 from fxviz.checks.truth import float64_outputs, within_own_error
 
-#: Nodes judged per run: their values are kept until the run ends (memory bounded); batches
-#: run in graph order until one holds a node that is no rounding (the first divergence).
-BATCH = 256
+#: Nodes judged per run: 16, then four times as many each run (values kept until it ends),
+#: in graph order until one holds a node that is no rounding (the first divergence: near the
+#: inputs it costs a few nodes' runs), :data:`MOST` in all (each run goes up to its last
+#: node, three times: a's in float32 and float64, b's): past them, float32's verdict stands.
+FIRST, MOST = 16, 1024
 
 
 class _Probe(torch.nn.Module):
-    """``gm`` run as it is, returning the values of ``wanted`` (nodes, or an output node's
-    argument structure), each cloned as its node gives it (a later in-place write left out)."""
+    """``gm`` run up to the last node in ``wanted`` (nodes, or an output node's argument
+    structure), returning their values, each cloned as its node gives it (a later in-place
+    write left out): a divergence near the inputs costs a few nodes' runs, not the graph's."""
 
     def __init__(self, gm: torch.fx.GraphModule, wanted: Sequence[Any]):
         super().__init__()
-        self.gm, self.wanted = gm, list(wanted)
+        nodes = {n for w in wanted for n in _nodes(w)}
+        self.gm, self.prefix, copied = gm, torch.fx.Graph(), {}
+        for node in gm.graph.nodes:
+            if not nodes:
+                break
+            copied[node] = self.prefix.node_copy(node, copied.__getitem__)
+            nodes.discard(node)
+        self.prefix.output(None)
+        self.wanted = [torch.fx.map_arg(w, copied.__getitem__) for w in wanted]
 
     def forward(self, *inputs: Any) -> list[Any]:
         seen: dict[torch.fx.Node, Any] = {}
@@ -47,7 +58,8 @@ class _Probe(torch.nn.Module):
                     seen[node] = tree_map_only(torch.Tensor, torch.Tensor.clone, value)
                 return value
 
-        Recorder(self.gm, garbage_collect_values=True).run(*inputs)
+        flat = self.gm.graph.process_inputs(*inputs)
+        Recorder(self.gm, garbage_collect_values=True, graph=self.prefix).run(*flat, enable_io_processing=False)
         return [torch.fx.map_arg(w, seen.__getitem__) if not isinstance(w, torch.fx.Node) else seen[w]
                 for w in self.wanted]
 
@@ -75,14 +87,16 @@ def judge_rounding(step_a: Any, step_b: Any, rows: pd.DataFrame) -> None:
     pairs = [(row, nodes_a[cp], nodes_b[name]) for row, name, cp in
              zip(rows.index[rows["diverged"]], rows.loc[rows["diverged"], "node"], rows.loc[rows["diverged"], "counterpart"])
              if cp in nodes_a and name in nodes_b]
-    for start in range(0, len(pairs), BATCH):
-        rounding = _judged(step_a, step_b, [(a, b) for _, a, b in pairs[start:start + BATCH]])
+    start, size = 0, FIRST
+    while start < min(len(pairs), MOST):
+        batch = pairs[start:min(start + size, MOST)]
+        rounding = _judged(step_a, step_b, [(a, b) for _, a, b in batch])
         if rounding is None:
             break
-        for (row, _, _), own in zip(pairs[start:start + BATCH], rounding):
-            rows.loc[row, ["rounding", "diverged"]] = [own, not own]
+        _mark(rows, [row for row, _, _ in batch], rounding)
         if not all(rounding):
             break
+        start, size = start + size, size * 4
     if gradients is not None and gradients["diverged"].any():
         _judge_gradients(step_a, step_b, gradients)
 
@@ -94,8 +108,14 @@ def _judge_gradients(step_a: Any, step_b: Any, gradients: pd.DataFrame) -> None:
     picked = [(row, at_a[at_b[name][0]], at_b[name][1]) for row, name in gradients.loc[gradients["diverged"], "node"].items()
               if name in at_b and at_b[name][0] in at_a]
     rounding = _judged(step_a, step_b, [(a, b) for _, a, b in picked]) if picked else None
-    for (row, _, _), own in zip(picked, rounding or ()):
-        gradients.loc[row, ["rounding", "diverged"]] = [own, not own]
+    if rounding is not None:
+        _mark(gradients, [row for row, _, _ in picked], rounding)
+
+
+def _mark(rows: pd.DataFrame, index: list[Any], rounding: list[bool]) -> None:
+    """Rows ``index`` of ``rows`` (all diverged in float32) marked: rounding, or diverged."""
+    rows.loc[index, "rounding"] = rounding
+    rows.loc[index, "diverged"] = [not own for own in rounding]
 
 
 def _judged(step_a: Any, step_b: Any, pairs: list[tuple[torch.fx.Node, torch.fx.Node]]) -> list[bool] | None:
