@@ -52,7 +52,7 @@ __all__ = [
     "tree_map_only",
     "FLASH_CPU", "FlopCounter", "assign_attr", "core_aten_decompositions", "current_autograd_node", "export_forward_backward",
     "as_called", "extract_tensor_metadata", "get_attr", "has_values", "is_fake", "op_schema", "qualified_name", "code_by_node",
-    "code_made", "code_on_first_use", "TRACES_AS_COMPILING",
+    "code_made", "code_on_first_use", "takes_as_exported", "TRACES_AS_COMPILING",
 ]
 
 
@@ -206,6 +206,17 @@ def code_made(gm: torch.fx.GraphModule) -> None:
 def _call_wrapped(self: Any, *args: Any, **kwargs: Any) -> Any:
     """GraphModule's ``__call__`` (set by its ``recompile``): errors name the generated code's line."""
     return self._wrapped_call(self, *args, **kwargs)
+
+
+def takes_as_exported(graph: torch.fx.Graph, program: Any) -> None:
+    """``graph`` (of ``program``'s flat inputs, in its order) called as ``program`` is: its
+    code takes the inputs traced (a dict, a list of tensors) and flattens them by the
+    program's input spec (torch's codegen for ``ep.module()``); its outputs stay as the
+    graph returns them. The caller recompiles."""
+    from torch.export._unlift import _get_codegen  # imports dynamo: not before a program
+
+    call = program.module_call_graph[0].signature if program.module_call_graph else None
+    graph._codegen = _get_codegen(program.call_spec.in_spec, None, call.forward_arg_names if call else None)
 
 
 def call_inputs(program: Any) -> tuple[int | None, list[str]]:

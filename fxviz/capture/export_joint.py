@@ -24,7 +24,7 @@ from torch import nn
 from torch.export.graph_signature import InputKind, OutputKind
 
 from fxviz._runtime import untouched
-from fxviz._torch_internals import assign_attr, export_forward_backward
+from fxviz._torch_internals import assign_attr, export_forward_backward, takes_as_exported
 from fxviz.capture._common import Capture, finish, first_line, front_end, path_from_stack
 from fxviz.capture.places import where
 from fxviz.capture.backward import attribute_backward
@@ -36,17 +36,19 @@ from fxviz.errors import TraceError
 _LIFTED = (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR)
 
 
-def capture(model: nn.Module, inputs: tuple, loss_index: int = 0) -> torch.fx.GraphModule:
-    """Export ``model`` (non-strict) and its backward from output ``loss_index`` (a scalar)."""
+def capture(model: nn.Module, inputs: tuple, loss_index: int = 0,
+            kwargs: dict[str, Any] | None = None) -> torch.fx.GraphModule:
+    """Export ``model`` (non-strict) and its backward from output ``loss_index`` (a scalar);
+    the graph takes ``kwargs`` positionally, after ``inputs``, as fxviz calls graphs."""
 
     try:
         with without_partial_graph():
-            ep = torch.export.export(model, inputs, strict=False)
+            ep = torch.export.export(model, inputs, kwargs, strict=False)
         joint, traced = export_forward_backward(ep, joint_loss_index=loss_index)
     except TraceError:  # fxviz's own (a torch it does not know): no advice about the model
         raise
     except Exception as exc:
-        unused = _unused(model, inputs, loss_index) if _NO_GRADIENT in str(exc) else []
+        unused = _unused(model, inputs, kwargs, loss_index) if _NO_GRADIENT in str(exc) else []
         if unused:  # raised in export's generated code: no line of the model to point at
             raise TraceError(f"torch.export's joint graph failed: output {loss_index} (the loss) does not depend on "
                              f"{_some(unused)}, and the joint graph needs a gradient for every parameter\n"
@@ -71,12 +73,12 @@ def capture(model: nn.Module, inputs: tuple, loss_index: int = 0) -> torch.fx.Gr
 _NO_GRADIENT = "did not receive a gradient"
 
 
-def _unused(model: nn.Module, inputs: tuple, loss_index: int) -> list[str]:
+def _unused(model: nn.Module, inputs: tuple, kwargs: dict[str, Any] | None, loss_index: int) -> list[str]:
     """The parameters with no gradient from output ``loss_index``, by one eager step
     (the model left as it was); empty when the step itself fails."""
     try:
         with untouched(model):
-            _, grads = reference(model, loss_index)(*inputs)
+            _, grads = reference(model, loss_index)(*inputs, **(kwargs or {}))
     except Exception:  # the generic message stands: torch's own words and the advice
         return []
     return [name for name, p in model.named_parameters() if p.requires_grad and name not in grads]
@@ -103,8 +105,8 @@ def reference(model: nn.Module, loss_index: int = 0) -> Any:
     """The eager step the joint graph reproduces: ``(outputs, {name: gradient})``."""
     params = [(name, p) for name, p in model.named_parameters() if p.requires_grad]
 
-    def step(*args: Any) -> Any:  # closes over `model`: the check restores its buffers after each run
-        outputs = model(*args)
+    def step(*args: Any, **kwargs: Any) -> Any:  # closes over `model`: the check restores its buffers after each run
+        outputs = model(*args, **kwargs)
         loss = outputs[loss_index] if isinstance(outputs, (tuple, list)) else outputs
         grads = torch.autograd.grad(loss, [p for _, p in params], allow_unused=True)
         return outputs, Gradients({name: g for (name, _), g in zip(params, grads) if g is not None})
@@ -115,7 +117,8 @@ def reference(model: nn.Module, loss_index: int = 0) -> Any:
 
 def _runnable(joint: torch.export.ExportedProgram) -> torch.fx.GraphModule:
     """Lifted parameters, buffers and constants as get_attr nodes under their qualified
-    names; outputs ``(user outputs, {parameter: gradient})``."""
+    names; outputs ``(user outputs, {parameter: gradient})``; inputs as the model takes
+    them (a dict of tensors, flattened by the code as ``ep.module()``'s does)."""
     gm = torch.fx.GraphModule(nn.Module(), joint.graph_module.graph, "joint")  # the joint is ours to change
     graph = gm.graph
     sig = joint.graph_signature
@@ -140,6 +143,7 @@ def _runnable(joint: torch.export.ExportedProgram) -> torch.fx.GraphModule:
     output.meta["fxviz_loss"] = loss
     graph.eliminate_dead_code()
     next_to_first_user(graph)
+    takes_as_exported(graph, joint)
     gm.recompile()
     return gm
 
@@ -221,8 +225,5 @@ def _backward_nodes(loss: torch.fx.Node, graph: torch.fx.Graph) -> set[torch.fx.
 
 front_end("export (joint)", needs_module=True, about=(
     "torch.export's joint graph: the ATen operators of the forward, the loss's backward and the gradients"))(
-    lambda r: _joint(keywords_last(r.model, r.keywords), r))
-
-
-def _joint(model: nn.Module, r: Any) -> Capture:
-    return Capture([capture(model, r.inputs)], r.method, reference=reference(model))
+    lambda r: Capture([capture(r.model, r.args, kwargs=r.kwargs)], r.method,
+                      reference=reference(keywords_last(r.model, r.keywords))))
