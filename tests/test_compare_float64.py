@@ -4,6 +4,7 @@ error still is, at its first node."""
 import torch
 
 from fxviz.checks import _numerics_truth
+from fxviz.checks.numerics import first_divergence
 from fxviz.diff import comparison
 from test_check_float64 import flip_sums, session
 
@@ -79,3 +80,19 @@ def test_the_explorer_calls_float32_rounding_no_divergence():
         assert "within float32's own error against float64" in shown  # the gradient of a, in the table
     finally:
         ex.close()
+
+
+def test_runs_kept_within_their_element_budget_judge_every_node_alike(monkeypatch):
+    """One node a run (the budget below any node's size): the same verdicts up to the first divergence."""
+    s = session()
+    s.apply(wrong_constant)
+    whole = s.compare(0, 1).numerics
+    monkeypatch.setattr(_numerics_truth, "ELEMENTS", 0)
+    judged = []
+    judge = _numerics_truth._judged
+    monkeypatch.setattr(_numerics_truth, "_judged", lambda a, b, pairs: judged.append(len(pairs)) or judge(a, b, pairs))
+    one_by_one = comparison.compare(s.steps[0], s.steps[1]).numerics
+    assert judged[:3] == [1, 1, 1]  # sub_1, mul (rounding), mul_3 (no rounding: the search stops); then gradients
+    assert first_divergence(one_by_one) == first_divergence(whole) == "mul_3"
+    assert list(one_by_one.loc[one_by_one["rounding"], "node"]) == ["sub_1", "mul"]
+    assert whole.set_index("node").loc[["sub_1", "mul"], "rounding"].all()

@@ -11,13 +11,14 @@ only where float32 says "differ") are run again: step a's, in float32 and in flo
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
 import pandas as pd
 import torch.fx
-from fxviz._torch_internals import tree_map_only
 
+from fxviz._torch_internals import tree_map_only
 from fxviz.capture import as_inputs
 from fxviz.checks._numerics_match import gradient_items
 from fxviz.checks.check import run_outputs
@@ -28,6 +29,9 @@ from fxviz.checks.truth import float64_outputs, within_own_error
 #: inputs it costs a few nodes' runs), :data:`MOST` in all (each run goes up to its last
 #: node, three times: a's in float32 and float64, b's): past them, float32's verdict stands.
 FIRST, MOST = 16, 1024
+#: Elements a run keeps at most (by the nodes' recorded shapes; at least one node a run):
+#: a's in float32 and float64 and b's, 0.5 GB.
+ELEMENTS = 1 << 25
 
 
 class _Probe(torch.nn.Module):
@@ -89,16 +93,34 @@ def judge_rounding(step_a: Any, step_b: Any, rows: pd.DataFrame) -> None:
              if cp in nodes_a and name in nodes_b]
     start, size = 0, FIRST
     while start < min(len(pairs), MOST):
-        batch = pairs[start:min(start + size, MOST)]
+        batch = _batch(pairs[start:min(start + size, MOST)])
         rounding = _judged(step_a, step_b, [(a, b) for _, a, b in batch])
         if rounding is None:
             break
         _mark(rows, [row for row, _, _ in batch], rounding)
         if not all(rounding):
             break
-        start, size = start + size, size * 4
+        start, size = start + len(batch), size * 4
     if gradients is not None and gradients["diverged"].any():
         _judge_gradients(step_a, step_b, gradients)
+
+
+def _batch(pairs: list[tuple]) -> list[tuple]:
+    """The first of ``pairs`` whose values come to :data:`ELEMENTS` at most (one at least)."""
+    total = 0
+    for k, (_, node, _) in enumerate(pairs):
+        total += _elements(node)
+        if total > ELEMENTS and k:
+            return pairs[:k]
+    return pairs
+
+
+def _elements(node: torch.fx.Node) -> int:
+    """How many elements ``node`` gives, by its recorded shapes (1 where none is known)."""
+    meta = node.meta.get("val", node.meta.get("tensor_meta"))
+    leaves = [meta] if hasattr(meta, "shape") else meta if isinstance(meta, (list, tuple)) else []
+    sizes = [math.prod(leaf.shape) for leaf in leaves if hasattr(leaf, "shape")]
+    return max(1, sum(size for size in sizes if isinstance(size, int)))
 
 
 def _judge_gradients(step_a: Any, step_b: Any, gradients: pd.DataFrame) -> None:
