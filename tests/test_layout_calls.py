@@ -97,14 +97,16 @@ def test_a_long_loop_is_drawn_as_its_iterations_each_holding_its_calls():
     assert sum(tree.boxes[p].label.startswith("iteration ") for p in first_view) == 20
 
 
-@pytest.mark.parametrize("tracer", ["symbolic", "dynamo", "export"])
+@pytest.mark.parametrize("tracer", ["symbolic", "dynamo", "export", "export (strict)", "make_fx"])
 def test_every_tracer_puts_a_methods_ops_in_its_module_named_with_its_class(tracer):
-    """Symbolic tracing reads the live stack, dynamo and export the stack trace; traced from
-    the model, the class of a module only called through methods is known (export's module
-    stacks name only modules whose forward ran)."""
-    graph = fxviz.to_networkx(fxviz.trace(Loop(2).eval(), torch.randn(4, 8), tracer=tracer))
+    """Symbolic tracing reads the live stack, the others the stack trace; traced from the model,
+    the class of a module only called through methods is known (export's module stacks name
+    only modules whose forward ran), and strict export names modules by their paths."""
+    model = Loop(2).eval()
+    graph = fxviz.to_networkx(fxviz.trace(model, torch.randn(4, 8), tracer=tracer))
     assert _collapse_all(graph) == ["encoder · Sequential", "corr #1 · Corr", "corr #2 · Corr", "update #1 · Update",
                                     "corr #3 · Corr", "update #2 · Update"]
+    assert type(model) is Loop and "forward" not in vars(model)  # the model itself is untouched
 
 
 class Helper:

@@ -19,8 +19,22 @@ def with_plain_outputs(model: nn.Module) -> nn.Module:
     types they do not know; the Session checks the graph against this copy."""
     wrapper = module_copy(model)
     forward = model.forward
+    if "forward" not in vars(model) and getattr(forward, "__self__", None) is model:
+        # The class's forward, as a method of a subclass of the same name: strict torch.export
+        # names each module by where it finds it from the traced frame, and through a closure
+        # of the bound forward that is ``forward.__closure__[0].cell_contents.__self__.layer``.
+        body = forward.__func__
 
-    @functools.wraps(forward)  # torch.export names the graph's inputs after forward's parameters
+        @functools.wraps(body)  # torch.export names the graph's inputs after forward's parameters
+        def plain_method(self: nn.Module, *args: Any, **kwargs: Any) -> Any:
+            return tree_map(_plain, body(self, *args, **kwargs))
+
+        cls = type(model)
+        wrapper.__class__ = type(cls.__name__, (cls,), {"forward": plain_method, "__module__": cls.__module__,
+                                                        "__qualname__": cls.__qualname__})
+        return wrapper
+
+    @functools.wraps(forward)
     def plain_forward(*args: Any, **kwargs: Any) -> Any:
         return tree_map(_plain, forward(*args, **kwargs))
 

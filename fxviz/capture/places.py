@@ -113,7 +113,9 @@ def _innermost_line(stack_trace: str) -> str | None:
     return f"{found[-1].group(1)}:{found[-1].group(2)}" if found else None
 
 
-_FORWARD_RE = re.compile(r'File "[^"]+", line \d+, in forward\n[ \t]*(.*)')
+_FORWARD_RE = re.compile(r'File "([^"]+)", line \d+, in forward\n[ \t]*(.*)')
+# torch's tracing machinery, whose frames are no module's (strict export's root wrapper has a forward)
+_TRACING_DIRS = tuple(os.path.join(_TORCH_DIR, d, "") for d in ("_dynamo", "export", "_export", "fx"))
 _METHOD_CALL_RE = re.compile(r"\bself\.((?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*)\.([A-Za-z_]\w*)\(")
 
 
@@ -139,7 +141,7 @@ def _called_on(stack_trace: str, modules: int) -> str | None:
     """The attribute chain of ``self`` whose method the innermost of ``modules`` forward frames
     calls, when that line calls one (and only one) such method, not a tensor's (``self.weight.float()``);
     read once per distinct text."""
-    lines = _FORWARD_RE.findall(stack_trace)
+    lines = [line for file, line in _FORWARD_RE.findall(stack_trace) if not file.startswith(_TRACING_DIRS)]
     if len(lines) != modules:
         return None
     owners = {chain for chain, method in _METHOD_CALL_RE.findall(lines[-1]) if not hasattr(torch.Tensor, method)}
