@@ -68,3 +68,42 @@ def test_a_feature_pyramid_networks_joint_graph_matches_eager():
     features = OrderedDict(p0=torch.randn(1, 8, 8, 8), p1=torch.randn(1, 16, 4, 4))
     session = fxviz.Session(FPNLoss(), (features,), tracer="export (joint)")
     assert session.current.check.status == "match", session.current.check.message
+
+
+class Tied(nn.Module):
+    """An embedding tied to the output projection: one parameter under two names."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb, self.mid, self.out = nn.Embedding(10, 4), nn.Linear(4, 4), nn.Linear(4, 10, bias=False)
+        self.out.weight = self.emb.weight
+
+    def forward(self, ids):
+        return self.out(torch.tanh(self.mid(self.emb(ids)))).logsumexp(-1).mean()
+
+
+def test_tied_weights_get_one_gradient_under_the_first_name():
+    """torch.export lists ``out.weight`` as a parameter of its own and reads the tensor through it
+    alone: its joint graph refused ``emb.weight``, which got no gradient."""
+    model, ids = Tied(), torch.tensor([[1, 2, 3], [4, 5, 6]])
+    session = fxviz.Session(model, (ids,), tracer="export (joint)")
+    assert session.current.check.status == "match", session.current.check.message
+    gm = session.current.gm
+    _, grads = gm(ids)
+    assert list(grads) == [name for name, _ in model.named_parameters()] == ["emb.weight", "mid.weight", "mid.bias"]
+    want = torch.autograd.grad(model(ids), [model.emb.weight])[0]  # both uses' gradients, summed
+    torch.testing.assert_close(grads["emb.weight"], want)
+    assert {n.target for n in gm.graph.find_nodes(op="get_attr")} == {"emb.weight", "mid.weight", "mid.bias"}
+    assert model.out.weight is model.emb.weight  # the user's model untouched
+
+
+def test_a_parameter_torch_leaves_without_a_gradient_is_not_blamed_on_the_loss(monkeypatch):
+    """Where eager autograd gives every parameter a gradient and torch's joint does not (the
+    tied weights above, were they not read under one name), the advice is another tracer."""
+    from fxviz._torch_internals import joint
+
+    monkeypatch.setattr(joint, "_one_name_per_tensor", lambda program: program)
+    with pytest.raises(fxviz.TraceError, match="(?s)did not receive a gradient.*reaches every parameter in eager.*"
+                                               "tracer='auto' or 'make_fx'") as info:
+        fxviz.Session(Tied(), (torch.tensor([[1, 2, 3]]),), tracer="export (joint)")
+    assert "contributes to" not in str(info.value)

@@ -8,7 +8,8 @@ torch>=2.5, and a name that a given version lacks fails when fxviz is imported,
 naming this module.
 
 Dynamo's and AOT autograd's private API (graph capture for ``torch.compile``) is in
-the ``dynamo`` module beside this one, imported on use: it costs seconds. torch's FLOP
+the ``dynamo`` module beside this one, imported on use: it costs seconds; torch.export's
+joint forward+backward program, in ``joint``. torch's FLOP
 counter, made to count attention and never to stop a run, is in ``flops``, imported when
 :class:`FlopCounter` is first read (:func:`__getattr__`): torch's imports triton where it
 is installed, 0.1 s of a cold ``import fxviz`` that only a run which counts needs.
@@ -22,7 +23,6 @@ read by fxviz/annotation/_values.py's ``module_signature``).
 from __future__ import annotations
 
 import sys
-import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -36,7 +36,7 @@ from torch.fx.passes.shape_prop import _extract_tensor_metadata
 from torch.utils._pytree import register_pytree_node, tree_leaves, tree_map, tree_map_only  # torch's own pytree (no public one)
 from torch.utils._python_dispatch import TorchDispatchMode  # the only way to see every ATen call
 
-from fxviz.errors import NoSuchAttribute, TraceError
+from fxviz.errors import NoSuchAttribute
 
 try:  # what non-strict torch.export sets while it traces; missing from some torch fxviz supports
     from torch._export.utils import _compiling_state_context
@@ -50,7 +50,7 @@ FLASH_CPU = "_scaled_dot_product_flash_attention_for_cpu"
 __all__ = [
     "HigherOrderOperator", "OpOverload", "OpOverloadPacket", "TorchDispatchMode", "register_pytree_node", "tree_leaves", "tree_map",
     "tree_map_only",
-    "FLASH_CPU", "FlopCounter", "assign_attr", "core_aten_decompositions", "current_autograd_node", "export_forward_backward",
+    "FLASH_CPU", "FlopCounter", "assign_attr", "core_aten_decompositions", "current_autograd_node",
     "as_called", "extract_tensor_metadata", "get_attr", "has_values", "is_fake", "op_schema", "qualified_name", "code_by_node",
     "code_made", "code_on_first_use", "takes_as_exported", "TRACES_AS_COMPILING",
 ]
@@ -107,57 +107,6 @@ def core_aten_decompositions() -> dict:
     decompositions = table()
     decompositions.pop(getattr(torch.ops.aten, FLASH_CPU).default, None)
     return decompositions
-
-
-def export_forward_backward(program: Any, *, joint_loss_index: int) -> tuple[Any, torch.fx.GraphModule]:
-    """torch.export's joint forward+backward program of a model whose output
-    ``joint_loss_index`` is a loss: ``torch.export.experimental._export_forward_backward``
-    (no public equivalent), with :func:`core_aten_decompositions` for its fixed table; and
-    the joint graph as AOT autograd first traced it. torch traces that graph again to flatten
-    its inputs and outputs, calling its code rather than its nodes, so the program's ops lose
-    what the first trace recorded: each forward op's ``nn_module_stack`` and ``stack_trace``
-    (from the exported program's node it came from) and ``seq_nr`` (a backward op: that of
-    the forward op it differentiates). The same ops in the same order, so a diff of the two
-    op sequences carries them over: no further trace of the model needed. That second trace
-    records no module stacks (it has none to record, only ``self``) and so no stack traces:
-    each node's was torch's generated code (``<eval_with_key>``), a quarter of the joint's time."""
-    from torch._functorch import aot_autograd
-    from torch.export import experimental
-    from torch.export.exported_program import _decompose_exported_program
-
-    traced: list[torch.fx.GraphModule] = []
-    export_function, make_fx, caller = aot_autograd._aot_export_function, aot_autograd.make_fx, threading.get_ident()
-
-    def keep(*args: Any, **kwargs: Any) -> Any:
-        result = export_function(*args, **kwargs)
-        if threading.get_ident() == caller:
-            traced.append(result[0])
-        return result
-
-    def flatten(*args: Any, **kwargs: Any) -> Any:  # its only use: the second trace
-        if threading.get_ident() == caller:
-            kwargs["record_module_stack"] = False
-        return make_fx(*args, **kwargs)
-
-    with _AOT_EXPORT_KEPT:
-        aot_autograd._aot_export_function, aot_autograd.make_fx = keep, flatten
-        try:
-            program = _decompose_exported_program(program, cia_to_decomp={}, python_decomp_table=core_aten_decompositions(),
-                                                  joint_loss_index=joint_loss_index, decompose_custom_triton_ops=False)
-        finally:
-            aot_autograd._aot_export_function, aot_autograd.make_fx = export_function, make_fx
-    if not traced:
-        raise TraceError(f"torch {torch.__version__} made the joint graph without AOT autograd's "
-                         "_aot_export_function: fxviz/_torch_internals/__init__.py needs updating for it.\n"
-                         "  What to do: meanwhile open a training step function (the loss, then "
-                         "torch.autograd.grad) with tracer='make_fx'.")
-    gm, signature = experimental._copy_graph_module_and_signature(program)
-    experimental._remove_detach_pass(gm, signature)
-    return program._update(gm, signature), traced[-1]  # the outermost: a nested call returns first
-
-
-#: One joint export at a time keeps the first trace: the hooks are module globals of torch's.
-_AOT_EXPORT_KEPT = threading.Lock()
 
 
 def code_by_node(gm: torch.fx.GraphModule, *, regenerate: bool = False) -> tuple[str, list[int | None], dict[str, Any]]:

@@ -24,7 +24,8 @@ from torch import nn
 from torch.export.graph_signature import InputKind, OutputKind
 
 from fxviz._runtime import untouched
-from fxviz._torch_internals import assign_attr, export_forward_backward, takes_as_exported
+from fxviz._torch_internals import assign_attr, takes_as_exported
+from fxviz._torch_internals.joint import export_forward_backward
 from fxviz.capture._common import Capture, finish, first_line, front_end, path_from_stack
 from fxviz.capture.places import where
 from fxviz.capture.backward import attribute_backward
@@ -97,6 +98,10 @@ def _advice(exc: Exception, loss_index: int) -> str:
                 "mask), which one joint graph cannot hold: open a training step function (the loss, then "
                 "torch.autograd.grad) with tracer='auto', which cuts it into dynamo's graphs at this line; or "
                 "write the branch as torch.cond in the model.")
+    if _NO_GRADIENT in str(exc):  # eager autograd gives every parameter one: torch's joint is at fault
+        return ("the loss reaches every parameter in eager autograd, but torch.export's joint graph found one "
+                "without a gradient: open a training step function (the loss, then torch.autograd.grad) with "
+                "tracer='auto' or 'make_fx', which take it.")
     return (f"make output {loss_index} of the model a scalar loss that every parameter contributes to (export's "
             "joint graph refuses unused parameters), or trace a training step function with tracer='make_fx'.")
 
