@@ -1071,13 +1071,13 @@ _HF |= {"diffllama (saved program, .pt2)": _pt2(DIFFLLAMA),
         "bit (tracer=make_fx)": _traced_by(BIT, "make_fx"),
         "poolformer (export joint)": _joint(POOLFORMER, _hidden),
         "hunyuan-moe (train step)": _step(_HF["hunyuan-moe"], _hidden),
-        # tied embeddings (shared, encoder's and decoder's): the program lists each name, the joint graph refuses two
+        # tied embeddings (shared, encoder's and decoder's): the program lists each name, the joint graph refused two
         "plbart (export joint, tied embeddings)": _joint(_HF["plbart"], _hidden),
         "dinov3-vit (exported, decomposed)": lambda: _decomposed(_HF["dinov3-vit (rope)"]),
         "ernie4.5-moe (meta device)": _on_meta(_HF["ernie4.5-moe"])}
 _TV |= {"squeezenet1_0 (saved program, .pt2)": _pt2(_TV["squeezenet1_0"]),
         "feature pyramid (tracer=dynamo)": _traced_by(_fpn, "dynamo"),
-        # a dict input: the joint graph takes it flat, and its check (drawn from shapes, run first there) fails
+        # a dict input: the joint graph took it flat, and its check (drawn from shapes, run first there) failed
         "feature pyramid (export joint)": _joint(_fpn, lambda out: sum(v.float().pow(2).mean() for v in out.values())),
         "resnet34 (train step)": _step(_TV["resnet34"], lambda out: out)}
 #: Run without --wide: a few per family.
