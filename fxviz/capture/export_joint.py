@@ -49,7 +49,7 @@ def capture(model: nn.Module, inputs: tuple, loss_index: int = 0,
     except TraceError:  # fxviz's own (a torch it does not know): no advice about the model
         raise
     except Exception as exc:
-        unused = _unused(model, inputs, kwargs, loss_index) if _NO_GRADIENT in str(exc) else []
+        unused = _unused(model, inputs, kwargs, loss_index) if _NO_GRADIENT in str(exc) else None
         if unused:  # raised in export's generated code: no line of the model to point at
             raise TraceError(f"torch.export's joint graph failed: output {loss_index} (the loss) does not depend on "
                              f"{_some(unused)}, and the joint graph needs a gradient for every parameter\n"
@@ -57,7 +57,7 @@ def capture(model: nn.Module, inputs: tuple, loss_index: int = 0,
                              f"make the loss use {them}), or open a training step function (the loss, then "
                              "torch.autograd.grad(..., allow_unused=True)) with tracer='auto'.") from exc
         raise TraceError(f"torch.export's joint graph failed{where(exc)}\n  {first_line(exc)}\n"
-                         f"  What to do: {_advice(exc, loss_index)}") from exc
+                         f"  What to do: {_advice(exc, loss_index, every_gradient=unused == [])}") from exc
     gm = _runnable(joint)
     backward = _backward_nodes(gm.graph.output_node().meta.pop("fxviz_loss"), gm.graph)
     known = _from_first_trace(traced.graph, gm.graph, backward)
@@ -74,14 +74,14 @@ def capture(model: nn.Module, inputs: tuple, loss_index: int = 0,
 _NO_GRADIENT = "did not receive a gradient"
 
 
-def _unused(model: nn.Module, inputs: tuple, kwargs: dict[str, Any] | None, loss_index: int) -> list[str]:
+def _unused(model: nn.Module, inputs: tuple, kwargs: dict[str, Any] | None, loss_index: int) -> list[str] | None:
     """The parameters with no gradient from output ``loss_index``, by one eager step
-    (the model left as it was); empty when the step itself fails."""
+    (the model left as it was); None when the step itself fails."""
     try:
         with untouched(model):
             _, grads = reference(model, loss_index)(*inputs, **(kwargs or {}))
     except Exception:  # the generic message stands: torch's own words and the advice
-        return []
+        return None
     return [name for name, p in model.named_parameters() if p.requires_grad and name not in grads]
 
 
@@ -90,15 +90,16 @@ def _some(names: list[str], shown: int = 5) -> str:
     return f"{len(names)} parameter{'s' * (len(names) > 1)}: " + ", ".join(names[:shown]) + more
 
 
-def _advice(exc: Exception, loss_index: int) -> str:
+def _advice(exc: Exception, loss_index: int, every_gradient: bool = False) -> str:
     """A branch on a tensor's value (in training: wav2vec2's random layer drop) is no
-    matter of the loss: make_fx stops at it too, dynamo cuts the step there."""
+    matter of the loss: make_fx stops at it too, dynamo cuts the step there. Nor is a
+    parameter torch's joint gives no gradient where eager (``every_gradient``) gives each one."""
     if "data-dependent" in str(exc):
         return ("the model branches on a tensor's value here (in training, a random layer drop or a sampled "
                 "mask), which one joint graph cannot hold: open a training step function (the loss, then "
                 "torch.autograd.grad) with tracer='auto', which cuts it into dynamo's graphs at this line; or "
                 "write the branch as torch.cond in the model.")
-    if _NO_GRADIENT in str(exc):  # eager autograd gives every parameter one: torch's joint is at fault
+    if every_gradient:  # eager autograd gives every parameter one: torch's joint is at fault
         return ("the loss reaches every parameter in eager autograd, but torch.export's joint graph found one "
                 "without a gradient: open a training step function (the loss, then torch.autograd.grad) with "
                 "tracer='auto' or 'make_fx', which take it.")
