@@ -54,7 +54,7 @@ def export_forward_backward(program: Any, *, joint_loss_index: int) -> tuple[Any
             aot_autograd._aot_export_function, aot_autograd.make_fx = export_function, make_fx
     if not traced:
         raise TraceError(f"torch {torch.__version__} made the joint graph without AOT autograd's "
-                         "_aot_export_function: fxviz/_torch_internals/__init__.py needs updating for it.\n"
+                         "_aot_export_function: fxviz/_torch_internals/joint.py needs updating for it.\n"
                          "  What to do: meanwhile open a training step function (the loss, then "
                          "torch.autograd.grad) with tracer='make_fx'.")
     gm, signature = experimental._copy_graph_module_and_signature(program)
