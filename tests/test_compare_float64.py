@@ -3,6 +3,7 @@ own rounding (judged against a float64 run) is no difference and no divergence; 
 error still is, at its first node."""
 import torch
 
+import fxviz
 from fxviz.checks import _numerics_truth
 from fxviz.checks.numerics import first_divergence
 from fxviz.diff import comparison
@@ -96,3 +97,23 @@ def test_runs_kept_within_their_element_budget_judge_every_node_alike(monkeypatc
     assert first_divergence(one_by_one) == first_divergence(whole) == "mul_3"
     assert list(one_by_one.loc[one_by_one["rounding"], "node"]) == ["sub_1", "mul"]
     assert whole.set_index("node").loc[["sub_1", "mul"], "rounding"].all()
+
+
+def test_a_training_step_after_run_decompositions_compares_its_gradients():
+    """run_decompositions returns the outputs flat (its forward nests them again) and names its
+    nodes anew: the gradients are found as forward returns them, and none diverges."""
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.LayerNorm(16), torch.nn.GELU(), torch.nn.Linear(16, 1))
+    params = list(net.parameters())
+
+    def step(x):
+        loss = net(x).pow(2).mean()
+        return loss, torch.autograd.grad(loss, params)
+
+    s = fxviz.Session(step, (torch.randn(4, 8),), tracer="make_fx")
+    s.apply("run_decompositions")
+    assert len(s.current.gm.graph.find_nodes(op="output")[0].args[0]) == 1 + len(params)  # flat
+    cmp = s.compare(0, 1)
+    assert len(cmp.gradients) == len(params) and cmp.gradients["max_rel"].notna().all()
+    assert cmp.first_gradient_divergence is None and cmp.first_divergence is None
+    assert cmp.output_diff.status == s.current.check.status == "match"

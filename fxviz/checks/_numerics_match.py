@@ -22,20 +22,33 @@ def stands_for(structure: pd.DataFrame, gm_a: torch.fx.GraphModule,
     ``native_layer_norm`` and ``getitem``), from b's provenance (``meta["from_node"]``),
     by the one of them that the rest of b reads. A node the pass added has none."""
     order = {n.name: i for i, n in enumerate(gm_a.graph.nodes)}
-    found = {}
+    found, renamed = {}, set()  # renamed: matched by the structure otherwise than as the same computation
     for node, mark, took in zip(*(structure[c].tolist() for c in ("node", "mark", "counterpart"))):
         absorbed = [name for name in took.split(", ") if name in order] if took else ()
         if mark != "removed" and absorbed:
             found[node] = max(absorbed, key=order.__getitem__)
+            renamed.add(node)
         elif mark == "changed" or mark == "unchanged":
             found[node] = node
+            if mark == "changed":
+                renamed.add(node)
     if gm_b is not None:
-        _by_provenance(found, gm_a, gm_b)
+        _by_provenance(found, gm_a, gm_b, renamed)
     return found
 
 
-def _by_provenance(found: dict[str, str], gm_a: torch.fx.GraphModule, gm_b: torch.fx.GraphModule) -> None:
-    """Add to ``found`` the inputs matched by position and the nodes that give a rewritten node's value."""
+def _by_provenance(found: dict[str, str], gm_a: torch.fx.GraphModule, gm_b: torch.fx.GraphModule,
+                   renamed: set[str]) -> None:
+    """Add to ``found`` the inputs matched by position and the nodes that give a rewritten node's value;
+    a ``renamed`` node (changed, or taking over others) made from one other node of a, by its
+    provenance, stands for that one: a pass that traces the graph again, as ``run_decompositions``
+    does, names its nodes anew (its ``view_3`` is a's ``view_1``), and a match by name pairs other
+    computations."""
+    names_a = {n.name for n in gm_a.graph.nodes}
+    for node in gm_b.graph.nodes:
+        sources = {source.name for source in node.meta.get("from_node", ())} & names_a
+        if node.name in renamed and len(sources) == 1 and node.name not in sources:
+            found[node.name] = next(iter(sources))
     taken = set(found.values())
     inputs = [[n.name for n in gm.graph.find_nodes(op="placeholder")] for gm in (gm_a, gm_b)]
     if len(inputs[0]) == len(inputs[1]):
@@ -61,9 +74,14 @@ def gradient_items(gm: torch.fx.GraphModule) -> list[tuple[tuple[int, ...], Any,
     outputs = gm.graph.find_nodes(op="output")
     if not outputs:
         return []
-    found = []
+    found, returned = [], gm.graph.process_outputs(outputs[0].args[0])  # as forward returns it (export flattens)
     for path in graph_info(gm).gradient_outputs:
-        container = follow(outputs[0].args[0], path)
+        try:
+            container = follow(returned, path)
+        except (IndexError, KeyError, TypeError):  # the output is no longer as recorded
+            continue
+        if not isinstance(container, (tuple, list, dict)):
+            continue
         items = container.items() if isinstance(container, dict) else enumerate(container)
         found.extend((path, key, node) for key, node in items if isinstance(node, torch.fx.Node))
     return found

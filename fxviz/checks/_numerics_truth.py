@@ -76,7 +76,7 @@ def _nodes(value: Any) -> list[torch.fx.Node]:
 
 def _value(node: torch.fx.Node) -> Any:
     """What a node's numerics row compares: an output node's argument, else the node."""
-    return node.args[0] if node.op == "output" else node
+    return node.graph.process_outputs(node.args[0]) if node.op == "output" else node
 
 
 def judge_rounding(step_a: Any, step_b: Any, rows: pd.DataFrame) -> None:

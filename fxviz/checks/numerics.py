@@ -213,8 +213,9 @@ class _Lockstep:
         return frame
 
     def _compare_gradients(self, reference: Any, value: Any) -> None:
-        """Each gradient b returns against a's at the same place of the output."""
+        """Each gradient b returns against a's at the same place of the output (as forward returns it)."""
         first = 2 * len(self.b.nodes)
+        reference, value = self.a.gm.graph.process_outputs(reference), self.b.gm.graph.process_outputs(value)
         for k, (path, key, _) in enumerate(self.gradients):
             try:
                 ref, out = follow(reference, path)[key], follow(value, path)[key]
