@@ -79,3 +79,23 @@ def test_a_loops_iteration_box_opens_with_its_calls_collapsed():
     assert step not in inside.collapsed and calls[0] not in inside.collapsed and calls[1] in inside.collapsed
     views = Views()
     assert {step, *calls} <= set(step_views(graph, views, 40))
+
+
+def _step_data(session: fxviz.Session) -> dict:
+    page = report_html(session)
+    return json.loads(re.search(r'id="fxviz-report-data">(.*?)</script>', page, re.S).group(1))["steps"][0]
+
+
+def test_the_page_finds_a_calls_node_in_that_calls_box_and_a_call_in_its_iteration():
+    session = fxviz.Session(TwoCalls().eval(), (torch.randn(2, 8),), tracer="export")
+    graph, tree = session.current.graph, build_tree(session.current.graph)
+    boxes = _step_data(session)["boxes"]
+    second = {n for n, box in tree.box_of.items() if "block@1" in tree.chain(box)}
+    assert second and {boxes["node"][n] for n in second} <= {"block@1", "block@1.inner"}  # what reveal() opens
+    assert all(tree.box_of[n] != (graph.nodes[n].get("module_path") or "") for n in boxes["node"])  # only those
+    looped = fxviz.Session(Loop(20).eval(), (torch.randn(4, 8),), tracer="export")
+    tree = build_tree(looped.current.graph)
+    parents = _step_data(looped)["boxes"]["parent"]
+    iteration = next(key for key, box in tree.boxes.items() if box.label.startswith("iteration 1 of 20"))
+    calls = [key for kind, key in tree.boxes[iteration].items if kind == "box"]
+    assert calls and all(parents[c] == iteration for c in calls)  # collapsing one focuses its iteration

@@ -98,8 +98,9 @@ async function main(doc) {
   async function reveal(name) {
     const s = step();
     if (records?.step !== s) records = { step: s, nodes: graphModule.nodesOf(s.nodes) };
-    const path = records.nodes[name]?.module_path;
-    const f = typeof path === "string" ? revealFocus(path, s.views) : null;
+    const boxes = s.boxes || { node: {}, parent: {} };  // a call's node lies in its call's box, not its module's
+    const path = Object.hasOwn(boxes.node, name) ? boxes.node[name] : records.nodes[name]?.module_path;
+    const f = typeof path === "string" ? revealFocus(path, s.views, boxes.parent) : null;
     if (f !== null && f !== focus) await showFocus(f);
   }
 
@@ -123,7 +124,7 @@ async function main(doc) {
   async function onSave(changes) {
     if ("selected" in changes) select(changes.selected);
     if ("collapsed" in changes) {
-      const wanted = focusAfter(currentCollapsed, changes.collapsed);
+      const wanted = focusAfter(currentCollapsed, changes.collapsed, step().boxes?.parent);
       if (wanted === null || !(await showFocus(wanted))) {
         model.update({ collapsed: currentCollapsed });
         note.textContent = wanted === null ? "" : `"${wanted}" is not drawn in this report (it draws a few `

@@ -78,16 +78,26 @@ export function parentPath(path) {
 }
 
 /**
+ * The box around box `path`: the step's own word where its path misleads (`parents`, the
+ * report's `boxes.parent`: a call inside a loop's iteration box), else the dotted parent.
+ * @param {string} path @param {Record<string, string | null>} [parents]
+ * @returns {string}
+ */
+export function parentBox(path, parents) {
+  return parents && Object.hasOwn(parents, path) ? parents[path] || "" : parentPath(path);
+}
+
+/**
  * The focus a click in the graph view asks for (see fxviz/report/views.py): expanding
- * a module focuses it, collapsing one focuses its parent; null when nothing changed.
- * @param {string[]} before @param {string[]} after
+ * a module focuses it, collapsing one focuses the box around it; null when nothing changed.
+ * @param {string[]} before @param {string[]} after @param {Record<string, string | null>} [parents]
  * @returns {string | null}
  */
-export function focusAfter(before, after) {
+export function focusAfter(before, after, parents) {
   const opened = before.find((p) => !after.includes(p));
   if (opened !== undefined) return opened;
   const closed = after.find((p) => !before.includes(p));
-  return closed === undefined ? null : parentPath(closed);
+  return closed === undefined ? null : parentBox(closed, parents);
 }
 
 /** What the status line says about a focus. @param {string} focus */
@@ -101,10 +111,10 @@ export function focusText(focus) {
  * The focus that draws a node of module `path` (a search hit or a selected node inside
  * a collapsed module is opened, as the Explorer opens it): its module's own, else the
  * deepest ancestor's the report drew (`views`: it keeps a limited number); null for none.
- * @param {string} path @param {Record<string, unknown>} views
+ * @param {string} path @param {Record<string, unknown>} views @param {Record<string, string | null>} [parents]
  * @returns {string | null}
  */
-export function revealFocus(path, views) {
-  for (let p = path; p; p = parentPath(p)) if (p in views) return p;
+export function revealFocus(path, views, parents) {
+  for (let p = path; p; p = parentBox(p, parents)) if (Object.hasOwn(views, p)) return p;
   return null;
 }

@@ -49,7 +49,7 @@ from fxviz.present.node_table import COLUMNS, values
 from fxviz.present.overview import graph_overview
 from fxviz.present.presentation import NodeTime, check_text, node_times
 from fxviz.report.kernels import kernels_section
-from fxviz.report.views import WORKERS, draw_all, variant_record
+from fxviz.report.views import WORKERS, box_places, draw_all, variant_record
 
 TOP_NODES = 15  # rows of each step's timing table and chart
 NODE_KEYS = ("name", "op", "target", "module_path", "shape")  # the graph view's columns of the node table's
@@ -197,6 +197,7 @@ def _step(step: Any, current: int, views: dict[str, int], variants: list[int], b
         "nodes": _nodes(every, times),
         "details": blobs.add(_details(graph, times)),
         "overview": graph_overview(graph, capture),  # Details while no node is selected
+        "boxes": box_places(graph),  # calls and loops: where a node's box is not its module's
         "rows": blobs.add(presentation.table_rows(graph, table, every)),  # column by column, as the table reads them
         "code": blobs.add(code),
         "lines": _node_lines(code, graph),

@@ -85,6 +85,21 @@ test("a node hidden in a collapsed module opens its module's focus, else the dee
   assert.equal(revealFocus("", views), null);
 });
 
+test("a call's box inside a loop's iteration: revealed and collapsed by the report's own box tree", async () => {
+  const { revealFocus, focusAfter, parentBox } = await import("../../widgets/report_host.js");
+  // the second call of `update` lies in the box of iteration 2, which a dotted path cannot tell
+  const parents = { "update@1": "<iteration 2>", "<iteration 2>": "", constructor: "x" };
+  const views = { "": 0, "<iteration 2>": 1, "update@1": 2 };
+  assert.equal(parentBox("update@1", parents), "<iteration 2>");
+  assert.equal(parentBox("update@1.fc", parents), "update@1");  // not listed: the dotted parent
+  assert.equal(parentBox("constructor", {}), "");  // an own key only, never Object's
+  assert.equal(revealFocus("update@1.fc", views, parents), "update@1");
+  assert.equal(revealFocus("update@1.fc", { "": 0, "<iteration 2>": 1 }, parents), "<iteration 2>");
+  assert.equal(revealFocus("update@1.fc", { "": 0, "<iteration 2>": 1 }), null);  // without the tree: lost
+  assert.equal(focusAfter(["update@1.fc"], ["update@1.fc", "update@1"], parents), "<iteration 2>");
+  assert.equal(revealFocus("toString", { "": 0 }), null);
+});
+
 test("grey italic (undone) steps are explained below the history and in their title", async () => {
   const { historyLegend, UNDONE_TITLE } = await import("../../widgets/report_host.js");
   assert.equal(historyLegend([{ undone: false }]), "");
