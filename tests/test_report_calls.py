@@ -93,6 +93,7 @@ def test_the_page_finds_a_calls_node_in_that_calls_box_and_a_call_in_its_iterati
     second = {n for n, box in tree.box_of.items() if "block@1" in tree.chain(box)}
     assert second and {boxes["node"][n] for n in second} <= {"block@1", "block@1.inner"}  # what reveal() opens
     assert all(tree.box_of[n] != (graph.nodes[n].get("module_path") or "") for n in boxes["node"])  # only those
+    assert boxes["label"]["block@1"].startswith("block #2")  # the status line's words for the focus
     looped = fxviz.Session(Loop(20).eval(), (torch.randn(4, 8),), tracer="export")
     tree = build_tree(looped.current.graph)
     parents = _step_data(looped)["boxes"]["parent"]

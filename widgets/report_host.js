@@ -115,7 +115,7 @@ async function main(doc) {
     focus = f;
     model.update({ svg: variant.svg, elements: variant.elements, legend: variant.legend,
       collapsed: variant.collapsed,
-      status: `${step().n_nodes} nodes · step ${stepIndex} · ${focusText(f)}` });
+      status: `${step().n_nodes} nodes · step ${stepIndex} · ${focusText(f, step().boxes?.label)}` });
     note.textContent = variant.error || "";
     return true;
   }

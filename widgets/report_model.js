@@ -100,11 +100,13 @@ export function focusAfter(before, after, parents) {
   return closed === undefined ? null : parentBox(closed, parents);
 }
 
-/** What the status line says about a focus. @param {string} focus */
-export function focusText(focus) {
+/** What the status line says about a focus; `labels`: the boxes' own words where a path is not one
+ * (a call, an iteration: the report's `boxes.label`). @param {string} focus @param {Record<string, string>} [labels] */
+export function focusText(focus, labels) {
   if (focus === "*") return "drawn as the Explorer first shows it";
   if (focus === "") return "top level: click a module to open it";
-  return `open: ${focus} (other modules collapsed)`;
+  const shown = labels && Object.hasOwn(labels, focus) ? labels[focus] : focus;  // "block #2", not "block@1"
+  return `open: ${shown} (other modules collapsed)`;
 }
 
 /**

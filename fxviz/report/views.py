@@ -109,12 +109,14 @@ def box_places(graph: nx.DiGraph) -> dict[str, dict[str, str | None]]:
     """What the page needs to find a drawing's boxes where a module path would mislead it:
     ``node``, each node whose box is not its module (``block@1``: the second call of ``block``;
     a stretch of plain ops), and ``parent``, each box whose parent is not its dotted path's
-    (a call inside a loop's iteration box). Only those: the page falls back to the path."""
+    (a call inside a loop's iteration box), and ``label``, the words of each box that a path
+    does not name (``block #2 · Block``, ``iteration 3 of 12 · …``). Only those: the page falls back to the path."""
     tree = box_index(graph).tree
     return {"node": {name: box for name, box in tree.box_of.items()
                      if name in graph and box != (graph.nodes[name].get("module_path") or "")},
             "parent": {path: box.parent for path, box in tree.boxes.items()
-                       if path and box.parent != path.rpartition(".")[0]}}
+                       if path and box.parent != path.rpartition(".")[0]},
+            "label": {path: box.label for path, box in tree.boxes.items() if "@" in path or box.synthetic}}
 
 
 def focused(graph: nx.DiGraph, focus: str, paths: set[str]) -> Rendering:

@@ -18,6 +18,8 @@ test("the status says what is open", () => {
   assert.match(focusText(""), /top level/);
   assert.match(focusText("*"), /Explorer/);
   assert.equal(focusText("layer2.0"), "open: layer2.0 (other modules collapsed)");
+  assert.equal(focusText("block@1", { "block@1": "block #2 · Block" }), "open: block #2 · Block (other modules collapsed)");
+  assert.equal(focusText("valueOf", {}), "open: valueOf (other modules collapsed)");
 });
 
 test("unified diff lines get their class", () => {
