@@ -16,39 +16,27 @@ def stands_for(structure: pd.DataFrame, gm_a: torch.fx.GraphModule,
                gm_b: torch.fx.GraphModule | None = None) -> dict[str, str]:
     """Node of b -> the node of a whose value it stands for, from the structural match:
     what it took over (a fused conv: the BatchNorm it absorbed; of several, the last in
-    a's order, whose value it now gives), else the node of the same name. With ``gm_b``
+    a's order, whose value it now gives), else the node of a it is (``node_a``: its own name,
+    but across a pass that traces the graph again, the node torch's trace made it from). With ``gm_b``
     also, for a's nodes left without one: a renamed graph input, by its position among
     the inputs; a node rewritten into several (a decomposition: ``layer_norm`` into
     ``native_layer_norm`` and ``getitem``), from b's provenance (``meta["from_node"]``),
     by the one of them that the rest of b reads. A node the pass added has none."""
     order = {n.name: i for i, n in enumerate(gm_a.graph.nodes)}
-    found, renamed = {}, set()  # renamed: matched by the structure otherwise than as the same computation
-    for node, mark, took in zip(*(structure[c].tolist() for c in ("node", "mark", "counterpart"))):
+    found = {}
+    for node, mark, took, was in zip(*(structure[c].tolist() for c in ("node", "mark", "counterpart", "node_a"))):
         absorbed = [name for name in took.split(", ") if name in order] if took else ()
         if mark != "removed" and absorbed:
             found[node] = max(absorbed, key=order.__getitem__)
-            renamed.add(node)
         elif mark == "changed" or mark == "unchanged":
-            found[node] = node
-            if mark == "changed":
-                renamed.add(node)
+            found[node] = was
     if gm_b is not None:
-        _by_provenance(found, gm_a, gm_b, renamed)
+        _by_provenance(found, gm_a, gm_b)
     return found
 
 
-def _by_provenance(found: dict[str, str], gm_a: torch.fx.GraphModule, gm_b: torch.fx.GraphModule,
-                   renamed: set[str]) -> None:
-    """Add to ``found`` the inputs matched by position and the nodes that give a rewritten node's value;
-    a ``renamed`` node (changed, or taking over others) made from one other node of a, by its
-    provenance, stands for that one: a pass that traces the graph again, as ``run_decompositions``
-    does, names its nodes anew (its ``view_3`` is a's ``view_1``), and a match by name pairs other
-    computations."""
-    names_a = {n.name for n in gm_a.graph.nodes}
-    for node in gm_b.graph.nodes:
-        sources = {source.name for source in node.meta.get("from_node", ())} & names_a
-        if node.name in renamed and len(sources) == 1 and node.name not in sources:
-            found[node.name] = next(iter(sources))
+def _by_provenance(found: dict[str, str], gm_a: torch.fx.GraphModule, gm_b: torch.fx.GraphModule) -> None:
+    """Add to ``found`` the inputs matched by position and the nodes that give a rewritten node's value."""
     taken = set(found.values())
     inputs = [[n.name for n in gm.graph.find_nodes(op="placeholder")] for gm in (gm_a, gm_b)]
     if len(inputs[0]) == len(inputs[1]):

@@ -60,16 +60,16 @@ def legend(marks: dict[str, str]) -> list[dict[str, str]]:
 
 def counterparts(structure: pd.DataFrame) -> dict[str, dict[str, str]]:
     """For each side, node name -> the node of the other side that stands for it: itself
-    where both steps have it, else what absorbed it (a removed BatchNorm -> its conv) or
-    the first node it took over (an added node); "" for none."""
+    where both steps have it (the node of a it is: ``node_a``), else what absorbed it (a
+    removed BatchNorm -> its conv) or the first node it took over (an added node); "" for none."""
     to = {"a": {}, "b": {}}
-    for node, mark, other in zip(structure["node"], structure["mark"], structure["counterpart"]):
+    for node, mark, other, was in zip(*(structure[c] for c in ("node", "mark", "counterpart", "node_a"))):
         if mark == "removed":
             to["a"][node] = other
         elif mark == "added":
             to["b"][node] = other.split(", ")[0]
         else:
-            to["a"][node] = to["b"][node] = node
+            to["a"][was], to["b"][node] = node, was
     return to
 
 

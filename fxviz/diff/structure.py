@@ -4,7 +4,10 @@ Nodes are matched by name, then through what the passes recorded
 (``node.meta["from_node"]``, :mod:`fxviz.passes.provenance`): a node that took over a
 removed node's uses absorbed it (a fused conv absorbed its BatchNorm). Where nothing was
 recorded (a graph rewritten by other tools), a removed node whose users now read
-another node in its place is taken as replaced by that node. Either way a user whose
+another node in its place is taken as replaced by that node. A pass that traces the graph
+again (``run_decompositions``) names its nodes anew, so a name means nothing across it:
+there each node stands for the node of a that torch's trace records it was made from
+(:func:`_paired`). Either way a user whose
 only difference is reading the replacement is unchanged: the data it computes on is the
 same, which a plain comparison of argument names would call a change.
 """
@@ -29,30 +32,35 @@ DETAIL_WORDS = {"op": "op", "target": "target", "inputs": "inputs or arguments",
 def structure(gm_a: torch.fx.GraphModule, gm_b: torch.fx.GraphModule) -> pd.DataFrame:
     """One row per node of either graph: ``node``, ``mark`` (:data:`MARKS`: ``added``
     only in b, ``removed`` only in a), ``counterpart`` (the nodes it took over, or the one
-    that took it over; "" for none) and ``why`` (words). Rows: b's order, then removed nodes in
-    a's order."""
+    that took it over; "" for none), ``why`` (words) and ``node_a`` (the node of a it is, its
+    own name but across a pass that traces the graph again; "" for an added node). Rows: b's
+    order, then removed nodes in a's order."""
     nodes_a = {n.name: n for n in gm_a.graph.nodes}
     nodes_b = {n.name: n for n in gm_b.graph.nodes}
-    recorded = _recorded(nodes_a, nodes_b)
-    inferred = _inferred(nodes_a, nodes_b)
+    paired = _paired(nodes_a, nodes_b)
+    recorded = _recorded(nodes_a, nodes_b, paired)
+    inferred = _inferred(nodes_a, nodes_b, paired)
     into = {**inferred, **{old: new for old, (new, _) in recorded.items()}}
     took: dict[str, list[str]] = {}
     for old, new in into.items():
         took.setdefault(new, []).append(old)
+    as_b = {**into, **{name_a: name for name, name_a in paired.items()}}
     rows = []
     for name, b in nodes_b.items():
-        a = nodes_a.get(name)
+        a = nodes_a[paired[name]] if name in paired else None
         absorbed = took.get(name, [])
         why = [f"took over {old}" + _by(recorded, old) for old in absorbed]
         if a is None:
             mark = "added"
             why.insert(0, _created(b))
         else:
-            found = changes(a, gm_a, b, gm_b, into)
+            found = changes(a, gm_a, b, gm_b, as_b)
             mark = "changed" if found else "unchanged"
             why[:0] = [_detail(f, a, gm_a, b, gm_b) for f in found]
-        rows.append((name, mark, ", ".join(absorbed), "; ".join(w for w in why if w)))
-    for name in nodes_a.keys() - nodes_b.keys():
+            if a.name != name:
+                why.insert(0, f"{a.name} traced again")
+        rows.append((name, mark, ", ".join(absorbed), "; ".join(w for w in why if w), paired.get(name, "")))
+    for name in nodes_a.keys() - set(paired.values()):
         new = into.get(name)
         if new is None:
             why = "not in the second graph"
@@ -60,10 +68,48 @@ def structure(gm_a: torch.fx.GraphModule, gm_b: torch.fx.GraphModule) -> pd.Data
             why = f"absorbed into {new}" + _by(recorded, name)
         else:
             why = f"its users now read {new}"
-        rows.append((name, "removed", new or "", why))
+        rows.append((name, "removed", new or "", why, name))
     order = {name: i for i, name in enumerate(nodes_a)}
     removed = sorted(rows[len(nodes_b):], key=lambda row: order[row[0]])
-    return pd.DataFrame(rows[:len(nodes_b)] + removed, columns=["node", "mark", "counterpart", "why"])
+    return pd.DataFrame(rows[:len(nodes_b)] + removed, columns=["node", "mark", "counterpart", "why", "node_a"])
+
+
+def _paired(nodes_a: dict, nodes_b: dict) -> dict[str, str]:
+    """Node of b -> the node of a it is: the one of the same name, but across a pass that
+    traces the graph again names mean nothing (b's ``view_6`` is a's ``view_4``). Such a trace
+    records for each node the node of a it was made from (``from_node``, action CREATE alone;
+    a pass's replacements are :func:`_recorded`'s): a node made from another node of a, of
+    its op, is that node, unless b keeps that node under its own name (a node inserted next
+    to it, a ``getitem`` of it); of several made from one (``t`` into ``permute``), the one
+    of its op and target, else the last. Then a node whose name another took is added, and
+    the inputs, named anew too (``x``: ``args_0``), pair by position."""
+    made = {name: _made_from(b, nodes_a) for name, b in nodes_b.items()}
+    kept = {name for name in nodes_b if name in nodes_a and (not made[name] or name in made[name])}
+    candidates: dict[str, list[str]] = {}
+    for name, b in nodes_b.items():
+        if len(made[name]) == 1 and name not in made[name] and b.op == "call_function":
+            (source,) = made[name]
+            if source not in kept and nodes_a[source].op == b.op:
+                candidates.setdefault(source, []).append(name)
+    paired = {}
+    for source, names in candidates.items():
+        same = [n for n in names if nodes_b[n].target == nodes_a[source].target]
+        paired[(same or names)[-1]] = source
+    inputs = [[name for name, n in nodes.items() if n.op == "placeholder"] for nodes in (nodes_a, nodes_b)]
+    if paired and len(inputs[0]) == len(inputs[1]):
+        paired.update(zip(inputs[1], inputs[0]))
+    taken = set(paired.values())
+    paired.update({name: name for name in nodes_b if name in nodes_a and name not in paired and name not in taken})
+    return {name: paired[name] for name in nodes_b if name in paired}
+
+
+def _made_from(node: torch.fx.Node, nodes_a: dict) -> set[str]:
+    """The nodes of a that a trace records ``node`` was made from (action CREATE alone, named),
+    less what a's node of the same name records already (provenance from earlier steps)."""
+    earlier = nodes_a.get(node.name)
+    old = {(s.name, s.pass_name) for s in earlier.meta.get("from_node", ())} if earlier is not None else set()
+    return {s.name for s in node.meta.get("from_node", ()) if s.name in nodes_a and (s.name, s.pass_name) not in old
+            and (s.action if isinstance(s.action, list) else [s.action]) == [NodeSourceAction.CREATE]}
 
 
 def changes(a: torch.fx.Node, gm_a, b: torch.fx.Node, gm_b, into: dict[str, str] | None = None) -> list[str]:
@@ -97,30 +143,31 @@ class _Name(str):
         return str(self)
 
 
-def _recorded(nodes_a: dict, nodes_b: dict) -> dict[str, tuple[str, str]]:
+def _recorded(nodes_a: dict, nodes_b: dict, paired: dict[str, str]) -> dict[str, tuple[str, str]]:
     """Removed node -> (the b node that took over its uses, the pass), from provenance."""
-    found = {}
+    found, kept = {}, set(paired.values())
     for name, node in nodes_b.items():
         for source in node.meta.get("from_node", ()):
             action = source.action if isinstance(source.action, list) else [source.action]
             old = source.name
-            if NodeSourceAction.REPLACE in action and old in nodes_a and old not in nodes_b:
+            if NodeSourceAction.REPLACE in action and old in nodes_a and old not in kept:
                 found[old] = (name, source.pass_name)
     return found
 
 
-def _inferred(nodes_a: dict, nodes_b: dict) -> dict[str, str]:
-    """Removed node -> the node its users (kept, same name) read in its place, where all agree."""
+def _inferred(nodes_a: dict, nodes_b: dict, paired: dict[str, str]) -> dict[str, str]:
+    """Removed node -> the node its users (kept, paired) read in its place, where all agree."""
     seen: dict[str, set[str]] = {}
-    for name, a in nodes_a.items():
-        b = nodes_b.get(name)
-        if b is None or b.op != a.op or b.target != a.target:
+    kept = set(paired.values())
+    for name, b in nodes_b.items():
+        a = nodes_a.get(paired.get(name, ""))
+        if a is None or b.op != a.op or b.target != a.target:
             continue
         ins_a, ins_b = a.all_input_nodes, b.all_input_nodes
         if len(ins_a) != len(ins_b):
             continue
         for x, y in zip(ins_a, ins_b):
-            if x.name not in nodes_b and y.name != x.name:
+            if x.name not in kept and y.name != x.name:
                 seen.setdefault(x.name, set()).add(y.name)
     return {old: news.pop() for old, news in seen.items() if len(news) == 1}
 
