@@ -8,7 +8,7 @@ measured against the scale of the output, not element by element (a rewrite such
 conv-BN fusion changes rounding in proportion to the size of the activations, and
 elementwise relative error explodes on outputs near zero), and with no absolute
 floor, so an output that peaks at 1e-4 is judged as strictly as one that peaks at 1.
-A leaf that is zero everywhere in both has no scale: it is reported as not compared.
+A leaf that is zero everywhere in both, or empty, has no scale: it is reported as not compared.
 NaN and inf must sit at the same places. Integer and bool leaves must be equal.
 """
 from __future__ import annotations
@@ -25,7 +25,7 @@ import torch.fx
 from fxviz._runtime import untouched
 from fxviz.capture.info import graph_info
 from fxviz._torch_internals import register_pytree_node, tree_leaves, tree_map_only
-from fxviz.checks.inputs import EXAMPLE_ONLY, EXAMPLE_ONLY_WHY, random_like  # random_like: part of this interface
+from fxviz.checks.inputs import EXAMPLE_ONLY, EXAMPLE_ONLY_WHY, nothing_compared, random_like  # random_like: this interface's
 
 # rtol per dtype, relative to the output's largest magnitude. float32: fusing conv+BN
 # in a ResNet50 moves outputs by about 1e-6 of their scale; 1e-4 leaves two decades
@@ -210,7 +210,7 @@ def compare_outputs(
     worst_abs = worst_rel = worst_ratio = 0.0
     allowed_abs, rtol = 0.0, 0.0
     problems: list[str] = []
-    compared = unscaled = 0
+    compared = unscaled = empty = 0
     sizes_beyond_example = True  # every problem is a size or structure on an input after the first
     for i, (exp, act) in enumerate(zip(expected, actual, strict=True)):
         for path, e, a, problem, floor in _pairs(exp, act, f"input {i}: output"):
@@ -222,7 +222,7 @@ def compare_outputs(
             abs_err, scale, leaf_rtol = _leaf_error(e, a)
             scale = max(scale, floor)
             if scale == 0 and abs_err == 0 and (e.is_floating_point() or e.is_complex()):
-                unscaled += 1  # all zero (or empty) in both: no scale to judge an error by
+                unscaled, empty = unscaled + 1, empty + (e.numel() == 0)  # all zero or empty in both: no scale
                 continue
             compared += 1
             allowed = leaf_rtol * scale
@@ -239,10 +239,7 @@ def compare_outputs(
         message = f"{EXAMPLE_ONLY}: on random inputs of the example's shapes, " + "; ".join(problems[:3]) + f". {EXAMPLE_ONLY_WHY}"
     elif not (problems or compared):
         status = "nothing compared"
-        message = (f"every output is zero (or empty) in both on all {len(expected)} inputs tried, so nothing could be "
-                   "compared; a last layer initialised to zero (timm's and torchvision's ViT heads, before training) "
-                   "gives this on any input: load trained weights or re-initialise it, or pass inputs that give "
-                   "nonzero outputs")
+        message = nothing_compared(len(expected), empty=empty == unscaled)
     elif expected_to_differ:
         status = "expected to differ"
         message = "a semantics-changing pass was applied; " + (
@@ -250,7 +247,7 @@ def compare_outputs(
     elif problems:
         status, message = "mismatch", "outputs differ beyond tolerance: " + "; ".join(problems[:3])
     else:
-        skipped = f"; {unscaled} all-zero output(s) not compared" if unscaled else ""
+        skipped = f"; {unscaled} all-zero or empty output(s) not compared" if unscaled else ""
         status, message = "match", f"outputs match (inputs tried: {len(expected)}, max abs {worst_abs:.3g}, max rel {worst_rel:.3g}){skipped}"
     return CheckResult(status, worst_abs, worst_rel, allowed_abs, rtol, len(expected), message)
 

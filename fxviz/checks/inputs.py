@@ -25,6 +25,18 @@ EXAMPLE_ONLY_WHY = ("make_fx and export fix the sizes of data-dependent ops (non
                     "with tracer='symbolic' or tracer='dynamo' for a graph that follows the data")
 
 
+def nothing_compared(n_inputs: int, empty: bool) -> str:
+    """Why a check compared nothing, and what to try: outputs with no elements (a detector's
+    level that gets no boxes) or all zero (a head initialised to zero)."""
+    if empty:
+        return (f"the outputs are empty on all {n_inputs} inputs tried: nothing to compare (no elements); try "
+                "inputs that give nonempty outputs (for a detector, images with objects or boxes on every level)")
+    return (f"every output is zero (or empty) in both on all {n_inputs} inputs tried, so nothing could be "
+            "compared; a last layer initialised to zero (timm's and torchvision's ViT heads, before training) "
+            "gives this on any input: load trained weights or re-initialise it, or pass inputs that give "
+            "nonzero outputs")
+
+
 def random_like(inputs: tuple, seed: int, kept: Collection[int] = ()) -> tuple:
     """``inputs`` with every tensor in them (at any depth of tuples, lists, dicts,
     named tuples and dataclasses) replaced by one of the same shape, dtype and strides
