@@ -67,3 +67,13 @@ def test_a_real_error_after_the_trace_is_found_where_it_enters():
     before = [name for name in order[:order.index(scaled.name)] if name in numerics.index]
     assert not numerics.loc[before, "diverged"].any()
     assert scaled in next(n for n in gm.graph.nodes if n.name == first).all_input_nodes  # reads the slip
+
+
+def test_each_side_marks_its_own_nodes_across_the_trace():
+    cmp = session().compare(0, 1)
+    a, b = cmp.node_marks("a"), cmp.node_marks("b")
+    assert a["view_4"] == b["view_6"] == "unchanged"  # one node, named anew
+    assert a["transpose"] == b["permute"] == "changed"  # transpose traced as permute
+    assert a["_unsafe_view"] == b["view"] == "changed"
+    assert a["permute"] == b["permute_6"] == "unchanged"  # b's permute is another node
+    assert set(a) <= {n.name for n in cmp.step_a.gm.graph.nodes} and set(b) <= {n.name for n in cmp.step_b.gm.graph.nodes}

@@ -265,9 +265,11 @@ def node_marks(timing_by_node: pd.DataFrame | None, structure: pd.DataFrame, sid
     """Node name of step ``side`` ("a" or "b") -> its structural mark (``added``,
     ``removed``, ``changed``, ``unchanged``: :func:`fxviz.diff.structure.structure`), a node in
     both steps refined to ``faster`` or ``slower`` where ``timing_by_node`` (None: not
-    timed) judged it beyond the noise; too noisy to tell claims nothing."""
+    timed) judged it beyond the noise; too noisy to tell claims nothing. Step a's nodes by
+    ``node_a``: across a pass that traces the graph again, b's name is another node's in a."""
     speed = timing_by_node.set_index("node")["category"].map({"increased": "slower", "decreased": "faster"}) \
         if timing_by_node is not None else pd.Series(dtype=object)
     skip = "added" if side == "a" else "removed"
-    return {name: mark if mark in ("added", "removed") or not isinstance(speed.get(name), str) else speed[name]
-            for name, mark in zip(structure["node"], structure["mark"]) if mark != skip}
+    shown = structure["node_a"] if side == "a" else structure["node"]
+    return {own: mark if mark in ("added", "removed") or not isinstance(speed.get(name), str) else speed[name]
+            for own, name, mark in zip(shown, structure["node"], structure["mark"]) if mark != skip}
