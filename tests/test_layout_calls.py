@@ -214,3 +214,42 @@ def test_a_training_steps_backward_and_a_shared_relus_small_calls_split_no_box()
     assert not any("#" in box.label for box in tree.boxes.values())
     acts = [name for name, attrs in graph.nodes(data=True) if (attrs["module_path"] or "").startswith("block.act")]
     assert len(acts) == 8 and {tree.box_of[name] for name in acts} == {"block"}  # two calls of 2 nodes, each way
+
+
+class Scan(nn.Module):
+    """A recurrence unrolled by the trace, all ops of the module's own (a Mamba mixer's scan)."""
+
+    def __init__(self, steps: int):
+        super().__init__()
+        self.proj = nn.Linear(8, 8)
+        self.steps = steps
+
+    def forward(self, x):  # (batch, steps, 8)
+        u = self.proj(x)
+        h = torch.zeros_like(u[:, 0])
+        for t in range(self.steps):
+            step = u[:, t]
+            h = torch.tanh(h * 0.9 + step)  # three ops on one line
+        return h
+
+
+class Mixer(nn.Module):
+    def __init__(self, steps: int):
+        super().__init__()
+        self.scan = Scan(steps)
+
+    def forward(self, x):
+        return self.scan(x) + 1
+
+
+@pytest.mark.parametrize("tracer", ["export", "make_fx"])
+def test_a_loop_of_plain_ops_is_drawn_as_its_passes_not_as_segments(tracer):
+    """Told by the source line each op came from: symbolic tracing records none (segments stay)."""
+    steps = 30  # 4 ops a pass: 120 nodes, over a box's child limit
+    graph = fxviz.to_networkx(fxviz.trace(Mixer(steps).eval(), torch.randn(2, steps, 8), tracer=tracer))
+    tree = build_tree(graph)
+    passes = [tree.boxes[key] for kind, key in tree.boxes["scan"].items if kind == "box" and tree.boxes[key].synthetic]
+    labels = [box.label for box in passes]
+    assert len(labels) == steps and labels[0].startswith(f"iteration 1 of {steps} · test_layout_calls.py:")
+    assert sum(box.size for box in passes) >= 4 * steps - 1 and max(box.size for box in passes) <= 5
+    assert not any(label.startswith("nodes ") for label in labels)

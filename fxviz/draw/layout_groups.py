@@ -50,7 +50,7 @@ def group(boxes: dict[str, Box], owner: Box, graph: nx.DiGraph) -> None:
             runs[-1].append(item)
         else:
             runs.append([item])
-    pieces = [chunk(boxes, owner, run, graph) if len(run) > MAX_ITEMS else run for run in runs]
+    pieces = [_passes(boxes, owner, run, graph) if len(run) > MAX_ITEMS else run for run in runs]
     if sum(map(len, pieces)) > MAX_ITEMS:
         pieces = [[("box", _make_group(boxes, owner, piece, piece, graph))]
                   if len(piece) > 1 and all(kind == "node" for kind, _ in piece) else piece for piece in pieces]
@@ -65,14 +65,37 @@ def _plain(item: Item, graph: nx.DiGraph) -> bool:
     return item[0] == "box" or graph.nodes[item[1]]["op"] not in ("placeholder", "output")
 
 
-def _iterations(boxes: dict[str, Box], owner: Box, items: list[Item], graph: nx.DiGraph) -> list[Item]:
+def _passes(boxes: dict[str, Box], owner: Box, run: list[Item], graph: nx.DiGraph) -> list[Item]:
+    """A long run of plain nodes as the passes of the loop that made it, where one source line
+    recurs at a fixed stride (a recurrence unrolled in a module's own code), chunked into
+    segments if still too many (a run of modules: into ranges). Where one line ran them all (a
+    scan function called once: Zamba's Mamba mixer) the lines cannot tell its steps: segments."""
+    if run[0][0] != "node":  # a run of modules: ranges of them
+        return chunk(boxes, owner, run, graph)
+    lines = [graph.nodes[key].get("source") for _, key in run]
+    firsts = {key: line for at, ((_, key), line) in enumerate(zip(run, lines))
+              if line and (at == 0 or line != lines[at - 1])}  # each line's first op: a line makes several
+    passes = _iterations(boxes, owner, run, graph, lambda _, key: firsts.get(key))
+    return chunk(boxes, owner, passes, graph) if len(passes) > MAX_ITEMS else passes
+
+
+def _call_of(boxes: dict[str, Box]):
+    """An item's anchor for :func:`_iterations` over module calls: the module a call box calls."""
+    return lambda kind, key: module_of(key) if kind == "box" and not boxes[key].synthetic else None
+
+
+def _iterations(boxes: dict[str, Box], owner: Box, items: list[Item], graph: nx.DiGraph,
+                anchor=None) -> list[Item]:
     """``items`` with each pass of a loop as one box ("iteration 3 of 12 · corr_block,
-    update_block"): the stretches that start at the calls of one module, where its calls
-    recur at a fixed stride (RAFT's refinement steps), so that the loop's modules stay in view."""
+    update_block"): the stretches that start at the items of one ``anchor`` (by default the
+    calls of one module; see :func:`_passes` for source lines), where they recur at a fixed
+    stride (RAFT's refinement steps), so that the loop's modules stay in view. By source line,
+    the stretches before and after hold other loops (a scan per head), a pass another (its steps)."""
+    by_line, anchor = anchor is not None, anchor or _call_of(boxes)
     calls: dict[str, list[int]] = defaultdict(list)
     for at, (kind, key) in enumerate(items):
-        if kind == "box" and not boxes[key].synthetic:
-            calls[module_of(key)].append(at)
+        if (found := anchor(kind, key)) is not None:
+            calls[found].append(at)
     best = (1, 0, 0, 0)  # (calls, -start, start, stride) of the longest run of calls at one stride
     for places in calls.values():
         first = 0
@@ -86,6 +109,7 @@ def _iterations(boxes: dict[str, Box], owner: Box, items: list[Item], graph: nx.
     if count < 2:
         return items
     out, end = items[:start], start + count * stride
+    out = _iterations(boxes, owner, out, graph, anchor) if by_line else out
     ends = [at for at, (kind, key) in enumerate(items[start:end], start) if kind == "node"
             and graph.nodes[key]["op"] == "output"]  # the graph's output ends the loop
     end = ends[0] if ends else end
@@ -93,11 +117,14 @@ def _iterations(boxes: dict[str, Box], owner: Box, items: list[Item], graph: nx.
         part = items[start + k * stride: min(start + (k + 1) * stride, end)]
         names = dict.fromkeys(module_of(key).rpartition(".")[2] for kind, key in part
                               if kind == "box" and not boxes[key].synthetic)
-        label = f"iteration {k + 1} of {count} · {', '.join(names)}"
-        path = _make_group(boxes, owner, part, part, graph, label)
+        lines = [graph.nodes[key].get("source") for kind, key in part if kind == "node"]
+        where = ", ".join(names) or next((line.rpartition("/")[2] for line in lines if line), "")
+        label = f"iteration {k + 1} of {count} · {where}" if where else f"iteration {k + 1} of {count}"
+        inner = _passes(boxes, owner, part, graph) if by_line and len(part) > MAX_ITEMS else part
+        path = _make_group(boxes, owner, part, inner, graph, label)
         boxes[path].repeated = count >= REPEAT_RUN  # as a run of identical layers: they start collapsed
         out.append(("box", path))
-    return out + items[end:]
+    return out + (_iterations(boxes, owner, items[end:], graph, anchor) if by_line else items[end:])
 
 
 def chunk(boxes: dict[str, Box], owner: Box, items: list[Item], graph: nx.DiGraph,
