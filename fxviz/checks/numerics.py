@@ -54,7 +54,8 @@ def numerics(step_a: Any, step_b: Any, structure: pd.DataFrame | None = None) ->
     by its parameter, in the order b computes them; empty for a forward."""
     gm_a, gm_b = step_a.gm, step_b.gm
     structure = structure_of(gm_a, gm_b) if structure is None else structure
-    unchanged = set(structure.loc[structure["mark"] == "unchanged", "node"])
+    same = structure["mark"] == "unchanged"
+    unchanged = dict(zip(structure.loc[same, "node"], structure.loc[same, "node_a"]))  # b's node -> a's, the same op
     with gc_paused():  # a plan entry per node: collections meanwhile would rescan them all
         runners = NodeRunner(gm_a, as_inputs(step_a.example_inputs)), NodeRunner(gm_b, as_inputs(step_b.example_inputs))
         lockstep = _Lockstep(*runners, stands_for(structure, gm_a, gm_b), unchanged)
@@ -88,7 +89,7 @@ class _Lockstep:
     """Step b run node by node, step a run just far enough ahead, and a shadow run of b's
     nodes on a's values where b's node is not a's own computation on a's own inputs."""
 
-    def __init__(self, a: NodeRunner, b: NodeRunner, matched: dict[str, str], unchanged: set[str]):
+    def __init__(self, a: NodeRunner, b: NodeRunner, matched: dict[str, str], unchanged: dict[str, str]):
         self.a, self.b = a, b
         names_a, names_b = [n.name for n in a.nodes], [n.name for n in b.nodes]
         by_name = {name: i for i, name in enumerate(names_a)}
@@ -109,7 +110,7 @@ class _Lockstep:
             ahead.append(far)
             if not ins:
                 kind.append(_PROPAGATED)
-            elif i >= 0 and name in unchanged and names_a[i] == name and mapped == a.inputs[i]:
+            elif i >= 0 and unchanged.get(name) == names_a[i] and mapped == a.inputs[i]:
                 kind.append(_ZERO)  # a's own node (not one it absorbed) on what stands for its inputs
             else:
                 kind.append(_SHADOWED)
