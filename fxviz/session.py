@@ -262,7 +262,8 @@ class Session:
                 return failed
             fresh = ran is not NOT_RUN and (first is NOT_RUN or _cow.tensor_versions(gm) == versions)
             result, outputs = check_graph(gm, check_inputs, self._reference, ran, fresh, differs,
-                                          lambda: index == 0 or self._steps[0].check.status == "example only", lambda: self._root)
+                                          lambda: index == 0 or self._steps[0].check.status == "example only", lambda: self._root,
+                                          lambda: self._steps[0].check_inputs)
             return self._grad_mode_note(result, outputs) if outputs and result.status == "mismatch" and index == 0 else result
 
         return Step(index, gm, action, check_inputs[0], check_inputs, notes, differs, check)

@@ -22,7 +22,8 @@ from fxviz.checks.truth import against_float64, float64_outputs
 
 def check_graph(gm: torch.fx.GraphModule, check_inputs: Sequence[tuple], reference: Callable[[], list], first: Any,
                 fresh: bool, differs: bool, captured: Callable[[], bool],
-                model: Callable[[], Any] = lambda: None) -> tuple[CheckResult, list]:
+                model: Callable[[], Any] = lambda: None,
+                model_inputs: Callable[[], Sequence[tuple]] | None = None) -> tuple[CheckResult, list]:
     """A step's check: ``gm`` against the model's outputs (``reference()``) on
     ``check_inputs``, the example first; ``first``: ``gm``'s output on it, kept from the run
     that proved it runs unless ``fresh`` is False (the model's tensors changed since);
@@ -30,7 +31,9 @@ def check_graph(gm: torch.fx.GraphModule, check_inputs: Sequence[tuple], referen
     on the example alone is the capture's doing (step 0, or a later step when step 0 is
     "example only"); a pass's doing is a mismatch; ``model()``: what ``reference()`` runs, or None:
     on a mismatch it runs in float64 (:mod:`fxviz.checks.truth`), and a step no further from that
-    than float32 eager is matches. The result, and ``gm``'s outputs ([] if it failed)."""
+    than float32 eager is matches; ``model_inputs()``: what ``reference()`` ran it on, when not ``check_inputs``
+    (a pass that converted them: float64 runs on the reference's, and float32 eager's own error is the larger
+    on either: channels_last's BatchNorm rounds otherwise). The result, and ``gm``'s outputs ([] if it failed)."""
     try:
         expected = reference()
     except Exception as exc:  # a state the badge shows, never an exception lost in a thread
@@ -49,8 +52,16 @@ def check_graph(gm: torch.fx.GraphModule, check_inputs: Sequence[tuple], referen
     if result.status == "mismatch":
         root = model()
         if root is not None:
-            result = against_float64(result, expected, outputs, lambda: float64_outputs(root, check_inputs))
+            inputs = check_inputs if model_inputs is None else model_inputs()
+            result = against_float64(result, expected, outputs, lambda: _truth(root, inputs, check_inputs))
     return _seeded_note(result, gm), outputs
+
+
+def _truth(model: Any, inputs: Sequence[tuple], converted: Sequence[tuple]) -> tuple | None:
+    """:func:`float64_outputs` on the model's inputs, and where a pass converted them (other
+    strides) the model's float32 outputs on the converted ones: float32's rounding too."""
+    runs = float64_outputs(model, inputs)
+    return runs if runs is None or converted is inputs else (*runs, run_outputs(model, converted))
 
 
 #: Ops that draw from torch's random stream (aten's and torch's names, in-place forms too).

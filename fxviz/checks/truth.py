@@ -179,13 +179,15 @@ class _Leaf:
 
 
 def against_float64(result: CheckResult, expected: Sequence[Any], actual: Sequence[Any],
-                    truth: Callable[[], tuple[list, list] | None], reference: str = "eager",
+                    truth: Callable[[], tuple[list, ...] | None], reference: str = "eager",
                     source: str = "the model") -> CheckResult:
     """``result``, a mismatch of ``actual`` against float32 ``expected``, judged again against
     ``truth()`` (the model's :func:`float64_outputs`), asked for only where every difference
     is a floating-point leaf's: a match when each leaf beyond tolerance is no further from
     float64 than :data:`FACTOR` times float32 eager's own error there (the largest over the
-    inputs), plus the tolerance. Else ``result``, saying so when float64 confirms it; as it
+    inputs), plus the tolerance; ``truth()`` may add float32 eager's outputs on the step's own
+    inputs (a pass converted them: other strides, other rounding), whose error counts as its own
+    too. Else ``result``, saying so when float64 confirms it; as it
     is when there is no float64 run (ops without float64 kernels, other decisions) or the
     model, run again, gives other outputs (a Python counter: each run another computation).
     ``reference`` names what gave ``expected`` ("float32 eager"), ``source`` what ran in float64."""
@@ -195,7 +197,7 @@ def against_float64(result: CheckResult, expected: Sequence[Any], actual: Sequen
     try:
         runs = truth()
         again = runs is not None and compare_outputs(expected, runs[0]).status == "match"
-        found = _against(leaves, expected, runs[1]) if again else None
+        found = _against(leaves, expected, runs[1], runs[2:]) if again else None
     except Exception:  # a model that cannot run in float64 (quantised ops, a float32-only kernel)
         return result
     if found is None:
@@ -242,16 +244,19 @@ def _leaves(expected: Sequence[Any], actual: Sequence[Any]) -> list[_Leaf] | Non
     return leaves
 
 
-def _against(leaves: list[_Leaf], expected: Sequence[Any], wide: Sequence[Any]) -> list[tuple] | None:
-    """(leaf, the step's error against float64, float32 eager's) for each floating-point leaf;
-    None when float64's outputs do not line up with float32's."""
-    truths = [t for exp, w in zip(expected, wide, strict=True) for _, _, t, problem, _ in _pairs(exp, w, "")
-              if not problem]
-    if len(truths) != len(leaves):
+def _against(leaves: list[_Leaf], expected: Sequence[Any], wide: Sequence[Any],
+             also: Sequence[Sequence[Any]] = ()) -> list[tuple] | None:
+    """(leaf, the step's error against float64, float32 eager's) for each floating-point leaf,
+    float32 eager's the largest of ``expected``'s and ``also``'s (float32 eager's outputs on
+    converted inputs); None when float64's (or those) do not line up with float32's."""
+    columns = [[t for exp, w in zip(expected, run, strict=True) for _, _, t, problem, _ in _pairs(exp, w, "")
+                if not problem] for run in (wide, *also)]
+    if any(len(column) != len(leaves) for column in columns):
         return None
     found = []
-    for leaf, t in zip(leaves, truths):
+    for leaf, (t, *others) in zip(leaves, zip(*columns)):
         if leaf.expected.is_floating_point() or leaf.expected.is_complex():
             t = t.to(torch.complex128 if t.is_complex() else torch.float64)
-            found.append((leaf, _leaf_error(t, leaf.actual)[0], _leaf_error(t, leaf.expected)[0]))
+            own = max(_leaf_error(t, e)[0] for e in (leaf.expected, *others))
+            found.append((leaf, _leaf_error(t, leaf.actual)[0], own))
     return found
