@@ -293,16 +293,16 @@ def _leaf_error(expected: torch.Tensor, actual: torch.Tensor) -> tuple[float, fl
     if not (e.is_floating_point() or e.is_complex()):  # exact; bool has no abs()
         return (0.0 if torch.equal(e, a) else math.inf), float(e.to(torch.int64).abs().max()), tol
     finite = torch.isfinite(e)
-    same_nonfinite = torch.equal(e[~finite].nan_to_num(), a[~finite].nan_to_num()) and bool(
-        (torch.isnan(e) == torch.isnan(a)).all()
-    )
-    if not same_nonfinite or not torch.isfinite(a[finite]).all():
+    if not bool(finite.all()):  # masks copy: only where expected has NaN or inf (a judgement's 1000 gradients)
+        if not (torch.equal(e[~finite].nan_to_num(), a[~finite].nan_to_num()) and bool((e.isnan() == a.isnan()).all())):
+            return math.inf, 0.0, tol
+        e, a = e[finite], a[finite]
+    if not bool(torch.isfinite(a).all()):
         return math.inf, 0.0, tol
-    wide = torch.complex128 if e.is_complex() else torch.float64
-    e, a = e[finite].to(wide), a[finite].to(wide)
     if e.numel() == 0:
         return 0.0, 0.0, tol
-    return float((e - a).abs().max()), float(e.abs().max()), tol
+    wide = torch.complex128 if e.is_complex() else torch.float64
+    return float((e.to(wide) - a.to(wide)).abs().max()), float(e.abs().max()), tol
 
 
 def _describe(value: Any) -> str:
