@@ -34,3 +34,21 @@ def test_a_channels_last_training_step_matches_within_float32s_own_error(seed):
     check = session.apply("channels_last").check
     assert check.status == "match", check.message
     assert "within float32's own error against float64" in check.message  # beyond tolerance against float32 eager
+
+
+def test_float64_pools_where_float32_picked_on_a_tie_float32_rounded_into():
+    """0.1 + 0.2 ties 0.3 in float32 and falls short of it in float64: the float64 run picked the
+    other element, a decision float32 did not take, and had no judgement (resnet34's stem at 224x224)."""
+    from fxviz.checks.truth import float64_outputs
+
+    w = torch.ones(3, requires_grad=True)
+
+    def step(v):
+        pooled = nn.functional.max_pool2d(torch.stack([v[0] * w[0] + v[1] * w[1], v[2] * w[2]]).reshape(1, 1, 1, 2), (1, 2))
+        return pooled, torch.autograd.grad(pooled.sum(), [w])
+
+    runs = float64_outputs(step, [(torch.tensor([0.1, 0.2, 0.3]),)])
+    assert runs is not None
+    (_, (narrow,)), (pooled, (wide,)) = runs[0][0], runs[1][0]
+    assert wide.dtype == torch.float64 and torch.equal(wide, narrow.double()) and float(wide[2]) == 0.0  # as float32 routed it
+    assert float(pooled) < float(torch.tensor(0.3).double())  # float64 of the pick (0.1 + 0.2), below 0.3 as float32 holds it

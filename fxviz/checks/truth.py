@@ -10,7 +10,8 @@ that run than float32 eager itself is (times :data:`FACTOR`, plus the usual tole
 Random ops draw as in float32 (the same numbers); a call that checks its dtypes above the
 dispatch mode (``conv2d``) is made again widened. The float64 run counts only if it
 took every discrete decision (indices, masks, comparisons) as float32 did: another routing
-or mask would be another computation, not the truth.
+or mask would be another computation, not the truth; max pooling alone picks as float32 did
+(a tie in float32 that float64 breaks: resnet34's stem at 224x224 picks one other element).
 """
 from __future__ import annotations
 
@@ -35,6 +36,9 @@ from fxviz.checks.check import CheckResult, _leaf_error, _pairs, compare_outputs
 FACTOR = 4.0
 #: The op every cast reaches; it keeps the dtype asked for: autograd casts each gradient to its weight's dtype, and checks it.
 _CAST = "_to_copy"
+#: Pooling whose float64 run takes float32's picks (indices into its flattened last 2 or 3 dims): ties
+#: float32 rounds into, which float64 breaks; a pick is rounding, its values read at float32's indices.
+_POOLS = {torch.ops.aten.max_pool2d_with_indices.default: 2, torch.ops.aten.max_pool3d_with_indices.default: 3}
 _WIDE = {torch.complex64: torch.complex128, torch.complex32: torch.complex128,
          **dict.fromkeys((torch.float32, torch.float16, torch.bfloat16), torch.float64)}
 
@@ -46,15 +50,18 @@ class _Run(TorchDispatchMode):
     float32 buffer is rounded into it), and random ops get back the dtypes they had, so they
     draw the numbers they draw in float32."""
 
-    def __init__(self, widen: bool):
+    def __init__(self, widen: bool, picks: list | None = None):
         super().__init__()
-        self.widen, self.decisions = widen, []
+        self.widen, self.decisions, self.picks = widen, [], [] if picks is None else picks  # float32's, in order
+        self.picked = iter(self.picks)
         self.was: WeakIdKeyDictionary = WeakIdKeyDictionary()  # tensor widened here -> its dtype before
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         if not self.widen:
-            return self._noted(func(*args, **kwargs))
+            out = func(*args, **kwargs)
+            self.picks.extend([out[1]] if func in _POOLS else [])
+            return self._noted(out)
         kind = _kind(func)
         if kind == "random":
             return self._noted(self._drawn(func, args, kwargs))
@@ -64,6 +71,7 @@ class _Run(TorchDispatchMode):
             wide = _wide_tensor if kind == "cast" else _wide
             args, kwargs = _mapped(wide, args), {k: _mapped(wide, v) for k, v in kwargs.items()}
         out = func(*args, **kwargs)
+        out = self._pick(func, args[0], out) if func in _POOLS else out
         for t in _tensors(out) if before else ():
             if t.dtype in _WIDE.values() and t not in self.was:  # float64 here, narrower in float32
                 self.was[t] = before[0]
@@ -89,6 +97,14 @@ class _Run(TorchDispatchMode):
                 original.copy_(copy)
                 out = original if out is copy else out
         return out
+
+    def _pick(self, func: Any, given: torch.Tensor, out: tuple) -> tuple:
+        """Pooling's ``(values, indices)`` at float32's indices, the values read there."""
+        picked, dims = next(self.picked, None), _POOLS[func]
+        if picked is None or picked.shape != out[1].shape or torch.equal(picked, out[1]):
+            return out
+        flat = given.reshape(*given.shape[:-dims], -1)
+        return flat.gather(-1, picked.reshape(*picked.shape[:-dims], -1)).reshape(out[0].shape), picked.clone()
 
     def _noted(self, out: Any) -> Any:
         for t in _tensors(out):
@@ -160,9 +176,9 @@ def float64_outputs(model: Callable[..., Any], inputs_list: Sequence[tuple]) -> 
     computed in float64; None when the float64 run took a discrete decision otherwise than
     float32 did (then it is another computation). Neither the model nor the inputs are
     copied or changed."""
-    runs = []
+    runs, picks = [], []
     for widen in (False, True):
-        with _Run(widen) as run, _Mixed() if widen else contextlib.nullcontext():
+        with _Run(widen, picks) as run, _Mixed() if widen else contextlib.nullcontext():
             outputs = run_outputs(model, inputs_list)
         runs.append((sorted(run.decisions), outputs))
     return (runs[0][1], runs[1][1]) if runs[0][0] == runs[1][0] else None
