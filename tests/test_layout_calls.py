@@ -253,3 +253,24 @@ def test_a_loop_of_plain_ops_is_drawn_as_its_passes_not_as_segments(tracer):
     assert len(labels) == steps and labels[0].startswith(f"iteration 1 of {steps} · test_layout_calls.py:")
     assert sum(box.size for box in passes) >= 4 * steps - 1 and max(box.size for box in passes) <= 5
     assert not any(label.startswith("nodes ") for label in labels)
+
+
+def test_loops_one_after_another_are_found_up_to_a_bound_then_left_to_segments():
+    import networkx as nx
+
+    from fxviz.draw import layout_groups
+    from fxviz.draw.layout_groups import Box
+
+    graph, run = nx.DiGraph(), []
+    for loop in range(layout_groups.LOOPS + 8):  # each loop: two passes over its own two lines
+        for step in range(2):
+            for line in range(2):
+                name = f"n{len(run)}"
+                graph.add_node(name, op="call_function", index=len(run), source=f"/m/net.py:{2 * loop + line}")
+                run.append(("node", name))
+    boxes = {"m": Box("m", "", "m")}
+    items = layout_groups._passes(boxes, boxes["m"], run, graph)
+    labels = [b.label for b in boxes.values() if b.synthetic]
+    found = [label for label in labels if label.startswith("iteration")]
+    assert len(found) == 2 * (layout_groups.LOOPS + 1)  # the first loop, then LOOPS more around it
+    assert len(items) <= layout_groups.MAX_ITEMS and any(label.startswith("nodes ") for label in labels)

@@ -15,6 +15,7 @@ from fxviz.draw.layout_paths import module_of
 MAX_ITEMS = 48  # a box with more children than this has them grouped
 CHUNK = 32  # children per synthetic group
 REPEAT_RUN = 3  # this many identical sibling modules in a row start collapsed
+LOOPS = 32  # loops found one after another in a run of nodes; past them, segments (no deep recursion)
 
 Item = tuple[str, str]  # ("node", FX name) | ("box", path)
 
@@ -85,13 +86,15 @@ def _call_of(boxes: dict[str, Box]):
 
 
 def _iterations(boxes: dict[str, Box], owner: Box, items: list[Item], graph: nx.DiGraph,
-                anchor=None) -> list[Item]:
+                anchor=None, depth: int = 0) -> list[Item]:
     """``items`` with each pass of a loop as one box ("iteration 3 of 12 · corr_block,
     update_block"): the stretches that start at the items of one ``anchor`` (by default the
     calls of one module; see :func:`_passes` for source lines), where they recur at a fixed
     stride (RAFT's refinement steps), so that the loop's modules stay in view. By source line,
     the stretches before and after hold other loops (a scan per head), a pass another (its steps)."""
+    # by source line, the stretches around a loop are searched too, at most LOOPS deep: each search reads them all
     by_line, anchor = anchor is not None, anchor or _call_of(boxes)
+    around = by_line and depth < LOOPS
     calls: dict[str, list[int]] = defaultdict(list)
     for at, (kind, key) in enumerate(items):
         if (found := anchor(kind, key)) is not None:
@@ -109,7 +112,7 @@ def _iterations(boxes: dict[str, Box], owner: Box, items: list[Item], graph: nx.
     if count < 2:
         return items
     out, end = items[:start], start + count * stride
-    out = _iterations(boxes, owner, out, graph, anchor) if by_line else out
+    out = _iterations(boxes, owner, out, graph, anchor, depth + 1) if around else out
     ends = [at for at, (kind, key) in enumerate(items[start:end], start) if kind == "node"
             and graph.nodes[key]["op"] == "output"]  # the graph's output ends the loop
     end = ends[0] if ends else end
@@ -124,7 +127,7 @@ def _iterations(boxes: dict[str, Box], owner: Box, items: list[Item], graph: nx.
         path = _make_group(boxes, owner, part, inner, graph, label)
         boxes[path].repeated = count >= REPEAT_RUN  # as a run of identical layers: they start collapsed
         out.append(("box", path))
-    return out + (_iterations(boxes, owner, items[end:], graph, anchor) if by_line else items[end:])
+    return out + (_iterations(boxes, owner, items[end:], graph, anchor, depth + 1) if around else items[end:])
 
 
 def chunk(boxes: dict[str, Box], owner: Box, items: list[Item], graph: nx.DiGraph,
