@@ -8,10 +8,13 @@ eager differs from the truth. When a step fails against float32 eager, the model
 again with every floating-point op in float64, and the step passes if it is no further from
 that run than float32 eager itself is (times :data:`FACTOR`, plus the usual tolerance).
 Random ops draw as in float32 (the same numbers); a call that checks its dtypes above the
-dispatch mode (``conv2d``) is made again widened. The float64 run counts only if it
-took every discrete decision (indices, masks, comparisons) as float32 did: another routing
-or mask would be another computation, not the truth; max pooling alone picks as float32 did
-(a tie in float32 that float64 breaks: resnet34's stem at 224x224 picks one other element).
+dispatch mode (``conv2d``) is made again widened; a cast to float32 the model makes
+(``x.float()`` in an RMSNorm) widens too, autograd's casts of gradients do not.
+The float64 run counts only if it took every discrete decision (masks, comparisons) as
+float32 did: another mask would be another computation, not the truth. An op that picks
+elements (max pooling, argmax, topk, sort, max over a dim) picks as float32 did, its values
+read there: a tie float32 rounds into, which float64 breaks (resnet34's stem at 224x224
+picks one other element), is rounding, and the rest of the run follows float32's routing.
 """
 from __future__ import annotations
 
@@ -25,7 +28,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils.weak import WeakIdKeyDictionary
 
-from fxviz._torch_internals import TorchDispatchMode, op_schema
+from fxviz._torch_internals import TorchDispatchMode, current_autograd_node, op_schema
 from fxviz.checks.check import CheckResult, _leaf_error, _pairs, compare_outputs, run_outputs
 
 #: A step's error against float64 may be this many times float32 eager's own: two float32
@@ -34,11 +37,18 @@ from fxviz.checks.check import CheckResult, _leaf_error, _pairs, compare_outputs
 #: more often than the fused op it replaces. A real error (1 % of a gradient above the floor)
 #: is 1e3-1e4 times the float32 noise of a gradient float32 resolves.
 FACTOR = 4.0
-#: The op every cast reaches; it keeps the dtype asked for: autograd casts each gradient to its weight's dtype, and checks it.
+#: The op every cast reaches (see :func:`_wide_cast`).
 _CAST = "_to_copy"
-#: Pooling whose float64 run takes float32's picks (indices into its flattened last 2 or 3 dims): ties
-#: float32 rounds into, which float64 breaks; a pick is rounding, its values read at float32's indices.
-_POOLS = {torch.ops.aten.max_pool2d_with_indices.default: 2, torch.ops.aten.max_pool3d_with_indices.default: 3}
+_aten = torch.ops.aten
+#: Ops that pick elements, whose float64 run takes float32's picks and reads its values there
+#: (:meth:`_Run._pick`): how ("pool N": indices into the flattened last N dims; "index": the
+#: output is the indices; "reduce": indices of a reduced ``dim``; "along": indices along ``dim``).
+_PICKS = {_aten.max_pool2d_with_indices.default: "pool 2", _aten.max_pool3d_with_indices.default: "pool 3",
+          **dict.fromkeys((_aten.argmax.default, _aten.argmin.default), "index"),
+          **dict.fromkeys((_aten.max.dim, _aten.min.dim, _aten.kthvalue.default, _aten.mode.default,
+                           _aten.median.dim, _aten.nanmedian.dim), "reduce"),
+          **dict.fromkeys((_aten.topk.default, _aten.sort.default, _aten.sort.stable, _aten.cummax.default,
+                           _aten.cummin.default), "along")}
 _WIDE = {torch.complex64: torch.complex128, torch.complex32: torch.complex128,
          **dict.fromkeys((torch.float32, torch.float16, torch.bfloat16), torch.float64)}
 
@@ -60,7 +70,7 @@ class _Run(TorchDispatchMode):
         kwargs = kwargs or {}
         if not self.widen:
             out = func(*args, **kwargs)
-            self.picks.extend([out[1]] if func in _POOLS else [])
+            self.picks.extend([out if _PICKS[func] == "index" else out[1]] if func in _PICKS else [])
             return self._noted(out)
         kind = _kind(func)
         if kind == "random":
@@ -68,10 +78,10 @@ class _Run(TorchDispatchMode):
         given = _tensors((args, tuple(kwargs.values())))
         before = [self.was.get(t, t.dtype) for t in given if t.dtype in _WIDE or t in self.was]
         if kind != "as is":
-            wide = _wide_tensor if kind == "cast" else _wide
+            wide = _wide_cast if kind == "cast" else _wide
             args, kwargs = _mapped(wide, args), {k: _mapped(wide, v) for k, v in kwargs.items()}
         out = func(*args, **kwargs)
-        out = self._pick(func, args[0], out) if func in _POOLS else out
+        out = self._pick(func, args, kwargs, out) if func in _PICKS else out
         for t in _tensors(out) if before else ():
             if t.dtype in _WIDE.values() and t not in self.was:  # float64 here, narrower in float32
                 self.was[t] = before[0]
@@ -98,13 +108,26 @@ class _Run(TorchDispatchMode):
                 out = original if out is copy else out
         return out
 
-    def _pick(self, func: Any, given: torch.Tensor, out: tuple) -> tuple:
-        """Pooling's ``(values, indices)`` at float32's indices, the values read there."""
-        picked, dims = next(self.picked, None), _POOLS[func]
-        if picked is None or picked.shape != out[1].shape or torch.equal(picked, out[1]):
+    def _pick(self, func: Any, args: tuple, kwargs: dict, out: Any) -> Any:
+        """``out`` with float32's picks, its values read there (see :data:`_PICKS`)."""
+        picked, how = next(self.picked, None), _PICKS[func]
+        indices = out if how == "index" else out[1]
+        if picked is None or picked.shape != indices.shape or torch.equal(picked, indices):
             return out
-        flat = given.reshape(*given.shape[:-dims], -1)
-        return flat.gather(-1, picked.reshape(*picked.shape[:-dims], -1)).reshape(out[0].shape), picked.clone()
+        if how == "index":
+            return picked.clone()
+        given = dict(zip((a.name for a in op_schema(func).arguments), args)) | kwargs
+        x = given["self"]
+        if how.startswith("pool"):
+            dims = int(how.split()[1])
+            flat = x.reshape(*x.shape[:-dims], -1)
+            values = flat.gather(-1, picked.reshape(*picked.shape[:-dims], -1)).reshape(out[0].shape)
+        else:
+            dim = given.get("dim", -1) % max(x.dim(), 1)
+            squeezed = how == "reduce" and not given.get("keepdim", False) and x.dim() > 0
+            values = x.gather(dim, picked.unsqueeze(dim) if squeezed else picked)
+            values = values.squeeze(dim) if squeezed else values
+        return values, picked.clone()
 
     def _noted(self, out: Any) -> Any:
         for t in _tensors(out):
@@ -134,7 +157,7 @@ class _Mixed(TorchFunctionMode):
 @functools.cache
 def _kind(func: Any) -> str:
     """How a widening run runs ``func``: "random" (seeded), "as is" (a view or an in-place
-    write), "cast" (``_to_copy``: tensors widened, the dtype asked for kept) or "widen"."""
+    write), "cast" (``_to_copy``: :func:`_wide_cast`) or "widen"."""
     schema = op_schema(func)
     if torch.Tag.nondeterministic_seeded in func.tags:
         return "random"
@@ -155,6 +178,15 @@ def _mapped(fn: Callable[[Any], Any], value: Any) -> Any:
 
 def _wide(x: Any) -> Any:
     return _WIDE.get(x, x) if isinstance(x, torch.dtype) else _wide_tensor(x)
+
+
+def _wide_cast(x: Any) -> Any:
+    """A cast's argument widened: its tensors, and the dtype asked for where it is float32's
+    (``x.float()``, the model asking for at least float32) outside backward (where autograd
+    casts each gradient to its weight's dtype); a narrower one (``x.half()``) rounds as in float32."""
+    if isinstance(x, torch.dtype):
+        return _WIDE[x] if x in (torch.float32, torch.complex64) and current_autograd_node() is None else x
+    return _wide_tensor(x)
 
 
 def _wide_tensor(x: Any) -> Any:
