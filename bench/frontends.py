@@ -1080,6 +1080,132 @@ _TV |= {"squeezenet1_0 (saved program, .pt2)": _pt2(_TV["squeezenet1_0"]),
         # a dict input: the joint graph took it flat, and its check (drawn from shapes, run first there) failed
         "feature pyramid (export joint)": _joint(_fpn, lambda out: sum(v.float().pow(2).mean() for v in out.values())),
         "resnet34 (train step)": _step(_TV["resnet34"], lambda out: out)}
+#: issue 32's eighth sweep: timm variants whose mechanism no row had (per-sample routed convolutions, parallel blocks,
+#: attention-pool heads, mixed rope, hybrids, focus stems, RMS norms), Hugging Face families not tried before
+#: (forecasters, newer decoders and MoEs, super-resolution, video, text+image), then a few of them in other forms
+_TIMM |= {n: _timm(n) for n in (
+    "efficientnet_cc_b0_4e", "efficientnet_b0_g8_gn", "efficientnet_blur_b0", "test_efficientnet_ln", "test_resnet",
+    "regnetz_d8_evos", "repvgg_d2se", "resnet51q", "convnext_atto_rms", "convnext_atto_ols", "cs3darknet_focus_s",
+    "xception65p", "dla60_res2next", "tf_efficientnetv2_b0", "mobilenet_edgetpu_100", "ecaresnet50d_pruned")} | {
+    "resnet50_clip (attention pool)": _timm("resnet50_clip", 64, img_size=64),
+    "crossvit_9_dagger": _timm("crossvit_9_dagger_240", 240),
+    "pit_ti_distilled": _timm("pit_ti_distilled_224", 224),
+    "swin_s3_tiny": _timm("swin_s3_tiny_224", 224),
+    "lambda_resnet26rpt": _timm("lambda_resnet26rpt_256", 256),
+    "vit_tiny_r_s16_p8 (hybrid)": _timm("vit_tiny_r_s16_p8_224", 64, img_size=64),
+    "sam2_hiera_tiny": _timm("sam2_hiera_tiny", 64, num_classes=0),
+    **{name: _timm(model, 64, img_size=64, depth=2) for name, model in (
+        ("vit parallel blocks (2 blocks)", "vit_small_patch16_18x2_224"),
+        ("vit map head (2 blocks)", "vit_so150m_patch16_reg4_map_256"),
+        ("vit mixed rope (2 blocks)", "vit_small_patch16_rope_mixed_224"),
+        ("naflexvit map (2 blocks)", "naflexvit_base_patch16_map"))}}
+
+
+def _forecaster(config: str, **kw: Any) -> Callable[[], tuple]:
+    """A probabilistic forecaster (Autoformer, Informer, the time series transformer): past values with their lags,
+    time features and observed mask, then the future values and time features it is taught on."""
+    def build():
+        import transformers
+
+        cfg = getattr(transformers, config)(prediction_length=4, context_length=8, lags_sequence=[1, 2],
+                                            num_time_features=1, d_model=16, encoder_layers=1, decoder_layers=1,
+                                            encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=32,
+                                            decoder_ffn_dim=32, **kw)
+        model = transformers.AutoModel.from_config(cfg).eval()
+        past = 8 + 2
+        return model, (torch.randn(1, past), torch.randn(1, past, 1), torch.ones(1, past), None, None,
+                       torch.randn(1, 4), torch.randn(1, 4, 1))
+    return build
+
+
+def _vilt() -> tuple:
+    """ViLT: text tokens and image patches in one transformer (ids, mask, token types, pixels)."""
+    model, (ids,) = _hf("ViltConfig", vocab_size=128, image_size=32, patch_size=8, max_image_length=-1,
+                        max_position_embeddings=64, **SMALL)()
+    return model, (ids, torch.ones_like(ids), torch.zeros_like(ids), torch.randn(1, 3, 32, 32))
+
+
+def _luke() -> tuple:
+    """LUKE: words and entities (ids, their mask, then entity ids and the word positions each spans)."""
+    model, (ids,) = _hf("LukeConfig", vocab_size=128, entity_vocab_size=16, entity_emb_size=16, **SMALL)()
+    entities, spans = torch.tensor([[3, 5]]), torch.tensor([[[1, 2, -1], [4, -1, -1]]])
+    return model, (ids, torch.ones_like(ids), None, None, entities, torch.ones_like(entities), None, spans)
+
+
+def _vjepa2() -> tuple:
+    """V-JEPA 2: a video's tubelets through the encoder, then its predictor on masked positions."""
+    model, _ = _hf("VJEPA2Config", crop_size=32, frames_per_clip=4, patch_size=8, tubelet_size=2, hidden_size=32,
+                   num_hidden_layers=2, num_attention_heads=2, pred_hidden_size=32, pred_num_attention_heads=2,
+                   pred_num_hidden_layers=1, num_pooler_layers=1)()
+    return model, (torch.randn(1, 4, 3, 32, 32),)
+
+
+AUTOFORMER = _forecaster("AutoformerConfig", moving_average=3, label_length=4)  # its decoder starts 4 steps back
+KIMI_LINEAR = _hf("KimiLinearConfig", use_cache=False, pad_token_id=0, **{**TINY_MLA, "moe_intermediate_size": 16})
+_HF |= {
+    "autoformer (forecast)": AUTOFORMER,
+    "informer (prob-sparse)": _forecaster("InformerConfig"),
+    "time-series-transformer": _forecaster("TimeSeriesTransformerConfig"),
+    "vilt (text+image)": _vilt,
+    "luke (entities)": _luke,
+    "vjepa2 (video)": _vjepa2,
+    "owlvit (text+image)": _hf("OwlViTConfig", "text+pixels", text_config={"vocab_size": 128, **SMALL},
+                               vision_config={"image_size": 32, "patch_size": 8, **SMALL}, projection_dim=16),
+    "swin2sr (super-resolution)": _hf("Swin2SRConfig", "pixels", image_size=32, patch_size=1, embed_dim=16,
+                                      depths=[1, 1], num_heads=[2, 2], window_size=4, upscale=2),
+    "mgp-str (scene text)": _hf("MgpstrConfig", "pixels", image_size=[32, 32],
+                                patch_size=8, max_token_length=8, num_character_labels=16, num_bpe_labels=16,
+                                num_wordpiece_labels=16, hidden_size=32, num_hidden_layers=2, num_attention_heads=2),
+    "tapas (table token types)": _hf("TapasConfig", vocab_size=128, **SMALL),
+    "bert-generation": _hf("BertGenerationConfig", vocab_size=128, **SMALL),
+    "camembert": _hf("CamembertConfig", vocab_size=128, **SMALL),
+    "gpt-neox-japanese": _hf("GPTNeoXJapaneseConfig", vocab_size=128, hidden_size=32, num_hidden_layers=2,
+                             num_attention_heads=2, intermediate_multiple_size=2, use_cache=False),
+    "mvp (prompts)": _hf("MvpConfig", "seq2seq", vocab_size=128, d_model=32, encoder_layers=1, decoder_layers=1,
+                         encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=64, decoder_ffn_dim=64,
+                         max_position_embeddings=64, use_prompt=True, prompt_length=4, prompt_mid_dim=16),
+    "blenderbot": _hf("BlenderbotConfig", "seq2seq", vocab_size=128, d_model=32, encoder_layers=1, decoder_layers=1,
+                      encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=64, decoder_ffn_dim=64,
+                      max_position_embeddings=64, pad_token_id=0, decoder_start_token_id=1),
+    "unispeech": _hf("UniSpeechConfig", "audio", **AUDIO_CONV, num_conv_pos_embeddings=16, **SMALL),
+    "modernbert-decoder": _hf("ModernBertDecoderConfig", vocab_size=128, pad_token_id=0, bos_token_id=1,
+                              eos_token_id=2, cls_token_id=1, sep_token_id=2, local_attention=4,
+                              layer_types=["sliding_attention", "full_attention"], use_cache=False, **SMALL),
+    "kimi-linear (mla, moe)": KIMI_LINEAR,
+    **{name: _hf(config, use_cache=False, **kw, **TINY_LM) for name, config, kw in (
+        ("ernie4.5", "Ernie4_5Config", {"head_dim": 16}), ("exaone", "ExaoneConfig", {}),
+        ("glm", "GlmConfig", {"pad_token_id": 0}),
+        ("hunyuan-dense", "HunYuanDenseV1Config", {"head_dim": 16}), ("seed-oss", "SeedOssConfig", {"head_dim": 16}),
+        ("ministral (sliding)", "MinistralConfig", {"sliding_window": 4, "head_dim": 16,
+                                                    "layer_types": ["sliding_attention", "full_attention"]}),
+        ("olmo3 (sliding)", "Olmo3Config", {"sliding_window": 4, "layer_types": ["sliding_attention",
+                                                                                 "full_attention"]}),
+        ("phimoe", "PhimoeConfig", {"num_local_experts": 4, "num_experts_per_tok": 2}),
+        ("flex-olmo (moe)", "FlexOlmoConfig", {"num_experts": 4, "num_experts_per_tok": 2, "pad_token_id": 0}),
+        ("minimax-m2 (moe)", "MiniMaxM2Config", {"num_local_experts": 4, "num_experts_per_tok": 2, "head_dim": 16}),
+        ("lfm2-moe", "Lfm2MoeConfig", {"moe_intermediate_size": 16, "num_experts": 4, "num_experts_per_tok": 2,
+                                       "num_dense_layers": 1, "layer_types": ["conv", "full_attention"]}),
+        ("afmoe", "AfmoeConfig", {"moe_intermediate_size": 16, "num_experts": 4, "num_experts_per_tok": 2,
+                                  "num_dense_layers": 1, "head_dim": 16, "sliding_window": 4,
+                                  "global_attn_every_n_layers": 2}),
+        ("olmo-hybrid (linear attention)", "OlmoHybridConfig", {
+            "layer_types": ["linear_attention", "full_attention"], "linear_num_key_heads": 1,
+            "linear_num_value_heads": 2, "linear_key_head_dim": 16, "linear_value_head_dim": 16,
+            "linear_conv_kernel_dim": 4, "pad_token_id": 0}))}}
+_TIMM |= {"efficientnet_cc_b0_4e (train step)": _step(_TIMM["efficientnet_cc_b0_4e"], lambda out: out),
+          "resnet50_clip (exported program)": _exported(_TIMM["resnet50_clip (attention pool)"]),
+          "vit parallel blocks (export joint)": _joint(_TIMM["vit parallel blocks (2 blocks)"], lambda out: out),
+          "convnext_atto_rms (saved program, .pt2)": _pt2(_TIMM["convnext_atto_rms"])}
+_HF |= {"autoformer (train step)": _step(AUTOFORMER, _hidden),
+        "kimi-linear (meta device)": _on_meta(KIMI_LINEAR),
+        "swin2sr (tracer=dynamo)": _traced_by(_HF["swin2sr (super-resolution)"], "dynamo"),
+        "owlvit (exported, decomposed)": lambda: _decomposed(_HF["owlvit (text+image)"]),
+        "phimoe (train step)": _step(_HF["phimoe"], _hidden)}
+_TV |= {"ssd300_vgg16 (train mode, targets)": _detector_training("ssd300_vgg16", num_classes=3),
+        "fasterrcnn_resnet50_v2 (train mode, targets)": _detector_training(
+            "fasterrcnn_resnet50_fpn_v2", num_classes=3, min_size=64, max_size=64),
+        **{name: _tv(name, (1, 3, 64, 64), num_classes=3) for name in ("shufflenet_v2_x1_0", "regnet_y_800mf")},
+        "swin_v2_t (tracer=make_fx)": _traced_by(_TV["swin_v2_t"], "make_fx")}
 #: Run without --wide: a few per family.
 QUICK = {"timm": ("resnet18", "convnext_atto", "vit_tiny_patch16_224", "resnet18 (train step)",
                   "resnet18 (export joint)"),
