@@ -170,3 +170,17 @@ def test_a_cache_object_torch_does_not_know_is_returned_as_its_lists_of_tensors(
     relu, (buckets, states) = session.current.gm(torch.randn(2, 3))
     assert buckets[0].dtype == torch.int64 and states[0].shape == (2, 3)
     assert session.current.check.status == "match"
+
+
+def test_a_buffer_the_program_never_reads_is_not_a_node():
+    """An eval BatchNorm's num_batches_tracked: a get_attr with no user was the table's first rows
+    and a line of code; the module still holds it (state_dict as the model's)."""
+    model = Net().eval()
+    ep = torch.export.export(model, (torch.randn(1, 3, 8, 8),))
+    assert "block.bn.num_batches_tracked" in ep.graph_signature.buffers  # the program lists it
+    gm = fxviz.Session(ep).current.gm
+    read = {str(n.target) for n in gm.graph.find_nodes(op="get_attr")}
+    assert "block.bn.weight" in read and not any(t.endswith("num_batches_tracked") for t in read)
+    assert all(n.users for n in gm.graph.find_nodes(op="get_attr"))
+    assert "num_batches_tracked" not in gm.code
+    assert int(gm.get_buffer("block.bn.num_batches_tracked")) == int(model.block.bn.num_batches_tracked)

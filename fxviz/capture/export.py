@@ -126,6 +126,9 @@ def from_program(ep: torch.export.ExportedProgram, method: str = "exported progr
     for node in gm.graph.find_nodes(op="call_module", target="_guards_fn"):
         gm.graph.erase_node(node)
         gm.delete_submodule("_guards_fn")
+    for node in gm.graph.find_nodes(op="get_attr"):
+        if not node.users:  # a buffer the program never reads (an eval BatchNorm's num_batches_tracked):
+            gm.graph.erase_node(node)  # a line of code and the table's first rows, saying nothing
     next_to_first_user(gm.graph)
     gm.recompile()
     # The pytree hooks of ep.module() check inputs against the export's spec; a Session
