@@ -1,5 +1,6 @@
 """Errors a user can act on: short, the user's line, only advice that works, the call as written."""
 import collections
+import functools
 import linecache
 import os
 import sys
@@ -274,3 +275,29 @@ def test_a_model_that_cannot_run_on_the_meta_device_is_told_to_use_a_real_one():
     text = str(caught.value)
     assert "KeepsWhatIsLeft itself fails" in text and "test_capture_errors.py" in text
     assert "What to do:" in text and "meta device" in text and "real device" in text
+
+
+def _wrapped(fn):
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        return fn(*args, **kwargs)
+    return wrapper
+
+
+class WrappedForward(nn.Module):
+    """A forward under a (*args, **kwargs) decorator, as Hugging Face's causal LMs have."""
+
+    @_wrapped
+    def forward(self, x, mask=None, **kwargs):
+        return x + 1
+
+
+def test_a_forward_under_an_args_kwargs_decorator_is_explained_and_auto_goes_on():
+    with pytest.raises(TraceError) as caught:
+        fxviz.Session(WrappedForward(), torch.randn(2), tracer="symbolic")
+    text = str(caught.value)
+    assert "decorator's wrapper taking *args and **kwargs" in text and "co_varnames" in text
+    assert "concrete_args" not in text and "leaf_modules" not in text  # advice that cannot help here
+    session = fxviz.Session(WrappedForward(), torch.randn(2))
+    assert session.capture.method == "export" and session.current.check.status == "match"
+    assert any("decorator's wrapper" in str(a) for a in session.capture.attempts)

@@ -220,6 +220,12 @@ def trace_error(exc: BaseException, path: str | None, culprit: nn.Module | None,
     if culprit is not None:
         place += f" ({type(culprit).__name__})"
     fn = caller()
+    auto = (f"or let {fn} pick the capture: tracer='auto' (the default) falls back to torch.export, "
+            "make_fx and dynamo's graphs")
+    if isinstance(exc, ValueError) and "co_varnames" in str(exc):  # torch.fx's _patch_function on a (*args, **kwargs)
+        return TraceError(f"Cannot trace {place}: its forward is a decorator's wrapper taking *args and **kwargs "
+                          f"(as transformers' models have), whose arguments torch.fx's symbolic tracer cannot "
+                          f"name\n  {first_line(exc)}\n  What to do: {auto.removeprefix('or ')}.")
     if path:
         fixes = [f"keep it whole: {fn}(..., leaf_modules=[{path!r}]) (or fallback=True to do this for "
                  "every failing submodule)"]
@@ -230,9 +236,7 @@ def trace_error(exc: BaseException, path: str | None, culprit: nn.Module | None,
     else:
         fixes = []
     fixes += ["pass concrete_args={...} to fix the argument that steers the branch, or wrap "
-              "free functions with torch.fx.wrap",
-              f"or let {fn} pick the capture: tracer='auto' (the default) falls back to torch.export, "
-              "make_fx and dynamo's graphs"]
+              "free functions with torch.fx.wrap", auto]
     return TraceError(f"Cannot trace {place}{where(exc)}\n  {first_line(exc)}\n  What to do: "
                       + "; ".join(fixes) + ".")
 
