@@ -2,6 +2,7 @@
 (training steps, torch.func transforms)."""
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable
 from typing import Any
 
@@ -10,6 +11,7 @@ import torch.fx
 from torch import nn
 
 from fxviz._torch_internals import TRACES_AS_COMPILING, assign_attr, make_fx_on_fakes
+from fxviz._torch_internals.real_trace import code_on_first_use, one_fake_mode
 from fxviz.capture import data_dependent
 from fxviz.capture._common import finish, first_line, front_end
 from fxviz.capture.places import where
@@ -35,7 +37,8 @@ def capture(fn: Callable[..., Any], inputs: tuple, module: nn.Module | None = No
     if root is not None:  # make_fx records nn.Module paths only for callables that expose `_orig_mod`
         target._orig_mod = root
     try:
-        with untouched(fn):  # make_fx runs real ops: a training-mode BN would advance its statistics
+        # make_fx runs real ops: a training-mode BN would advance its statistics
+        with untouched(fn), one_fake_mode(), code_on_first_use():  # code made once, when first used
             gm, how = _traced(target, decompositions, root is not None, inputs)
     except Exception as exc:
         on_values = getattr(exc, "fxviz_on_values", None)  # the real trace's stop, where the fakes' was elsewhere
@@ -53,6 +56,7 @@ def capture(fn: Callable[..., Any], inputs: tuple, module: nn.Module | None = No
         ) from exc
     # make_fx names the graph's class "<lambda>" (its own wrapper): name it as the user did.
     gm.__class__.__name__ = type(fn).__name__ if isinstance(fn, nn.Module) else getattr(fn, "__name__", "step")
+    _unreturned_vals(gm)
     finish(gm, "make_fx", root, how=how)
     if root is not None:
         _name_parameters(gm, root)
@@ -98,6 +102,17 @@ def _traced(target: Callable[..., Any], decompositions: dict | None, record: boo
     if where(on_fakes) != where(on_values):
         on_fakes.fxviz_on_values = on_values
     raise on_fakes
+
+
+def _unreturned_vals(gm: torch.fx.GraphModule) -> None:
+    """make_fx keeps no ``meta["val"]`` on a ``getitem`` of an output an op did not compute
+    (``convolution_backward``'s bias gradient, None): read from the op's tuple, so a training
+    step is drawn from its shapes, its run left to the check, as a forward is."""
+    for node in gm.graph.find_nodes(op="call_function", target=operator.getitem):
+        held = node.args[0].meta.get("val") if isinstance(node.args[0], torch.fx.Node) else None
+        if "val" not in node.meta and isinstance(held, (tuple, list)) and isinstance(node.args[1], int) \
+                and -len(held) <= node.args[1] < len(held) and held[node.args[1]] is None:
+            node.meta["val"] = None
 
 
 def _name_parameters(gm: torch.fx.GraphModule, root: nn.Module) -> None:

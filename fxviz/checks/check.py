@@ -25,6 +25,7 @@ import torch.fx
 from fxviz._runtime import untouched
 from fxviz.capture.info import graph_info
 from fxviz._torch_internals import register_pytree_node, tree_leaves, tree_map_only
+from fxviz.checks._peaks import finite_error, peak
 from fxviz.checks.inputs import EXAMPLE_ONLY, EXAMPLE_ONLY_WHY, nothing_compared, random_like  # random_like: this interface's
 
 # rtol per dtype, relative to the output's largest magnitude. float32: fusing conv+BN
@@ -258,7 +259,7 @@ def _pairs(expected: Any, actual: Any, path: str, floor: float = 0.0) -> Iterato
     place where the structures or plain values differ."""
     if isinstance(expected, (Gradients, GradientTuple)):
         values = expected.values() if isinstance(expected, Gradients) else expected
-        floor = GRADIENT_FLOOR * max((float(g.detach().abs().max()) for g in values
+        floor = GRADIENT_FLOOR * max((peak(g) for g in values
                                       if isinstance(g, torch.Tensor) and g.is_floating_point() and g.numel()),
                                      default=0.0)
     if isinstance(expected, (tuple, list)):
@@ -292,6 +293,8 @@ def _leaf_error(expected: torch.Tensor, actual: torch.Tensor) -> tuple[float, fl
         return 0.0, 0.0, tol
     if not (e.is_floating_point() or e.is_complex()):  # exact; bool has no abs()
         return (0.0 if torch.equal(e, a) else math.inf), float(e.to(torch.int64).abs().max()), tol
+    if e.is_floating_point() and (error := finite_error(e, a)) is not None:  # all finite: no masks, no float64 copies
+        return error, peak(e), tol
     finite = torch.isfinite(e)
     if not bool(finite.all()):  # masks copy: only where expected has NaN or inf (a judgement's 1000 gradients)
         if not (torch.equal(e[~finite].nan_to_num(), a[~finite].nan_to_num()) and bool((e.isnan() == a.isnan()).all())):
