@@ -45,10 +45,13 @@ def test_weights_are_listed_on_their_op_and_the_weights_button_draws_them():
     assert conv["weights"] == "conv.weight 4×3×3×3, conv.bias 4"  # a module call: its module's own
     assert explorer.graph.nodes.get("batch_norm")["weights"] == row["weights"]  # the tooltip's record
 
+    # the table lists weights' rows only while the graph draws them (table_view.js hides rows by `hide`)
+    assert explorer.table.hide == "weight"
+    assert {r["name"] for r in explorer.table.rows if r["weight"]} == weights
     explorer.graph.show_weights = True  # what the button sends
-    assert weights <= drawn(explorer)
+    assert weights <= drawn(explorer) and explorer.table.hide == ""
     explorer.graph.show_weights = False
-    assert not weights & drawn(explorer)
+    assert not weights & drawn(explorer) and explorer.table.hide == "weight"
     explorer.select("bn_running_var")  # selecting a weight (a table row) reveals the op reading it
     assert "batch_norm" in drawn(explorer)
     explorer.close()

@@ -2,10 +2,10 @@
 
 A header (model name, step, undo/redo, the step's numeric check, profiling progress, a status
 line), an error line, the graph view beside the Details / Code / Passes / Timing / Memory tabs,
-and the node table below. Ctrl+Z / Ctrl+Shift+Z undo and redo while the workbench has focus (the
-graph view catches the keys). It calls only fxviz's public API and follows the session
-(``session.subscribe``), so ``session.apply(...)`` in another cell refreshes it. Rendering never
-waits for profiling: timings fill in when known.
+and the node table below (its weights' rows while the graph shows weights). Ctrl+Z / Ctrl+Shift+Z
+undo and redo while the workbench has focus (the graph view catches the keys). It calls only fxviz's
+public API and follows the session (``session.subscribe``), so ``session.apply(...)`` in another
+cell refreshes it. Rendering never waits for profiling: timings fill in when known.
 
 Stable CSS classes (browser tests and styling rely on them):
   fxviz-explorer        the whole widget; fxviz-header: its first row
@@ -34,7 +34,6 @@ import functools
 import pathlib
 import threading
 from collections.abc import Callable, Mapping
-from contextlib import AbstractContextManager
 from typing import Any
 
 import ipywidgets as w
@@ -119,6 +118,7 @@ class Explorer(w.VBox):
         self.add_class("fxviz-explorer")
 
         w.link((self.graph, "selected"), (self.table, "selected"))
+        w.dlink((self.graph, "show_weights"), (self.table, "hide"), lambda shown: "" if shown else "weight")
         self.graph.observe(self._on_selected, "selected")
         self.graph.observe(self._on_collapsed, "collapsed")
         self.graph.observe(lambda _: self._request_profiles(), "color_mode")
@@ -188,7 +188,7 @@ class Explorer(w.VBox):
 
     # --- user actions ----------------------------------------------------------
     def _act(self, action: Callable[..., Any], *args: Any,
-             busy: Callable[[], AbstractContextManager] = contextlib.nullcontext) -> None:
+             busy: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext) -> None:
         """Run an action on the session (its controls ``busy()`` meanwhile) and show its
         error, if any. The session is transactional: a failed pass leaves it as it was.
         A request made in the browser while the previous action ran is dropped, saying so.

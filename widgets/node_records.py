@@ -39,7 +39,7 @@ def _node_columns(graph: Any) -> tuple[Columns, NodeRecords]:
     # bring on a full collection of the Session's heap (~1 s at 100k nodes).
     inputs = [tuple([i - at[p] for p in graph.pred[name]]) for i, name in enumerate(names)]
     every = Columns(table | {"inputs": inputs})
-    return every.pick(TABLE_KEYS), NodeRecords(every.pick(VIEW_KEYS))
+    return every.pick((*TABLE_KEYS, "weight")), NodeRecords(every.pick(VIEW_KEYS))
 
 
 def time_columns(graph: Any, timings: Timings | None) -> Columns:

@@ -10,46 +10,12 @@
 
 import { addColumns, rowsOf } from "./columns.js";
 import { defaultWidth, fitWidths, resized } from "./tv_columns.js";
+import { formatCell, hiddenNote, shownRows, sortRows } from "./tv_rows.js";
 
 export * from "./tv_columns.js";
+export * from "./tv_rows.js";
 
 export { rowsOf } from "./columns.js";
-
-/**
- * Rows ordered by one column; missing values (null, undefined, NaN) always last,
- * ties kept in their original order.
- * @param {Row[]} rows @param {string} key @param {boolean} descending
- * @returns {Row[]} a new array
- */
-export function sortRows(rows, key, descending) {
-  if (!key) return rows.slice();
-  const sign = descending ? -1 : 1;
-  return rows
-    .map((row, i) => ({ row, i }))
-    .sort((a, b) => {
-      const x = a.row[key], y = b.row[key];
-      const mx = isMissing(x), my = isMissing(y);
-      if (mx || my) return mx === my ? a.i - b.i : mx ? 1 : -1;
-      return sign * compareValues(x, y) || a.i - b.i;
-    })
-    .map(({ row }) => row);
-}
-
-/** @param {unknown} v */
-function isMissing(v) {
-  return v === null || v === undefined || v === "" || (typeof v === "number" && Number.isNaN(v));
-}
-
-// One collator for every comparison: localeCompare with options makes one per call
-// (sorting 100k names under node: 1.6 s, with this 0.07 s).
-const NATURAL = new Intl.Collator(undefined, { numeric: true });
-
-/** Numbers by value, text naturally ("relu_2" before "relu_10").
- * @param {string | number} x @param {string | number} y */
-export function compareValues(x, y) {
-  if (typeof x === "number" && typeof y === "number") return x - y;
-  return NATURAL.compare(String(x), String(y));
-}
 
 /**
  * What a click on a header does: the same column flips the order, a new column
@@ -59,17 +25,6 @@ export function compareValues(x, y) {
 export function nextSort(state, column) {
   if (state.sort_by === column.key) return { sort_by: column.key, descending: !state.descending };
   return { sort_by: column.key, descending: Boolean(column.numeric) };
-}
-
-/** Display text of a cell. @param {unknown} value @param {Column} column */
-export function formatCell(value, column) {
-  if (isMissing(value)) return "";
-  if (typeof value === "number" && column.numeric) {
-    if (column.significant) return value === 0 ? "0" : value.toPrecision(column.significant);
-    const digits = column.digits ?? 0;
-    return value.toLocaleString("en-US", { minimumFractionDigits: digits, maximumFractionDigits: digits });
-  }
-  return String(value);
 }
 
 /** The aria-sort value of a header. @param {string} key @param {{sort_by: string, descending: boolean}} state */
@@ -122,7 +77,8 @@ function render({ model, el }) {
   const thead = h("thead", "");
   const tbody = h("tbody", "");
   table.append(colgroup, thead, tbody);
-  root.append(table);
+  const note = h("div", "fxviz-tv-hidden");
+  root.append(table, note);
   el.replaceChildren(root);
   /** @type {Row[]} */
   let sorted = [], rows = [];
@@ -243,7 +199,10 @@ function render({ model, el }) {
 
   function renderBody() {
     const { sort_by, descending } = state();
-    sorted = sortRows(currentRows(), sort_by, descending);
+    const hide = model.get("hide") || "";
+    const { shown, hidden } = shownRows(currentRows(), hide);
+    note.textContent = hiddenNote(hidden, hide);
+    sorted = sortRows(shown, sort_by, descending);
     position = new Map(sorted.map((row, i) => [String(row.name), i]));
     renderWindow(true);
   }
@@ -290,6 +249,7 @@ function render({ model, el }) {
   const onSelected = () => markSelected(true);
   model.on("change:data", onRows);
   model.on("change:extra", onRows);
+  model.on("change:hide", onRows);
   model.on("change:columns", onSort);
   model.on("change:sort_by", onSort);
   model.on("change:descending", onSort);
@@ -299,6 +259,7 @@ function render({ model, el }) {
   return () => {
     model.off("change:data", onRows);
     model.off("change:extra", onRows);
+    model.off("change:hide", onRows);
     model.off("change:columns", onSort);
     model.off("change:sort_by", onSort);
     model.off("change:descending", onSort);

@@ -46,6 +46,9 @@ class TableView(anywidget.AnyWidget):
     extra = traitlets.Any(Columns()).tag(sync=True, to_json=_json)
     #: the ``name`` of the selected row, or ""
     selected = traitlets.Unicode("").tag(sync=True)
+    #: a column of ``data`` whose rows with a true value are not shown (the node table's
+    #: ``weight`` while the graph hides weights; they are counted under the rows); "": every row
+    hide = traitlets.Unicode("").tag(sync=True)
     sort_by = traitlets.Unicode("").tag(sync=True)
     descending = traitlets.Bool(False).tag(sync=True)
 

@@ -19,7 +19,7 @@ from fxviz.errors import MissingDependency
 GRAPH_VIEW = ("columns.js", "gv_view.js", "gv_graph.js", "gv_labels.js", "gv_svg.js", "gv_dom.js", "gv_tooltip.js", "gv_minimap.js", "gv_stage.js",
               "gv_select.js", "gv_search.js", "gv_pointer.js", "gv_toolbar.js", "gv_keys.js", "graph_view.js")
 #: the node table's modules
-TABLE_VIEW = ("columns.js", "tv_columns.js", "table_view.js")
+TABLE_VIEW = ("columns.js", "tv_columns.js", "tv_rows.js", "table_view.js")
 #: the report page's host script (fxviz/report/page.py)
 REPORT_HOST = ("report_model.js", "report_panels.js", "report_host.js")
 _LOCAL_IMPORT = re.compile(r'^(?:import|export)\b[^;"]*?\bfrom\s+"\./[\w.]+";\n', re.MULTILINE)

@@ -27,7 +27,7 @@ TIME_KEYS = ("time_us", "share")  # measured later, by a profile: not node attri
 def values(graph: Any, limit: int | None = None) -> dict[str, list]:
     """Every column but the times, ``{key: values}``, of ``graph``'s first ``limit``
     nodes (default: all) in graph order, straight from the node attributes (no dict per
-    node: 100k nodes)."""
+    node: 100k nodes); also ``weight``, no column: whether the node is a weight."""
     names = list(itertools.islice(graph, limit))
     attrs = [a for _, a in itertools.islice(graph.nodes(data=True), limit)]  # no (name, attrs) list: 100k tuples
     return {
@@ -37,7 +37,7 @@ def values(graph: Any, limit: int | None = None) -> dict[str, list]:
         "shape": [shape_text(a["shape"]) for a in attrs],
         "weights": [weights_text(a.get("weights", ())) for a in attrs],
         "flops": [None if a["flops"] is None else int(a["flops"]) for a in attrs],
-        "bytes": [a.get("bytes") for a in attrs],
+        "bytes": [a.get("bytes") for a in attrs], "weight": [a.get("weight", False) for a in attrs],
     }
 
 

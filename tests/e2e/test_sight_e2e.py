@@ -135,6 +135,13 @@ def test_collapse_all_names_modules_and_expand_all_says_what_it_left(desk, noteb
 def test_the_weights_button_draws_the_parameters(desk, notebook):
     ex = _explorer(notebook, "timm")
     facts = kernel_json(notebook, "facts(ex_timm)")
+    table = ex.locator(".fxviz-node-table")
+    rows = lambda: set(table.locator("tr.fxviz-tv-row td:nth-child(2)").all_inner_texts())  # noqa: E731 - names in view
+    note = table.locator(".fxviz-tv-hidden")
+    # the table lists the weights' rows only with the graph's: under its rows, how many it leaves out
+    assert note.is_visible() and note.inner_text().startswith(f"{len(facts['weights'])} weights not listed")
+    assert not rows() & set(facts["weights"])
+    shoot_themes(notebook, table, "e2e-sight-table-weights-hidden")
     _click(ex, "collapse-all")
     ex.locator(".fxviz-graph .fxviz-gv-btn[data-action='weights'][aria-pressed='false']").wait_for()
     ex.locator(".fxviz-graph .fxviz-gv-btn[data-action='weights']").click()
@@ -142,8 +149,11 @@ def test_the_weights_button_draws_the_parameters(desk, notebook):
     _click(ex, "expand-all")
     drawn = set(ex.locator(".fxviz-graph g.node[id^='fx-']").evaluate_all("gs => gs.map(g => g.id.slice(3))"))
     assert set(facts["weights"]) & drawn
+    note.wait_for(state="hidden")  # empty: every row listed
+    assert rows() & set(facts["weights"])  # regnet's first weights are read by its first ops, in view
     ex.locator(".fxviz-graph .fxviz-gv-btn[data-action='weights']").click()  # back as it was
     ex.locator(".fxviz-graph .fxviz-gv-btn[data-action='weights'][aria-pressed='false']").wait_for()
+    note.wait_for(state="visible")
 
 
 def test_after_fusion_the_two_steps_side_by_side_mark_what_changed(desk, notebook):

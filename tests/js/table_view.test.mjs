@@ -4,7 +4,8 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 
 import widget, {
-  ariaSort, compareValues, defaultWidth, fitWidths, formatCell, nextSort, resized, rowsOf, scrollToRow, sortRows, visibleRange,
+  ariaSort, compareValues, defaultWidth, fitWidths, formatCell, hiddenNote, nextSort, resized, rowsOf, scrollToRow, shownRows,
+  sortRows, visibleRange,
 } from "../../widgets/table_view.js";
 
 const ROWS = [
@@ -122,4 +123,15 @@ test("columns fit the pane: text columns share the room, numbers and the user's 
   assert.equal(fitWidths(cols, 300, new Map()).get("name"), 72); // never below a legible minimum
   assert.equal(fitWidths(cols, 700, new Map([["name", 300]])).get("name"), 300); // resized by the user
   assert.equal(fitWidths(cols, 0, new Map()).get("name"), 150); // not laid out yet: the default
+});
+
+test("rows whose hide column is true are left out and counted; none hidden without a column", () => {
+  const rows = [{ name: "w", weight: true }, { name: "conv", weight: false }, { name: "b", weight: true }, { name: "x" }];
+  const { shown, hidden } = shownRows(rows, "weight");
+  assert.deepEqual(names(shown), ["conv", "x"]);
+  assert.equal(hidden, 2);
+  assert.equal(hiddenNote(hidden, "weight"), "2 weights not listed: the graph's Weights button shows them here and in the graph");
+  assert.equal(hiddenNote(1, "weight").split(" ").slice(0, 2).join(" "), "1 weight");
+  assert.deepEqual(shownRows(rows, ""), { shown: rows, hidden: 0 });
+  assert.equal(hiddenNote(0, "weight"), "");
 });
