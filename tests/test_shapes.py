@@ -3,6 +3,7 @@ import sys
 from typing import Any
 
 import torch
+from torch import nn
 
 import fxviz
 import fxviz.timing.aten_breakdown
@@ -285,3 +286,16 @@ def test_a_value_that_is_not_a_tensor_is_dropped_after_its_last_use():
     _FREED.clear()
     outputs, _ = annotated_run(torch.fx.symbolic_trace(Boxing()), (torch.zeros(2),))
     assert outputs.tolist() == [1.0, 1.0]
+
+
+class ReadsShapes(nn.Module):
+    def forward(self, x):
+        n, s = x.shape[1], x.size(0)  # metadata: no element of x read
+        return x.reshape(s, n, -1).sum(-1) * x.dim()
+
+
+def test_reading_a_tensors_shape_moves_none_of_its_bytes():
+    graph = fxviz.Session(ReadsShapes(), torch.randn(4, 8, 16)).current.graph
+    moved = {n: a["bytes"] for n, a in graph.nodes(data=True)}
+    assert moved["getattr_1"] == moved["size"] == moved["dim"] == 0  # was 2,048: x's bytes
+    assert moved["reshape"] == 2 * 4 * 8 * 16 * 4  # a call that takes x still reads it (and writes its view)

@@ -116,3 +116,19 @@ def has_tensor(meta: Any) -> bool:
     if isinstance(meta, dict):
         return any(has_tensor(m) for m in meta.values())
     return False
+
+
+#: Methods that read a tensor's metadata, never its elements
+_METADATA_METHODS = frozenset({"size", "dim", "ndimension", "numel", "nelement", "stride", "element_size",
+                               "storage_offset", "is_contiguous", "is_floating_point", "is_complex", "get_device"})
+_METADATA_OPS = frozenset(f"aten.{name}" for name in ("sym_size.int", "sym_size.default", "sym_numel.default",
+                                                     "sym_stride.int", "sym_stride.default",
+                                                     "sym_storage_offset.default"))
+
+
+def reads_metadata_only(node: torch.fx.Node) -> bool:
+    """Whether ``node`` reads only its inputs' metadata (``x.shape``, ``x.size(1)``,
+    ``aten.sym_size``): it moves no bytes of theirs, though it takes tensors."""
+    if node.op == "call_method":
+        return node.target in _METADATA_METHODS
+    return node.op == "call_function" and (node.target is getattr or str(node.target) in _METADATA_OPS)

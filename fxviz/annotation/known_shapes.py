@@ -12,7 +12,7 @@ import torch.fx
 
 from fxviz import _torch_internals
 from fxviz._torch_internals import OpOverload, op_schema, tree_leaves
-from fxviz.annotation._values import signature, tensor_metadata, tensors
+from fxviz.annotation._values import reads_metadata_only, signature, tensor_metadata, tensors
 from fxviz.capture._common import first_line
 
 
@@ -66,8 +66,8 @@ def known_notes(gm: torch.fx.GraphModule, inputs: tuple) -> dict[str, dict[str, 
             else:
                 flops = counted
             moved = dict(sizes[node])
-            for producer in node.all_input_nodes:
-                moved.update(sizes[producer])
+            for producer in node.all_input_nodes if sizes[node] or not reads_metadata_only(node) else ():
+                moved.update(sizes[producer])  # aten.sym_size reads no element
             moved = sum(moved.values())
         key = (flops, moved, id(metadata), why)
         note = shared.get(key)

@@ -12,8 +12,8 @@ from torch.fx.passes.shape_prop import TensorMetadata
 
 from fxviz.annotation._node_runner import last_uses, may_write_inputs
 from fxviz._runtime import fresh_containers, preserved_buffers
-from fxviz.annotation._values import Unknown, has_tensor, module_signature, module_tensors, signature as _signature, \
-    tensor_metadata, tensors as _tensors
+from fxviz.annotation._values import Unknown, has_tensor, module_signature, module_tensors, reads_metadata_only, \
+    signature as _signature, tensor_metadata, tensors as _tensors
 from fxviz import _torch_internals
 from fxviz._torch_internals import OpOverload
 from fxviz.errors import RunError
@@ -99,8 +99,8 @@ class _Annotator(torch.fx.Interpreter):
                 if run is not None:  # bytes read and written, each tensor once
                     try:
                         moved = dict(tensors)
-                        for producer in node.all_input_nodes:
-                            moved.update(described[producer][1])
+                        for producer in node.all_input_nodes if tensors or not reads_metadata_only(node) else ():
+                            moved.update(described[producer][1])  # x.shape reads no element of x
                         moved.update(owned[0])
                         moved = sum(moved.values())
                     except TypeError:  # None: a tensor it reads or writes has no known size
