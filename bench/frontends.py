@@ -1206,6 +1206,64 @@ _TV |= {"ssd300_vgg16 (train mode, targets)": _detector_training("ssd300_vgg16",
             "fasterrcnn_resnet50_fpn_v2", num_classes=3, min_size=64, max_size=64),
         **{name: _tv(name, (1, 3, 64, 64), num_classes=3) for name in ("shufflenet_v2_x1_0", "regnet_y_800mf")},
         "swin_v2_t (tracer=make_fx)": _traced_by(_TV["swin_v2_t"], "make_fx")}
+
+
+def _parakeet() -> tuple:
+    """Parakeet's FastConformer encoder: log-mel frames, subsampled 8× by strided convolutions."""
+    model, _ = _hf("ParakeetEncoderConfig", hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                   intermediate_size=64, num_mel_bins=16, subsampling_conv_channels=8, conv_kernel_size=3,
+                   max_position_embeddings=64)()
+    return model, (torch.randn(1, 64, 16),)
+
+
+def _ps_roi_align() -> tuple:
+    """torchvision's PSRoIAlign: position-sensitive pooling of a feature map over a tensor of boxes."""
+    from torchvision.ops import PSRoIAlign
+
+    return PSRoIAlign(3, 0.5, 2).eval(), (torch.randn(1, 18, 16, 16),
+                                          torch.tensor([[0.0, 1.0, 1.0, 20.0, 20.0], [0.0, 4.0, 8.0, 30.0, 28.0]]))
+
+
+def _drop_block() -> tuple:
+    """torchvision's DropBlock2d and StochasticDepth in training: blocks and rows dropped by random draws."""
+    from torchvision.ops import DropBlock2d, StochasticDepth
+
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), DropBlock2d(0.2, 3), StochasticDepth(0.2, "row"))
+    return model.train(), (torch.randn(2, 3, 16, 16),)
+
+
+def _mask2former() -> tuple:
+    """Mask2Former on a tiny Swin: 64 px (at 32 its last stage is 1×1, too small for its group norms of 32 groups)."""
+    model, _ = _hf("Mask2FormerConfig", backbone_config={
+        "model_type": "swin", "image_size": 64, "embed_dim": 16, "depths": [1, 1, 1, 1], "num_heads": [1, 1, 2, 2],
+        "window_size": 4, "out_features": ["stage1", "stage2", "stage3", "stage4"]}, feature_size=32,
+        mask_feature_size=32, hidden_dim=32, encoder_feedforward_dim=64, encoder_layers=1, decoder_layers=2,
+        num_attention_heads=2, dim_feedforward=64, num_queries=8)()
+    return model, (torch.randn(1, 3, 64, 64),)
+
+
+_HF |= {
+    "clipseg (text+image)": _hf("CLIPSegConfig", "text+pixels", text_config={"vocab_size": 128, **SMALL},
+                                vision_config={"image_size": 32, "patch_size": 8, **SMALL}, projection_dim=16,
+                                reduce_dim=16, extract_layers=[1]),
+    "chinese-clip (text+image)": _hf("ChineseCLIPConfig", "text+pixels", text_config={"vocab_size": 128, **SMALL},
+                                     vision_config={"image_size": 32, "patch_size": 8, **SMALL}, projection_dim=16),
+    "altclip (text+image)": _hf("AltCLIPConfig", "text+pixels", text_config={"vocab_size": 128, "project_dim": 16,
+                                                                           "pad_token_id": 1, **SMALL},
+                                vision_config={"image_size": 32, "patch_size": 8, **SMALL}, projection_dim=16),
+    "roc-bert (shape, pronunciation)": _hf("RoCBertConfig", vocab_size=128, pronunciation_vocab_size=16,
+                                           shape_vocab_size=16, pronunciation_embed_dim=16, shape_embed_dim=16,
+                                           **SMALL),
+    "dpr (question encoder)": _hf("DPRConfig", vocab_size=128, **SMALL),
+    "eurobert": _hf("EuroBertConfig", pad_token_id=0, bos_token_id=1, eos_token_id=2, mask_token_id=3, **TINY_LM),
+    "parakeet (fastconformer)": _parakeet,
+    "fastspeech2-conformer (data-dependent length)": _hf(
+        "FastSpeech2ConformerConfig", hidden_size=32, vocab_size=128, num_mel_bins=16, encoder_layers=1,
+        decoder_layers=1, encoder_linear_units=64, decoder_linear_units=64, speech_decoder_postnet_layers=1,
+        speech_decoder_postnet_units=16, duration_predictor_channels=16, energy_predictor_channels=16,
+        pitch_predictor_channels=16, pitch_predictor_layers=1, decoder_kernel_size=3, encoder_kernel_size=3),
+    "mask2former (swin)": _mask2former}
+_TV |= {"ps_roi_align (boxes tensor)": _ps_roi_align, "drop block, stochastic depth (train)": _drop_block}
 #: Run without --wide: a few per family.
 QUICK = {"timm": ("resnet18", "convnext_atto", "vit_tiny_patch16_224", "resnet18 (train step)",
                   "resnet18 (export joint)"),
