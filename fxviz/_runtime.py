@@ -37,20 +37,24 @@ def preserved_buffers(module: nn.Module) -> Iterator[None]:
     """Restore every buffer afterwards (a training-mode BatchNorm updates its running
     statistics in place, and those buffers may be shared with the user's model), and
     every parameter a GraphModule writes in place (an optimizer step it traced)."""
-    with _restored([*module.buffers(), *_written_by(module)]):
-        yield
+    with _restored([*module.buffers(), *_written_by(module)]) as restore:
+        yield restore
 
 
 @contextlib.contextmanager
-def _restored(tensors: list[torch.Tensor]) -> Iterator[None]:
+def _restored(tensors: list[torch.Tensor]) -> Iterator[Callable[[], None]]:
+    """Yields a function that restores them now: runs one after another share one copy."""
     saved = [(t, t.detach().clone()) for t in {id(t): t for t in tensors}.values() if has_values(t)]
-    try:
-        yield
-    finally:
+
+    def restore() -> None:
         with torch.no_grad():
             for tensor, value in saved:
                 if not torch.equal(tensor, value):
                     tensor.copy_(value)
+    try:
+        yield restore
+    finally:
+        restore()
 
 
 def _written_by(module: nn.Module) -> list[torch.Tensor]:
@@ -90,24 +94,31 @@ def _closed_over(fn: Callable[..., Any]) -> list[Any]:
 
 
 @contextlib.contextmanager
-def untouched(model: Any) -> Iterator[None]:
+def untouched(model: Any) -> Iterator[Callable[[], None]]:
     """Run ``model`` (a module, or a plain function over the modules and optimizers it
     closes over) and leave them as they were: capturing or checking a training step must
     not advance the user's BatchNorm statistics, and an optimizer step in it must not
-    change the user's weights or the optimizer's state."""
+    change the user's weights or the optimizer's state. Yields a function that puts them
+    back now, for runs one after another (a copy of a large model's weights is made once)."""
     if isinstance(model, nn.Module):
-        with preserved_buffers(model):
-            yield
+        with preserved_buffers(model) as restore:
+            yield restore
         return
     modules = closed_over_modules(model)
     optimizers = [o for o in _closed_over(model) if isinstance(o, torch.optim.Optimizer)]
     states = [copy.deepcopy(o.state_dict()) for o in optimizers]
-    try:
-        with _restored([t for m in modules for t in (*m.parameters(), *m.buffers())]):
-            yield
-    finally:
+
+    def reset() -> None:
         for optimizer, state in zip(optimizers, states):
-            optimizer.load_state_dict(state)
+            optimizer.load_state_dict(copy.deepcopy(state))  # it keeps the tensors it is given
+    try:
+        with _restored([t for m in modules for t in (*m.parameters(), *m.buffers())]) as restore:
+            def both() -> None:
+                restore()
+                reset()
+            yield both
+    finally:
+        reset()
 
 
 @contextlib.contextmanager

@@ -12,7 +12,7 @@ from torch.fx.experimental import proxy_tensor
 import fxviz
 from fxviz.annotation.known_shapes import NOT_RUN, known_notes
 from fxviz.capture import capture
-from fxviz.checks.check import _leaf_error, compare_outputs
+from fxviz.checks.check import _leaf_error, compare_outputs, run_outputs
 from fxviz.checks._peaks import finite_error, peak
 
 
@@ -94,3 +94,23 @@ def test_gradients_floor_reads_the_largest_gradient_without_copies():
     marked = compare_outputs([(torch.tensor(1.0), GradientTuple(grads))], [(torch.tensor(1.0), off)])
     assert marked.status == "match" and marked.max_abs == pytest.approx(4e-4, rel=1e-5)
     assert peak(torch.tensor([1.0, -50.0])) == 50.0
+
+
+def test_runs_share_one_copy_of_the_weights_and_each_starts_from_them():
+    net = nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4), nn.Linear(4, 2)).train()
+    opt = torch.optim.Adam(net.parameters(), lr=0.1)
+
+    def step(x):
+        opt.zero_grad()
+        loss = net(x).pow(2).mean()
+        loss.backward()
+        opt.step()
+        return loss, net[0].weight.detach().clone(), net[1].running_mean.clone()
+
+    x = torch.randn(5, 3)
+    before = {k: v.clone() for k, v in net.state_dict().items()}
+    runs = run_outputs(step, [(x,), (x,), (x,)])
+    for later in runs[1:]:  # weights, statistics and Adam's moments as before each run: the same outputs
+        assert all(torch.equal(a, b) for a, b in zip(runs[0], later))
+    assert not torch.equal(runs[0][1], before["0.weight"])  # the step did update them
+    assert all(torch.equal(before[k], v) for k, v in net.state_dict().items()) and not opt.state_dict()["state"]
