@@ -301,3 +301,15 @@ def test_a_forward_under_an_args_kwargs_decorator_is_explained_and_auto_goes_on(
     session = fxviz.Session(WrappedForward(), torch.randn(2))
     assert session.capture.method == "export" and session.current.check.status == "match"
     assert any("decorator's wrapper" in str(a) for a in session.capture.attempts)
+
+
+@pytest.mark.parametrize("model, named", [(None, "NoneType"), ("weights.pt", "str ('weights.pt')"), (3, "int")])
+def test_something_that_is_no_model_is_refused_at_once_saying_what_a_model_is(model, named):
+    """It was run on the inputs, and the message said the model "itself fails" on them."""
+    from fxviz.errors import UsageError
+
+    with pytest.raises(UsageError) as caught:
+        fxviz.Session(model, torch.randn(2))
+    text = str(caught.value)
+    assert text.startswith("Session(...) needs a model to capture") and f"got {named}" in text
+    assert "ExportedProgram" in text and ".pt2" in text and "fails" not in text

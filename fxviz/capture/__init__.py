@@ -69,6 +69,10 @@ def capture(
 def _capture(model: Any, example_inputs: Any, kwargs: dict[str, Any], tracer: Any, capture_timeout: float | None,
              options: dict[str, Any]) -> Capture:
     model = uncompiled(model)
+    if not callable(model) and not export.is_exported(model):
+        raise UsageError(f"{caller()}(...) needs a model to capture: an nn.Module, a function over tensors, a "
+                         f"torch.export ExportedProgram or the path of a .pt2 file; got {type(model).__name__} "
+                         f"({str(model)[:80]!r}).")
     if export.is_exported(model):
         result = Capture([export.from_program(export.load(model))], "exported program")
         names.describe_outputs(result.gm)
