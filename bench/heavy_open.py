@@ -17,7 +17,9 @@ first view is ``Session`` + the drawing's layout (as bench/frontends.py times it
 use, is made there now), and both together. The machine is shared:
 the load average is printed; read the ratios, not the seconds.
 
-Run: ``PYTHONPATH=. .venv/bin/python bench/heavy_open.py [--case frcnn|maskrcnn|pnasnet] [--repeats 3]``.
+``--cold``: the first view alone, in a fresh process per run (old and new alternating).
+
+Run: ``PYTHONPATH=. .venv/bin/python bench/heavy_open.py [--case frcnn|maskrcnn|pnasnet] [--repeats 3] [--cold]``.
 """
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ import argparse
 import contextlib
 import os
 import statistics
+import subprocess
 import sys
 import time
 import warnings
@@ -86,7 +89,7 @@ def _copy_per_run(model: Any) -> Iterator[Callable[[], None]]:
 def _old() -> Iterator[None]:
     """This work undone in place: make_fx's trace as before, the check's leaf-by-leaf comparison."""
     undone = {(fxviz_make_fx, "one_fake_mode"): contextlib.nullcontext,
-              (fxviz_make_fx, "code_on_first_use"): contextlib.nullcontext,
+              (fxviz_make_fx, "lazy_code"): contextlib.nullcontext,
               (fxviz_make_fx, "_unreturned_vals"): lambda gm: None,
               (check_module, "finite_error"): lambda e, a: None,  # the exact path: float64 copies, masks
               (check_module, "peak"): lambda t: float(t.detach().abs().max()),
@@ -153,16 +156,42 @@ def run(case: str, repeats: int) -> None:
           f"check: old {statuses['old']!r}, new {statuses['new']!r}", flush=True)
 
 
+def cold(case: str, repeats: int) -> None:
+    """The first open in a fresh process (torch's one-time costs of its first trace in it), old and new
+    alternating; the model is built before the clock starts."""
+    times: dict[str, list[float]] = {"old": [], "new": []}
+    for i in range(repeats):
+        for name in ("old", "new") if i % 2 == 0 else ("new", "old"):
+            done = subprocess.run([sys.executable, os.path.abspath(__file__), "--one", case, name],
+                                  capture_output=True, text=True, check=True)
+            times[name].append(float(done.stdout.split("FIRST ")[1].split()[0]))
+    old, new = (statistics.median(times[n]) for n in ("old", "new"))
+    print(f"{case:9s} cold first view old {old:6.2f} s  new {new:6.2f} s  ({new / old:.2f}x)", flush=True)
+
+
+def _one(case: str, name: str) -> None:
+    model, inputs, tracer = CASES[case]()
+    with _old() if name == "old" else contextlib.nullcontext():
+        start = time.perf_counter()
+        session = fxviz.Session(model, inputs, tracer=tracer)
+        render(session.current.graph).drawn()
+        print(f"FIRST {time.perf_counter() - start}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--case", choices=tuple(CASES), action="append")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--cold", action="store_true", help="fresh processes: the first open in each")
+    parser.add_argument("--one", nargs=2, metavar=("CASE", "VARIANT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
     torch.set_num_threads(1)
+    if args.one:
+        return _one(*args.one)
     print(f"load average before {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores", flush=True)
     for case in args.case or tuple(CASES):
-        run(case, args.repeats)
+        (cold if args.cold else run)(case, args.repeats)
     print(f"load average after {os.getloadavg()[0]:.2f}")
 
 

@@ -7,7 +7,7 @@
   same shapes, strides, dtypes and devices.
 - make_fx returns a GraphModule with its code compiled; fxviz renames the graph's parameters
   and inputs after it, and each rename compiled it again (3 compiles of pnasnet's training step).
-  :func:`code_on_first_use` has the code made once, when the graph is first called or read.
+  :func:`lazy_code` has the code made once, when the graph is first called or read.
 """
 from __future__ import annotations
 
@@ -53,7 +53,7 @@ def one_fake_mode() -> Iterator[None]:
                 proxy_tensor.FakeTensorMode = FakeTensorMode
 
 
-def code_on_first_use() -> contextlib.AbstractContextManager:
+def lazy_code() -> contextlib.AbstractContextManager:
     """While make_fx traces: its GraphModule makes its code when first called or read
     (torch's ``_LazyGraphModule``, as inductor has it), not at once."""
     return _lazy_graph_module._use_lazy_graph_module(True)

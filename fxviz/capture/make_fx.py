@@ -11,7 +11,7 @@ import torch.fx
 from torch import nn
 
 from fxviz._torch_internals import TRACES_AS_COMPILING, assign_attr, make_fx_on_fakes
-from fxviz._torch_internals.real_trace import code_on_first_use, one_fake_mode
+from fxviz._torch_internals.real_trace import lazy_code, one_fake_mode
 from fxviz.capture import data_dependent
 from fxviz.capture._common import finish, first_line, front_end
 from fxviz.capture.places import where
@@ -38,7 +38,7 @@ def capture(fn: Callable[..., Any], inputs: tuple, module: nn.Module | None = No
         target._orig_mod = root
     try:
         # make_fx runs real ops: a training-mode BN would advance its statistics
-        with untouched(fn), one_fake_mode(), code_on_first_use():  # code made once, when first used
+        with untouched(fn), one_fake_mode(), lazy_code():  # code made once, when first used
             gm, how = _traced(target, decompositions, root is not None, inputs)
     except Exception as exc:
         on_values = getattr(exc, "fxviz_on_values", None)  # the real trace's stop, where the fakes' was elsewhere
