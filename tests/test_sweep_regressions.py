@@ -233,3 +233,54 @@ def test_inline_module_not_offered_on_a_symbolic_graph_without_module_calls_does
     assert "every operation is a function call already" in why
     dynamo = fxviz.Session(nn.Sequential(nn.Linear(3, 3)), (torch.randn(2, 3),), tracer="dynamo")
     assert "dynamo's graphs call functions" in registry.get("inline_module").why_not(dynamo.current.gm)
+
+
+def _drop_rows(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
+    """torchvision's stochastic_depth, in short: opaque to symbolic tracing (wrapped), random in training only."""
+    if not training:
+        return x
+    return x * torch.empty(x.shape[0], 1).bernoulli_(1 - p) / (1 - p)
+
+
+torch.fx.wrap("_drop_rows")
+
+
+class _FunctionalDrops(nn.Module):
+    """``F.dropout`` and a wrapped function that draws (torchvision's DropBlock2d and StochasticDepth, timm's
+    DropPath): no Dropout module, no random op by name in the graph."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x):
+        return _drop_rows(torch.nn.functional.dropout(self.lin(x), 0.5, training=self.training), 0.5, self.training)
+
+
+@pytest.mark.parametrize("tracer", ["symbolic", "export", "dynamo"])
+def test_a_match_of_a_graph_drawing_through_functions_says_they_shared_a_seed(tracer):
+    # torchvision's DropBlock2d/StochasticDepth in training, F.dropout (symbolic, dynamo) and
+    # export's aten.dropout read a plain "outputs match": the random draws went unnamed.
+    x = torch.randn(6, 4)
+    check = fxviz.Session(_FunctionalDrops().train(), (x,), tracer=tracer).current.check
+    assert check.status == "match" and check.n_inputs == 3
+    assert "the graph draws random numbers (" in check.message and "same seed" in check.message
+    assert "dropout" in check.message
+    if tracer == "symbolic":
+        assert "(_drop_rows, dropout)" in check.message
+    quiet = fxviz.Session(_FunctionalDrops().eval(), (x,), tracer=tracer).current.check
+    assert quiet.status == "match" and "random" not in quiet.message  # no draw in eval: nothing said
+
+
+def test_seeded_says_whether_a_run_drew():
+    from fxviz.checks.seeds import seeded
+
+    drew: list = []
+    with seeded((torch.ones(2),), drew):
+        torch.ones(3).exp()
+    assert drew == []
+    with seeded((torch.ones(2),), drew):
+        first = torch.rand(3)
+    with seeded((torch.ones(2),), drew):
+        assert torch.equal(torch.rand(3), first)  # the same stream each time
+    assert drew == [True, True]

@@ -13,7 +13,6 @@ NaN and inf must sit at the same places. Integer and bool leaves must be equal.
 """
 from __future__ import annotations
 
-import contextlib
 import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -24,9 +23,10 @@ import torch.fx
 
 from fxviz._runtime import untouched
 from fxviz.capture.info import graph_info
-from fxviz._torch_internals import register_pytree_node, tree_leaves, tree_map_only
+from fxviz._torch_internals import register_pytree_node, tree_map_only
 from fxviz.checks._peaks import finite_error, peak
 from fxviz.checks.inputs import EXAMPLE_ONLY, EXAMPLE_ONLY_WHY, nothing_compared, random_like  # random_like: this interface's
+from fxviz.checks.seeds import seeded  # seeded: this interface's too
 
 # rtol per dtype, relative to the output's largest magnitude. float32: fusing conv+BN
 # in a ResNet50 moves outputs by about 1e-6 of their scale; 1e-4 leaves two decades
@@ -155,11 +155,13 @@ def tf32_enabled() -> bool:
         return bool(torch.backends.cudnn.allow_tf32 or torch.backends.cuda.matmul.allow_tf32)
 
 
-def run_outputs(module: Callable[..., Any], inputs_list: Sequence[tuple], grad: bool | None = None) -> list[Any]:
+def run_outputs(module: Callable[..., Any], inputs_list: Sequence[tuple], grad: bool | None = None,
+                drew: list | None = None) -> list[Any]:
     """``module(*inputs)`` for each input tuple, with the same random seed each time, so dropout in a
-    training-mode model draws the same masks at every step. Modules run without autograd (unless ``grad``); a plain
-    function runs with it (a training step calls ``torch.autograd.grad``); outputs come back detached. What a run
-    changes (buffers; weights and optimizer state a step updates) is restored after each, from one copy."""
+    training-mode model draws the same masks at every step (``drew``: True appended for each run that drew).
+    Modules run without autograd (unless ``grad``); a plain function runs with it (a training step calls
+    ``torch.autograd.grad``); outputs come back detached. What a run changes (buffers; weights and optimizer
+    state a step updates) is restored after each, from one copy."""
     # A GraphModule's __call__ prints its code to stderr and imports torch._dynamo (seconds) when the forward raises
     call = module.forward if isinstance(module, torch.fx.GraphModule) else module
     grad = not isinstance(module, torch.nn.Module) if grad is None else grad
@@ -169,7 +171,7 @@ def run_outputs(module: Callable[..., Any], inputs_list: Sequence[tuple], grad: 
         for i, inputs in enumerate(inputs_list):  # each from the same state: a step may update weights
             if i:
                 restore()
-            with seeded(inputs):
+            with seeded(inputs, drew):
                 outputs.append(_marked(tree_map_only(torch.Tensor, torch.Tensor.detach, call(*inputs)), gradients))
     return outputs
 
@@ -177,14 +179,6 @@ def run_outputs(module: Callable[..., Any], inputs_list: Sequence[tuple], grad: 
 def _gradient_paths(module: Any) -> Sequence[tuple[int, ...]]:
     """Where outputs hold gradients: in a training graph's meta (every step keeps it), on a step's reference."""
     return graph_info(module).gradient_outputs or getattr(module, "fxviz_gradient_outputs", ())
-
-
-@contextlib.contextmanager
-def seeded(inputs: tuple) -> Iterator[None]:
-    """The same random stream for every run that is compared, restored afterwards."""
-    with torch.random.fork_rng(devices=_devices(inputs)):
-        torch.manual_seed(0)
-        yield
 
 
 def check_outputs(
@@ -315,6 +309,3 @@ def _describe(value: Any) -> str:
         return f"a {type(value).__name__} of {len(value)}"
     return type(value).__name__
 
-
-def _devices(inputs: tuple) -> list:
-    return sorted({x.device.index or 0 for x in tree_leaves(inputs) if isinstance(x, torch.Tensor) and x.is_cuda})

@@ -40,8 +40,9 @@ def check_graph(gm: torch.fx.GraphModule, check_inputs: Sequence[tuple], referen
         return CheckResult.failed("running the original model for the check", exc, len(check_inputs),
                                   "Call it on the example inputs in a cell to see the traceback; "
                                   "if only the example inputs work, use n_random_inputs=0."), []
+    drew: list = []  # a True for each run of ``gm`` that drew random numbers
     try:
-        rest = run_outputs(gm, check_inputs[1:] if fresh else check_inputs)
+        rest = run_outputs(gm, check_inputs[1:] if fresh else check_inputs, drew=drew)
     except Exception as exc:  # ran on the example inputs, fails on a random one
         example = (lambda: first) if fresh else (lambda: run_outputs(gm, check_inputs[:1])[0])
         return failed_beyond_example(exc, expected, example, captured), []
@@ -54,7 +55,7 @@ def check_graph(gm: torch.fx.GraphModule, check_inputs: Sequence[tuple], referen
         if root is not None:
             inputs = check_inputs if model_inputs is None else model_inputs()
             result = against_float64(result, expected, outputs, lambda: _truth(root, inputs, check_inputs))
-    return _seeded_note(result, gm), outputs
+    return _seeded_note(result, gm, bool(drew)), outputs
 
 
 def _truth(model: Any, inputs: Sequence[tuple], converted: Sequence[tuple]) -> tuple | None:
@@ -72,16 +73,30 @@ _DROPOUTS = (torch.nn.Dropout, torch.nn.Dropout1d, torch.nn.Dropout2d, torch.nn.
              torch.nn.FeatureAlphaDropout)
 
 
-def _seeded_note(result: CheckResult, gm: torch.fx.GraphModule) -> CheckResult:
+def _seeded_note(result: CheckResult, gm: torch.fx.GraphModule, drew: bool = False) -> CheckResult:
     """A match of a graph that draws random numbers (ViT-MAE's masking, dropout in
     training) says that both ran from one seed: it shows the same computation, and
-    another seed would draw other numbers in both."""
-    drawn = sorted({name for node in gm.graph.nodes if (name := _draw(gm, node))})
-    if result.status != "match" or not drawn:
+    another seed would draw other numbers in both. ``drew``: a run of it drew (the generator
+    moved): its ops whose names say they may are named too (``F.dropout``, ``drop_block2d``)."""
+    drawn = sorted({name for node in gm.graph.nodes if (name := _draw(gm, node))
+                    or drew and _MAY_DRAW.search(name := _target_name(gm, node))})
+    if result.status != "match" or not (drawn or drew):
         return result
+    named = f" ({', '.join(drawn[:3])})" if drawn else ""
     return dataclasses.replace(result, message=(
-        f"{result.message}; the graph draws random numbers ({', '.join(drawn[:3])}): the model and the graph ran "
+        f"{result.message}; the graph draws random numbers{named}: the model and the graph ran "
         "from the same seed on each input, so both drew the same ones"))
+
+
+#: Names of ops that may draw, by what their code does in training (dropout, drop_path, drop_block2d, stochastic_depth).
+_MAY_DRAW = re.compile(r"drop|stochastic|bernoulli|rand|noise", re.IGNORECASE)
+
+
+def _target_name(gm: torch.fx.GraphModule, node: torch.fx.Node) -> str:
+    """What ``node`` calls, by name: a module's class, a function's or operator's name, a method."""
+    if node.op == "call_module":
+        return type(gm.get_submodule(str(node.target))).__name__
+    return str(getattr(node.target, "__name__", node.target)).split(".")[0] if node.op.startswith("call_") else ""
 
 
 def _draw(gm: torch.fx.GraphModule, node: torch.fx.Node) -> str | None:
@@ -90,10 +105,8 @@ def _draw(gm: torch.fx.GraphModule, node: torch.fx.Node) -> str | None:
         module = gm.get_submodule(str(node.target))
         random = isinstance(module, _DROPOUTS) and module.training and module.p > 0
         return type(module).__name__ if random else None
-    if node.op != "call_function":
-        return None
-    name = str(getattr(node.target, "__name__", node.target)).split(".")[0]
-    return name if _RANDOM.match(name) else None
+    name = _target_name(gm, node)
+    return name if node.op == "call_function" and _RANDOM.match(name) else None
 
 
 def failed_beyond_example(exc: BaseException, reference: list, example_output: Callable[[], Any],
