@@ -100,6 +100,8 @@ class Session:
         with gc_paused():
             self._root = None if self._program is not None else _cow.skeleton(model) if isinstance(model, nn.Module) else model
         with called_as("Session"):  # a Capture made already (one graph of fxviz.compiled) is opened as is
+            if self._program is None and not isinstance(model, Capture):
+                keywords.require_inputs(model, inputs, kwargs)  # concrete_args' too: torch.fx keeps them as inputs
             captured = model if isinstance(model, Capture) else capture(
                 self._root if isinstance(model, nn.Module) else model, example_inputs, tracer=tracer, kwargs=kwargs,
                 **trace_kwargs)

@@ -313,3 +313,31 @@ def test_something_that_is_no_model_is_refused_at_once_saying_what_a_model_is(mo
     text = str(caught.value)
     assert text.startswith("Session(...) needs a model to capture") and f"got {named}" in text
     assert "ExportedProgram" in text and ".pt2" in text and "fails" not in text
+
+
+def test_a_session_without_the_inputs_the_forward_needs_says_which_at_once():
+    """It read "The graph after the trace cannot run on the example inputs at node 'input_1'"."""
+    from fxviz.errors import UsageError
+
+    with pytest.raises(UsageError) as caught:
+        fxviz.Session(nn.Linear(3, 2))
+    text = str(caught.value)
+    assert "Linear.forward(input" in text and "'input'" in text and "needs example inputs" in text
+    with pytest.raises(UsageError, match="missing a required argument: 'y'"):
+        fxviz.Session(lambda x, y: x + y, torch.randn(2))
+    assert fxviz.trace(nn.Linear(3, 2)).graph.find_nodes(op="placeholder")  # a symbolic trace alone needs none
+
+
+class Steered(nn.Module):
+    def forward(self, x, double):
+        return x * 2 if double else x
+
+
+def test_an_input_fixed_by_concrete_args_is_still_an_input_to_give():
+    """torch.fx keeps a concrete arg as an input, guarded to the value it was fixed to."""
+    from fxviz.errors import UsageError
+
+    with pytest.raises(UsageError, match="missing a required argument: 'double'"):
+        fxviz.Session(Steered(), torch.randn(2), tracer="symbolic", concrete_args={"double": True})
+    session = fxviz.Session(Steered(), (torch.randn(2), True), tracer="symbolic", concrete_args={"double": True})
+    assert session.current.check.status == "match"

@@ -65,6 +65,21 @@ def check(model: Any, args: tuple, kwargs: Mapping[str, Any], options: Sequence[
                              f"keyword to {_what(model)}: pass each input once.")
 
 
+def require_inputs(model: Any, args: tuple, kwargs: Mapping[str, Any]) -> None:
+    """A UsageError when inputs the model's forward has no default for are not given: a
+    Session runs the model (its shapes, check and timings), which a symbolic trace alone does not."""
+    sig = signature(model)
+    if sig is None:
+        return
+    try:
+        sig.bind(*args, **kwargs)
+    except TypeError as exc:
+        if "missing" in str(exc):
+            raise UsageError(f"{caller()}(...): {_what(model)}{sig} needs example inputs the call did not give "
+                             f"({exc}). What to do: pass them, e.g. {caller()}(model, torch.randn(...)), keyword "
+                             "inputs in kwargs={...}.") from None
+
+
 def keywords_last(model: Any, names: Sequence[str]) -> Any:
     """``model`` called as fxviz calls a graph: positionally, its last ``len(names)``
     inputs being the keyword inputs ``names``. A module stays a module (a copy with the
