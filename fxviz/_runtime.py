@@ -15,7 +15,7 @@ import torch
 import torch.fx
 from torch import nn
 
-from fxviz._torch_internals import OpOverload, get_attr, has_values, op_schema
+from fxviz._torch_internals import OpOverload, get_attr, has_values, op_schema, tree_leaves, tree_map_only
 
 
 def fresh_containers(value: Any) -> Any:
@@ -55,6 +55,30 @@ def _restored(tensors: list[torch.Tensor]) -> Iterator[Callable[[], None]]:
         yield restore
     finally:
         restore()
+
+
+def inputs_kept(inputs: Any) -> contextlib.AbstractContextManager[Callable[[], None]]:
+    """The tensors in ``inputs`` (any nesting) as they were, after runs that may write into
+    them (``x.add_(1)``, an in-place ReLU on the input): the user's example is never changed.
+    Yields a function that puts them back now; one copy of them is made. A run whose outputs
+    are compared takes :func:`fresh_inputs` instead (an output may be the input it wrote)."""
+    return _restored([t for t in tree_leaves(inputs) if isinstance(t, torch.Tensor)])
+
+
+def fresh_inputs(inputs: Any) -> Any:
+    """``inputs`` with each tensor that holds values copied (a leaf still a leaf, requiring grad
+    as it did; one copy per tensor): a run that writes into its inputs leaves them as they
+    were, so runs that are compared start alike, and an output that is its input stays as made."""
+    copies: dict[int, torch.Tensor] = {}
+
+    def fresh(t: torch.Tensor) -> torch.Tensor:
+        if not has_values(t):
+            return t
+        if id(t) not in copies:
+            copy_ = t.detach().clone()
+            copies[id(t)] = copy_.requires_grad_(t.requires_grad) if t.is_leaf else copy_
+        return copies[id(t)]
+    return tree_map_only(torch.Tensor, fresh, inputs)
 
 
 def _written_by(module: nn.Module) -> list[torch.Tensor]:

@@ -22,6 +22,7 @@ from torch import nn
 from fxviz import _cow
 from fxviz.draw import dot
 from fxviz.background._gc import gc_paused
+from fxviz._runtime import fresh_inputs
 from fxviz._torch_internals import uncompiled
 from fxviz.checks.check import CheckResult, compare_outputs, random_like, run_outputs, seeded
 from fxviz.checks.scope import check_all_graphs, check_graph
@@ -242,7 +243,7 @@ class Session:
         first_run = first_run or (unrun(gm, check_inputs[0]) if index == 0 else None)
         try:
             with gc_paused(), seeded(check_inputs[0]):  # linear cost on graphs of 100k nodes
-                first, notes = first_run or annotated_run(gm, check_inputs[0])  # notes, not gm's meta
+                first, notes = first_run or annotated_run(gm, fresh_inputs(check_inputs[0]))  # notes, not gm's meta
         except Exception as exc:
             cause = exc.__cause__ or exc
             node = exc.node if isinstance(exc, FxvizError) else None

@@ -26,7 +26,7 @@ from fxviz.capture._common import (Capture, FrontEnd, Request, as_inputs, auto_o
 from fxviz.capture.info import GraphInfo, graph_info
 from fxviz.capture.places import called_as, caller, cell_name, where
 from fxviz.background._gc import gc_paused
-from fxviz._runtime import containers_kept
+from fxviz._runtime import containers_kept, fresh_inputs, inputs_kept
 from fxviz._torch_internals import uncompiled
 from fxviz.discovery import import_modules
 from fxviz.errors import FxvizError, TraceError, UsageError
@@ -60,7 +60,7 @@ def capture(
     over and over (measured: capture 0.55-0.74x as long at 30k-100k nodes). The
     cycles a trace leaves are freed at the next full collection. The model's caches
     are left as they were (:func:`~fxviz._runtime.containers_kept`)."""
-    with gc_paused(), containers_kept(model):
+    with gc_paused(), containers_kept(model), inputs_kept((example_inputs, kwargs)):  # make_fx, dynamo: real runs
         return _capture(model, example_inputs, dict(kwargs or {}), tracer, capture_timeout,
                         {"leaf_modules": leaf_modules, "lower": lower, "concrete_args": concrete_args,
                          "fallback": fallback, "module": module})
@@ -259,8 +259,8 @@ def _runs(result: Capture, inputs: tuple) -> None:
     if result.first_run is not None:
         return
     try:
-        with seeded(args):
-            result.first_run = annotated_run(gm, args)
+        with seeded(args):  # a copy: capture() puts back inputs a run writes into, its output may be one
+            result.first_run = annotated_run(gm, fresh_inputs(args))
     except Exception as exc:
         cause = exc.__cause__ or exc  # the node's own error, not the annotator's wrapping
         raise TraceError(f"{result.method} captured a graph that fails on the example inputs{where(cause)}\n"

@@ -21,7 +21,7 @@ from typing import Any
 import torch
 import torch.fx
 
-from fxviz._runtime import untouched
+from fxviz._runtime import fresh_inputs, untouched
 from fxviz.capture.info import graph_info
 from fxviz._torch_internals import register_pytree_node, tree_map_only
 from fxviz.checks._peaks import finite_error, peak
@@ -172,7 +172,8 @@ def run_outputs(module: Callable[..., Any], inputs_list: Sequence[tuple], grad: 
             if i:
                 restore()
             with seeded(inputs, drew):
-                outputs.append(_marked(tree_map_only(torch.Tensor, torch.Tensor.detach, call(*inputs)), gradients))
+                outputs.append(_marked(tree_map_only(torch.Tensor, torch.Tensor.detach, call(*fresh_inputs(inputs))),
+                                       gradients))  # on a copy: a run that writes into its inputs (x.add_(1)) leaves them
     return outputs
 
 

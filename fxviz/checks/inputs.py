@@ -84,7 +84,8 @@ def _random_tensor(x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
         return x
     if x.is_floating_point() or x.is_complex():
         values = torch.randn(x.shape, generator=gen, dtype=x.dtype)
-    else:
-        low, high = int(x.min()), int(x.max()) + 1
-        values = torch.randint(low, high, x.shape, generator=gen, dtype=x.dtype)
+        # an input the step differentiates (torch.autograd.grad(loss, [x, ...])) requires grad as the example does
+        return torch.empty_like(x).copy_(values).requires_grad_(x.requires_grad)
+    low, high = int(x.min()), int(x.max()) + 1
+    values = torch.randint(low, high, x.shape, generator=gen, dtype=x.dtype)
     return torch.empty_like(x).copy_(values)

@@ -16,7 +16,7 @@ import networkx as nx
 import numpy as np
 import torch
 
-from fxviz._runtime import preserved_buffers
+from fxviz._runtime import fresh_inputs, preserved_buffers
 from fxviz._torch_internals import tree_leaves
 from fxviz.annotation.graph_memo import derived
 
@@ -163,7 +163,7 @@ def step_memory(step: Any) -> pd.DataFrame:
     from fxviz.annotation.shapes import annotated_run
 
     inputs = as_inputs(step.example_inputs)
-    _, notes = annotated_run(step.gm, inputs)
+    _, notes = annotated_run(step.gm, fresh_inputs(inputs))  # a copy: the graph may write into its inputs
     return memory(to_networkx(step.gm, notes), step.gm, inputs)
 
 

@@ -26,7 +26,7 @@ from fxviz.annotation._node_runner import NodeRunner
 from fxviz.checks._numerics_match import follow, gradient_items, parameter_of, stands_for
 from fxviz.checks._numerics_truth import judge_rounding
 from fxviz.checks._numerics_stats import BATCH, PENDING, SMALL, Stats, results
-from fxviz._runtime import preserved_buffers
+from fxviz._runtime import fresh_inputs, preserved_buffers
 from fxviz.capture import as_inputs
 from fxviz.checks.check import tf32_enabled
 from fxviz.diff.structure import structure as structure_of
@@ -57,7 +57,8 @@ def numerics(step_a: Any, step_b: Any, structure: pd.DataFrame | None = None) ->
     same = structure["mark"] == "unchanged"
     unchanged = dict(zip(structure.loc[same, "node"], structure.loc[same, "node_a"]))  # b's node -> a's, the same op
     with gc_paused():  # a plan entry per node: collections meanwhile would rescan them all
-        runners = NodeRunner(gm_a, as_inputs(step_a.example_inputs)), NodeRunner(gm_b, as_inputs(step_b.example_inputs))
+        runners = (NodeRunner(gm_a, fresh_inputs(as_inputs(step_a.example_inputs))),  # each its own copy: a node
+                   NodeRunner(gm_b, fresh_inputs(as_inputs(step_b.example_inputs))))  # may write into an input
         lockstep = _Lockstep(*runners, stands_for(structure, gm_a, gm_b), unchanged)
         with torch.no_grad(), preserved_buffers(gm_a), preserved_buffers(gm_b):
             lockstep.run()

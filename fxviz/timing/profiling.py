@@ -22,7 +22,7 @@ from fxviz.background.jobs import stop_if_cancelled
 from fxviz.timing._clock import Clock, device_of, instrument, plain, require_graph_module
 from fxviz.timing.aten_breakdown import forward_device_us, profile_aten
 from fxviz.background._gc import gc_paused
-from fxviz._runtime import preserved_buffers
+from fxviz._runtime import inputs_kept, preserved_buffers
 from fxviz.errors import InputError
 from fxviz.annotation.graph import readable_target
 from fxviz.capture import as_inputs
@@ -143,7 +143,7 @@ def _measure(gm, untimed, timed, clock: Clock, inputs, warmup, repeats, budget_s
     budget = float("inf") if budget_s is None else budget_s
     started = time.perf_counter()
     plain, profiled, per_node = [], [], []
-    with quiet_run(gm), tqdm(total=warmup + repeats, desc="profile", disable=not progress, leave=False) as bar:
+    with quiet_run(gm, inputs), tqdm(total=warmup + repeats, desc="profile", disable=not progress, leave=False) as bar:
         warmed = 0
         while warmed < warmup and not (warmed and time.perf_counter() - started > budget / 4):
             stop_if_cancelled()
@@ -233,8 +233,9 @@ def plot_profile(df: pd.DataFrame, top: int = 20, ax=None):
 
 
 @contextlib.contextmanager
-def quiet_run(gm: torch.nn.Module) -> Iterator[None]:
-    """no_grad, buffers restored, and the garbage collector paused (a collection in the
-    middle of a node would be charged to it); all undone on any exit, Ctrl-C included."""
-    with gc_paused(), torch.no_grad(), preserved_buffers(gm):
+def quiet_run(gm: torch.nn.Module, inputs: Any = ()) -> Iterator[None]:
+    """no_grad, buffers and ``inputs`` restored (a graph may write into them), and the garbage
+    collector paused (a collection in the middle of a node would be charged to it); all
+    undone on any exit, Ctrl-C included."""
+    with gc_paused(), torch.no_grad(), preserved_buffers(gm), inputs_kept(inputs):
         yield

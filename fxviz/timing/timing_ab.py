@@ -87,7 +87,7 @@ def measure_pair(gm_a: torch.fx.GraphModule, inputs_a: tuple, gm_b: torch.fx.Gra
     flags: tuple[list, list] = ([], [])
     forwards: tuple[list, list] = ([], [])
     started = time.perf_counter()
-    with quiet_run(gm_a), quiet_run(gm_b):
+    with quiet_run(gm_a, inputs_a), quiet_run(gm_b, inputs_b):
         for r in range(-warmup, repeats):
             stop_if_cancelled()
             elapsed = time.perf_counter() - started
