@@ -1,5 +1,6 @@
 """A check that compared nothing says why: empty outputs (a detector's level that got no
 boxes: MultiScaleRoIAlign's [0, 5] under dynamo) are not a zero-initialised head."""
+import pytest
 import torch
 from torch import nn
 
@@ -35,3 +36,21 @@ def test_empty_and_zero_outputs_together_are_worded_as_zeros():
     result = compare_outputs([(torch.zeros(0, 5), torch.zeros(3))], [(torch.zeros(0, 5), torch.zeros(3))])
     assert result.status == "nothing compared" and "initialised to zero" in result.message
     assert "the outputs are empty" in compare_outputs([torch.zeros(0, 5)], [torch.zeros(0, 5)]).message
+
+
+class ReturnsNone(nn.Module):
+    def forward(self, x):
+        return None
+
+
+class ReturnsANumber(nn.Module):
+    def forward(self, x):
+        return x.sum().item()
+
+
+@pytest.mark.parametrize("model", [ReturnsNone, ReturnsANumber])
+def test_outputs_without_a_tensor_say_so_not_that_they_are_empty(model):
+    """They read "the outputs are empty ... for a detector, images with objects"."""
+    check = fxviz.Session(model(), torch.randn(3)).current.check
+    assert check.status == "nothing compared"
+    assert "hold no tensor" in check.message and "detector" not in check.message

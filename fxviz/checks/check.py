@@ -235,7 +235,7 @@ def compare_outputs(
         message = f"{EXAMPLE_ONLY}: on random inputs of the example's shapes, " + "; ".join(problems[:3]) + f". {EXAMPLE_ONLY_WHY}"
     elif not (problems or compared):
         status = "nothing compared"
-        message = nothing_compared(len(expected), empty=empty == unscaled)
+        message = nothing_compared(len(expected), empty=empty == unscaled, tensors=unscaled)
     elif expected_to_differ:
         status = "expected to differ"
         message = "a semantics-changing pass was applied; " + (

@@ -25,9 +25,13 @@ EXAMPLE_ONLY_WHY = ("make_fx and export fix the sizes of data-dependent ops (non
                     "with tracer='symbolic' or tracer='dynamo' for a graph that follows the data")
 
 
-def nothing_compared(n_inputs: int, empty: bool) -> str:
-    """Why a check compared nothing, and what to try: outputs with no elements (a detector's
-    level that gets no boxes) or all zero (a head initialised to zero)."""
+def nothing_compared(n_inputs: int, empty: bool, tensors: int = 1) -> str:
+    """Why a check compared nothing, and what to try: outputs with no tensor (``tensors``: how
+    many there were; None, a Python number), with no elements (a detector's level that gets no
+    boxes) or all zero (a head initialised to zero)."""
+    if not tensors:
+        return (f"the outputs hold no tensor on the {n_inputs} inputs tried (None, or plain Python values, "
+                "which were equal): nothing to compare numerically; return the tensors to check (not .item())")
     if empty:
         return (f"the outputs are empty on all {n_inputs} inputs tried: nothing to compare (no elements); try "
                 "inputs that give nonempty outputs (for a detector, images with objects or boxes on every level)")
