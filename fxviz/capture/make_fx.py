@@ -37,8 +37,9 @@ def capture(fn: Callable[..., Any], inputs: tuple, module: nn.Module | None = No
     if root is not None:  # make_fx records nn.Module paths only for callables that expose `_orig_mod`
         target._orig_mod = root
     try:
-        # make_fx runs real ops: a training-mode BN would advance its statistics
-        with untouched(fn), one_fake_mode(), lazy_code():  # code made once, when first used
+        # make_fx runs real ops (a training-mode BN would advance its statistics); the fake copies of their
+        # values share one mode, and the graph's code is made once, when first used (bench/heavy_open.py)
+        with untouched(fn), one_fake_mode(), lazy_code():
             gm, how = _traced(target, decompositions, root is not None, inputs)
     except Exception as exc:
         on_values = getattr(exc, "fxviz_on_values", None)  # the real trace's stop, where the fakes' was elsewhere
