@@ -1268,6 +1268,20 @@ _HF |= {
     "mask2former (swin)": _mask2former}
 # DropBlock2d and StochasticDepth in training read a plain "match": the check did not say their draws shared a seed
 _TV |= {"ps_roi_align (boxes tensor)": _ps_roi_align, "drop block, stochastic depth (train)": _drop_block}
+
+
+def _training(build: Callable[[], tuple]) -> Callable[[], tuple]:
+    """``build()``'s model in training mode, opened as it is (not a step): its dropout and drop path draw."""
+    def make():
+        model, inputs, *rest = build()
+        return model.train(), inputs, *rest
+    return make
+
+
+_TIMM |= {"convnext_atto (train mode, drop path)": _training(_timm("convnext_atto", drop_path_rate=0.2)),
+          "vit_tiny (train mode, dropout, drop path)": _training(_timm(
+              "vit_tiny_patch16_224", 64, img_size=64, depth=2, drop_rate=0.1, proj_drop_rate=0.1,
+              drop_path_rate=0.2))}
 #: Run without --wide: a few per family.
 QUICK = {"timm": ("resnet18", "convnext_atto", "vit_tiny_patch16_224", "resnet18 (train step)",
                   "resnet18 (export joint)"),

@@ -284,3 +284,21 @@ def test_seeded_says_whether_a_run_drew():
     with seeded((torch.ones(2),), drew):
         assert torch.equal(torch.rand(3), first)  # the same stream each time
     assert drew == [True, True]
+
+
+class _DropPath(nn.Module):
+    """timm's convnext in training: DropPath traced through (``Tensor.bernoulli_``, a method) and a head's
+    Dropout(p=0), which draws nothing."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin, self.head_drop = nn.Linear(4, 4), nn.Dropout(0.0)
+
+    def forward(self, x):
+        keep = x.new_empty(x.shape[0], 1).bernoulli_(0.8) if self.training else 1.0
+        return self.head_drop(self.lin(x) * keep)
+
+
+def test_a_random_method_is_named_and_a_dropout_that_draws_nothing_is_not():
+    check = fxviz.Session(_DropPath().train(), (torch.randn(6, 4),), tracer="symbolic").current.check
+    assert check.status == "match" and "the graph draws random numbers (bernoulli_): " in check.message

@@ -78,8 +78,8 @@ def _seeded_note(result: CheckResult, gm: torch.fx.GraphModule, drew: bool = Fal
     training) says that both ran from one seed: it shows the same computation, and
     another seed would draw other numbers in both. ``drew``: a run of it drew (the generator
     moved): its ops whose names say they may are named too (``F.dropout``, ``drop_block2d``)."""
-    drawn = sorted({name for node in gm.graph.nodes if (name := _draw(gm, node))
-                    or drew and _MAY_DRAW.search(name := _target_name(gm, node))})
+    drawn = sorted({name for node in gm.graph.nodes
+                    if (name := _draw(gm, node)) or drew and (name := _may_draw(gm, node))})
     if result.status != "match" or not (drawn or drew):
         return result
     named = f" ({', '.join(drawn[:3])})" if drawn else ""
@@ -90,6 +90,14 @@ def _seeded_note(result: CheckResult, gm: torch.fx.GraphModule, drew: bool = Fal
 
 #: Names of ops that may draw, by what their code does in training (dropout, drop_path, drop_block2d, stochastic_depth).
 _MAY_DRAW = re.compile(r"drop|stochastic|bernoulli|rand|noise", re.IGNORECASE)
+
+
+def _may_draw(gm: torch.fx.GraphModule, node: torch.fx.Node) -> str | None:
+    """The name of an op whose name says it may draw, or None; not a Dropout module, which :func:`_draw` judges."""
+    if node.op == "call_module" and isinstance(gm.get_submodule(str(node.target)), _DROPOUTS):
+        return None
+    name = _target_name(gm, node)
+    return name if _MAY_DRAW.search(name) else None
 
 
 def _target_name(gm: torch.fx.GraphModule, node: torch.fx.Node) -> str:
@@ -106,7 +114,7 @@ def _draw(gm: torch.fx.GraphModule, node: torch.fx.Node) -> str | None:
         random = isinstance(module, _DROPOUTS) and module.training and module.p > 0
         return type(module).__name__ if random else None
     name = _target_name(gm, node)
-    return name if node.op == "call_function" and _RANDOM.match(name) else None
+    return name if node.op in ("call_function", "call_method") and _RANDOM.match(name) else None
 
 
 def failed_beyond_example(exc: BaseException, reference: list, example_output: Callable[[], Any],
