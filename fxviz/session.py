@@ -189,10 +189,7 @@ class Session:
 
     def goto(self, index: int) -> Step:
         """Make step ``index`` current (negative counts from the end); nothing is dropped."""
-        count = len(self._steps)
-        if not -count <= index < count:
-            raise NoSuchStep(f"There is no step {index}; this session has steps 0 to {count - 1}.")
-        self._index = index % count
+        self._index = self._at(index).index
         self._notify()
         return self.current
 
@@ -221,7 +218,14 @@ class Session:
         interleaved run (``options``: its keyword arguments, e.g. ``profile_kwargs={"budget_s": 1}``)."""
         from fxviz.diff.comparison import compare
 
-        return compare(self._steps[i], self._steps[j], **options)
+        return compare(self._at(i), self._at(j), **options)
+
+    def _at(self, index: int) -> Step:
+        """Step ``index`` (negative counts from the end), or NoSuchStep saying which there are."""
+        count = len(self._steps)
+        if not hasattr(index, "__index__") or not -count <= index.__index__() < count:
+            raise NoSuchStep(f"There is no step {index!r}; this session has steps 0 to {count - 1}.")
+        return self._steps[index.__index__()]
 
     def check_all_graphs(self) -> list[CheckResult]:
         """One check per graph of a model opened as several (dynamo's): ``current.check`` covers one."""

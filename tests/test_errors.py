@@ -63,3 +63,22 @@ def test_a_built_in_pass_refusing_a_node_names_it():
     with pytest.raises(PassError, match="select the node of a module call") as caught:
         session.apply("inline_module", nodes=["relu"])
     assert caught.value.node == "relu"
+
+
+def test_what_a_user_can_get_wrong_gets_an_fxviz_error_saying_what_to_do(tmp_path):
+    """Each read as Python's own: IndexError, FileNotFoundError, TypeError, or a profile with no bound."""
+    session = fxviz.Session(Model(), torch.randn(2, 4))
+    with pytest.raises(NoSuchStep, match="There is no step 5; this session has steps 0 to 0"):
+        session.compare(0, 5)
+    with pytest.raises(UsageError, match="the folder .*missing.* does not exist") as caught:
+        session.to_html(tmp_path / "missing" / "report.html")
+    assert not (tmp_path / "missing").exists()  # said before anything is made
+    with pytest.raises(UsageError, match="Cannot write the report"):
+        session.to_html(tmp_path)  # a folder
+    with pytest.raises(PassError, match="A pass is a function of a GraphModule"):
+        fxviz.passes.register(3)
+    with pytest.raises(InputError, match="budget_s > 0"):
+        session.current.profile(budget_s=-1)
+    with pytest.raises(PassError, match="did you mean 'fuse_conv_bn'"):
+        session.apply("fuse_conv_bm")
+    assert caught.value.args and len(session.steps) == 1  # nothing was lost

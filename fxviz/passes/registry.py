@@ -17,6 +17,7 @@ an ``order`` that places them first (a new built-in is one module in this packag
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import inspect
 import math
 import typing
@@ -60,6 +61,9 @@ def describe(
     >>> spec.doc, [(p.name, p.default, p.choices) for p in spec.params], spec.targets_nodes
     ('Scale every output.', [('factor', 2.0, None), ('mode', 'a', ('a', 'b'))], False)
     """
+    if not callable(fn):
+        raise PassError(f"A pass is a function of a GraphModule (def my_pass(gm, ...): ...), not "
+                        f"{type(fn).__name__} {fn!r:.60}.")
     name = name or getattr(fn, "__name__", type(fn).__name__)
     signature = _signature(fn)
     takes_nodes = "nodes" in signature.parameters
@@ -109,7 +113,9 @@ def get(name: str) -> PassSpec:
     try:
         return _REGISTRY[name]
     except KeyError:
-        raise PassError(f"No pass named '{name}'; available: {', '.join(available())}.") from None
+        close = difflib.get_close_matches(str(name), available(), n=1)
+        hint = f"did you mean '{close[0]}'? " if close else ""
+        raise PassError(f"No pass named '{name}'; {hint}available: {', '.join(available())}.") from None
 
 
 def available() -> tuple[str, ...]:

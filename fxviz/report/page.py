@@ -44,7 +44,7 @@ from fxviz.present import presentation
 from fxviz.background._gc import gc_paused
 from fxviz.present.chart import chart_svg
 from fxviz.present.columns import Columns
-from fxviz.errors import FxvizError
+from fxviz.errors import FxvizError, UsageError
 from fxviz.present.node_table import COLUMNS, values
 from fxviz.present.overview import graph_overview
 from fxviz.present.presentation import NodeTime, check_text, node_times
@@ -61,9 +61,16 @@ def write_html(session: Any, path: str | pathlib.Path, *, title: str | None = No
     ``max_views``: pre-drawn focused views per step (None: :data:`~fxviz.report.views.VIEWS`, or
     more while they total under :data:`~fxviz.report.views.SMALL_BOXES` boxes; see :mod:`fxviz.report.views`)."""
     out = pathlib.Path(path)
+    if not out.parent.is_dir():  # said before the page is made (seconds on a large session), not after
+        raise UsageError(f"Cannot write the report to {str(out)!r}: the folder {str(out.parent)!r} does not exist. "
+                         "What to do: create it, or pass a path in an existing folder.")
     with gc_paused():  # the records of every node of every step: collections would rescan them (7x at 30k nodes)
         page = report_html(session, title=title, profile=profile, check=check, max_views=max_views)
-    out.write_text(page, encoding="utf-8")
+    try:
+        out.write_text(page, encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"Cannot write the report to {str(out)!r}: {exc.strerror or exc}. What to do: pass "
+                         "a path you can write to.") from exc
     return out
 
 

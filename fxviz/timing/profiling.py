@@ -87,8 +87,9 @@ def profile(
     ``load_after``), ``device``, ``repeats`` and ``warmup`` (runs done).
     """
     require_graph_module(gm)
-    if repeats < 1 or warmup < 0:
-        raise InputError(f"profile needs repeats >= 1 and warmup >= 0, got repeats={repeats}, warmup={warmup}.")
+    if repeats < 1 or warmup < 0 or (budget_s is not None and not budget_s > 0):
+        raise InputError(f"profile needs repeats >= 1, warmup >= 0 and budget_s > 0 (or None: no bound), got "
+                         f"repeats={repeats}, warmup={warmup}, budget_s={budget_s}.")
     inputs = as_inputs(example_inputs)
     nodes = list(gm.graph.nodes)
     device = device_of(gm, inputs)
