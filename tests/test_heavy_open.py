@@ -3,6 +3,7 @@ once on first use, a training step drawn from its shapes, and the check's one-pa
 giving what the exact path gives."""
 import math
 import operator
+import threading
 
 import pytest
 import torch
@@ -114,3 +115,20 @@ def test_runs_share_one_copy_of_the_weights_and_each_starts_from_them():
         assert all(torch.equal(a, b) for a, b in zip(runs[0], later))
     assert not torch.equal(runs[0][1], before["0.weight"])  # the step did update them
     assert all(torch.equal(before[k], v) for k, v in net.state_dict().items()) and not opt.state_dict()["state"]
+
+
+def test_the_shared_fake_mode_is_the_tracing_threads_alone():
+    from fxviz._torch_internals.real_trace import one_fake_mode
+
+    with one_fake_mode():
+        ours = proxy_tensor.FakeTensorMode(allow_fallback_kernels=True)
+        assert proxy_tensor.FakeTensorMode(allow_fallback_kernels=True) is ours
+        assert proxy_tensor.FakeTensorMode(allow_fallback_kernels=False) is not ours  # make_fx's own modes
+        other: list = []
+        thread = threading.Thread(target=lambda: other.append(proxy_tensor.FakeTensorMode(allow_fallback_kernels=True)))
+        thread.start()
+        thread.join()
+        assert other[0] is not ours  # a background job's trace makes its own
+        with one_fake_mode():  # nested: a mode of its own, then the outer one again
+            assert proxy_tensor.FakeTensorMode(allow_fallback_kernels=True) is not ours
+        assert proxy_tensor.FakeTensorMode(allow_fallback_kernels=True) is ours
