@@ -49,14 +49,20 @@ def __dir__():
 
 
 def _accepting_exported(draw):
-    """``to_svg(ep)``/``to_dot(ep)``: an ExportedProgram or ``.pt2`` path is captured first."""
+    """``to_svg(ep)``/``to_dot(model)``: an ExportedProgram, a ``.pt2`` path or a module other
+    than a GraphModule is captured first (:func:`trace`: a module symbolically, as torchview
+    draws a model without a trace of its own)."""
     import functools
+
+    import torch
 
     from fxviz.capture import export
 
     @functools.wraps(draw)
     def wrapper(source, **options):
-        return draw(trace(source) if export.is_exported(source) else source, **options)
+        traced = export.is_exported(source) or (isinstance(source, torch.nn.Module) and
+                                                not isinstance(source, torch.fx.GraphModule))
+        return draw(trace(source) if traced else source, **options)
 
     return wrapper
 

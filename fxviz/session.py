@@ -58,9 +58,8 @@ class Session:
     (:attr:`example_inputs`) wherever fxviz runs a graph, and as keywords to the model. Every step is checked against
     the model's own outputs on the example inputs and ``n_random_inputs`` random
     inputs of the same shapes (so step 0 checks the trace), when its check is first
-    read. Steps share the model's parameter tensors: train the model after creating
-    a session and every step sees the new weights, and checks compare with the model
-    as it is then.
+    read. Steps share the model's parameter tensors: train the model after creating a session
+    and every step sees the new weights, and checks compare with the model as it is then.
 
     >>> import torch
     >>> model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())
@@ -87,6 +86,8 @@ class Session:
         if unknown:
             raise UsageError(f"Session() has no option {', '.join(map(repr, unknown))} (its options: "
                              f"{', '.join(OPTIONS)}): the model's keyword inputs go in kwargs={{...}}.")
+        if not (isinstance(n_random_inputs, int) and n_random_inputs >= 0):
+            raise UsageError(f"Session(n_random_inputs=...) is a count (0 or more), not {n_random_inputs!r}.")
         inputs, kwargs = as_inputs(example_inputs), dict(kwargs or {})
         self._given = (example_inputs, kwargs)  # what replay() passes another model
         dot.prepare()  # dot starts while the model is captured

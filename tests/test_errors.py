@@ -77,8 +77,23 @@ def test_what_a_user_can_get_wrong_gets_an_fxviz_error_saying_what_to_do(tmp_pat
         session.to_html(tmp_path)  # a folder
     with pytest.raises(PassError, match="A pass is a function of a GraphModule"):
         fxviz.passes.register(3)
-    with pytest.raises(InputError, match="budget_s > 0"):
+    with pytest.raises(InputError, match="budget_s >= 0"):
         session.current.profile(budget_s=-1)
     with pytest.raises(PassError, match="did you mean 'fuse_conv_bn'"):
         session.apply("fuse_conv_bm")
     assert caught.value.args and len(session.steps) == 1  # nothing was lost
+
+
+@pytest.mark.parametrize("count", [-1, "2", 1.5])
+def test_a_count_of_random_inputs_that_is_no_count_is_refused(count):
+    with pytest.raises(UsageError, match=r"n_random_inputs=...\) is a count \(0 or more\)"):
+        fxviz.Session(Model(), torch.randn(2, 4), n_random_inputs=count)
+
+
+def test_drawing_takes_a_model_or_a_graph_module_and_refuses_the_rest():
+    model = Model()
+    assert fxviz.to_svg(model).startswith("<svg") and "fc" in fxviz.to_dot(model).source  # traced, as torchview does
+    with pytest.raises(UsageError, match="needs a torch.fx.GraphModule, got NoneType"):
+        fxviz.to_networkx(None)
+    with pytest.raises(UsageError, match="needs a torch.fx.GraphModule, got NoneType"):
+        fxviz.to_svg(None)

@@ -22,7 +22,7 @@ from torch.fx.passes.shape_prop import TensorMetadata
 
 from fxviz.background._gc import gc_paused
 from fxviz._torch_internals import OpOverload, OpOverloadPacket, get_attr, qualified_name
-from fxviz.capture.info import graph_info
+from fxviz.capture.info import graph_info, require_graph_module
 from fxviz.annotation.shapes import memory_format_name
 
 MAX_ARG_TEXT = 160
@@ -152,9 +152,9 @@ def to_networkx(gm: torch.fx.GraphModule, notes: Mapping[str, Mapping[str, Any]]
     ``weights``: what the node reads of them, ``(qualified name, shape text, dtype,
     bytes)`` each (a module call: its module's own tensors); drawings show weights so.
     The output node's ``about``: what it holds ("loss, gradients ×142"), "" when unsaid.
-    Edge attribute ``uses``: the argument positions, e.g. ``("args[0]", "args[1]")``
-    for ``x + x``.
+    Edge attribute ``uses``: the argument positions, e.g. ``("args[0]", "args[1]")`` for ``x + x``.
     """
+    require_graph_module(gm, "Drawing (to_networkx)")
     with gc_paused():
         return _to_networkx(gm, notes)
 

@@ -11,6 +11,8 @@ from typing import Any
 
 import torch.fx
 
+from fxviz.errors import UsageError
+
 _KEY = "fxviz"
 
 
@@ -67,3 +69,10 @@ def own_graph_info(gm: torch.fx.GraphModule) -> GraphInfo:
     """``gm``'s stored record, stored first if absent: for fxviz's own graphs, to write to."""
     found = gm.meta.get(_KEY)
     return found if isinstance(found, GraphInfo) else set_graph_info(gm, GraphInfo())
+
+
+def require_graph_module(gm: Any, what: str = "Profiling") -> None:
+    """A UsageError, saying what to do, for anything but a GraphModule where ``what`` reads one."""
+    if not isinstance(gm, torch.fx.GraphModule):
+        raise UsageError(f"{what} needs a torch.fx.GraphModule, got {type(gm).__name__}. "
+                         "Trace the model first: gm = fxviz.trace(model).")

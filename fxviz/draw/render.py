@@ -139,7 +139,7 @@ def render(source: torch.fx.GraphModule | nx.DiGraph, *, color_by: str | None = 
     Calls with every option at its default share a graph's layouts (a report's "*" is the first view's).
     """
     plain = isinstance(source, nx.DiGraph) and all(v is render.__kwdefaults__.get(k, v) for k, v in locals().items())
-    graph = to_networkx(source) if isinstance(source, torch.fx.GraphModule) else source
+    graph = source if isinstance(source, nx.DiGraph) else to_networkx(source)  # which refuses what is no GraphModule
     options = dict(color_by=color_by, values=values, marks=marks, highlight=set(highlight), collapse=set(collapse),
                    expand=list(expand), auto_collapse=auto_collapse, long_edge=long_edge,
                    layout_timeout=layout_timeout, rankdir=rankdir, show_weights=show_weights,

@@ -114,15 +114,6 @@ def device_of(gm: torch.nn.Module, inputs: tuple) -> torch.device:
     return torch.device("cpu")
 
 
-def require_graph_module(gm: Any) -> None:
-    """What is timed is a GraphModule's code: anything else is refused, with what to do."""
-    if not isinstance(gm, torch.fx.GraphModule):
-        raise UsageError(
-            f"Profiling needs a torch.fx.GraphModule, got {type(gm).__name__}. "
-            "Trace the model first: gm = fxviz.trace(model)."
-        )
-
-
 def _synchronizer(device: torch.device) -> Callable[[], None]:
     if device.type == "cpu":
         return lambda: None

@@ -13,7 +13,8 @@ import torch.fx
 
 from fxviz.background.jobs import runs_no_model, stop_if_cancelled
 from fxviz.background._gc import gc_paused
-from fxviz.timing._clock import device_of, instrument, require_graph_module
+from fxviz.capture.info import require_graph_module
+from fxviz.timing._clock import device_of, instrument
 from fxviz._runtime import kineto_notes_dropped, preserved_buffers
 from fxviz.capture import as_inputs
 

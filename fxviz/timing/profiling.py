@@ -19,7 +19,8 @@ import torch
 import torch.fx
 
 from fxviz.background.jobs import stop_if_cancelled
-from fxviz.timing._clock import Clock, device_of, instrument, plain, require_graph_module
+from fxviz.capture.info import require_graph_module
+from fxviz.timing._clock import Clock, device_of, instrument, plain
 from fxviz.timing.aten_breakdown import forward_device_us, profile_aten
 from fxviz.background._gc import gc_paused
 from fxviz._runtime import inputs_kept, preserved_buffers
@@ -87,8 +88,8 @@ def profile(
     ``load_after``), ``device``, ``repeats`` and ``warmup`` (runs done).
     """
     require_graph_module(gm)
-    if repeats < 1 or warmup < 0 or (budget_s is not None and not budget_s > 0):
-        raise InputError(f"profile needs repeats >= 1, warmup >= 0 and budget_s > 0 (or None: no bound), got "
+    if repeats < 1 or warmup < 0 or (budget_s is not None and not budget_s >= 0):
+        raise InputError(f"profile needs repeats >= 1, warmup >= 0 and budget_s >= 0 (or None: no bound), got "
                          f"repeats={repeats}, warmup={warmup}, budget_s={budget_s}.")
     inputs = as_inputs(example_inputs)
     nodes = list(gm.graph.nodes)
