@@ -4,7 +4,8 @@
   ``FakeTensorMode`` created for that tensor alone, and a mode records the Python stack where
   it is created: a third of a detection model's trace (fasterrcnn_resnet50_fpn: 1,470 modes).
   :func:`one_fake_mode` makes those copies in one mode per trace (as torch.export's are): the
-  same shapes, strides, dtypes and devices.
+  same shapes, strides, dtypes and devices; and the graph no longer keeps every mode's stack
+  (fasterrcnn's: 104k frame records, 29 MB of Python objects; now 6.5 MB in all).
 - make_fx returns a GraphModule with its code compiled; fxviz renames the graph's parameters
   and inputs after it, and each rename compiled it again (3 compiles of pnasnet's training step).
   :func:`lazy_code` has the code made once, when the graph is first called or read.
