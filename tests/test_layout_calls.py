@@ -242,15 +242,17 @@ class Mixer(nn.Module):
         return self.scan(x) + 1
 
 
-@pytest.mark.parametrize("tracer", ["export", "make_fx"])
+@pytest.mark.parametrize("tracer", ["export", "make_fx", "symbolic"])
 def test_a_loop_of_plain_ops_is_drawn_as_its_passes_not_as_segments(tracer):
-    """Told by the source line each op came from: symbolic tracing records none (segments stay)."""
+    """Told by the ops' sequence repeating (symbolic tracing records no source line; export's
+    named the scan's one line), and the line where one is recorded."""
     steps = 30  # 4 ops a pass: 120 nodes, over a box's child limit
     graph = fxviz.to_networkx(fxviz.trace(Mixer(steps).eval(), torch.randn(2, steps, 8), tracer=tracer))
     tree = build_tree(graph)
     passes = [tree.boxes[key] for kind, key in tree.boxes["scan"].items if kind == "box" and tree.boxes[key].synthetic]
     labels = [box.label for box in passes]
-    assert len(labels) == steps and labels[0].startswith(f"iteration 1 of {steps} · test_layout_calls.py:")
+    where = "" if tracer == "symbolic" else " · test_layout_calls.py:"
+    assert len(labels) == steps and labels[0].startswith(f"iteration 1 of {steps}{where}")
     assert sum(box.size for box in passes) >= 4 * steps - 1 and max(box.size for box in passes) <= 5
     assert not any(label.startswith("nodes ") for label in labels)
 
@@ -274,3 +276,20 @@ def test_loops_one_after_another_are_found_up_to_a_bound_then_left_to_segments()
     found = [label for label in labels if label.startswith("iteration")]
     assert len(found) == 2 * (layout_groups.LOOPS + 1)  # the first loop, then LOOPS more around it
     assert len(items) <= layout_groups.MAX_ITEMS and any(label.startswith("nodes ") for label in labels)
+
+
+def test_a_long_loop_is_shown_in_runs_of_its_passes_and_one_op_over_and_over_is_no_loop():
+    steps = 70  # 70 passes: more than a box lists, so runs of 32
+    graph = fxviz.to_networkx(fxviz.trace(Mixer(steps).eval(), torch.randn(2, steps, 8), tracer="symbolic"))
+    tree = build_tree(graph)
+    labels = [tree.boxes[key].label for kind, key in tree.boxes["scan"].items if kind == "box"]
+    assert labels[:3] == [f"iterations 1–32 of {steps}", f"iterations 33–64 of {steps}", f"iterations 65–70 of {steps}"]
+
+    class Chain(nn.Module):  # 60 adds: a chain, not a loop of passes
+        def forward(self, x):
+            for _ in range(60):
+                x = x + 1
+            return x
+
+    chain = build_tree(fxviz.to_networkx(fxviz.trace(Chain(), torch.randn(2))))
+    assert not any(b.label.startswith("iteration") for b in chain.boxes.values())

@@ -1,7 +1,8 @@
 """Synthetic boxes that keep a box's list of children short (``MAX_ITEMS``): segments of its
 own nodes ("nodes 120–151"), ranges of sibling modules ("layers 0–31 · Block"), the passes
-of a loop over module calls ("iteration 3 of 12 · corr_block, update_block") and, where
-those are not enough, chunks of whatever is there.
+of a loop over module calls ("iteration 3 of 12 · corr_block, update_block") or over its own
+ops (told by a recurring source line, else by a repeating sequence of ops) and, where those
+are not enough, chunks of whatever is there.
 """
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 import networkx as nx
+import numpy as np
 
 from fxviz.draw.layout_paths import module_of
 
@@ -16,6 +18,7 @@ MAX_ITEMS = 48  # a box with more children than this has them grouped
 CHUNK = 32  # children per synthetic group
 REPEAT_RUN = 3  # this many identical sibling modules in a row start collapsed
 LOOPS = 32  # loops found one after another in a run of nodes; past them, segments (no deep recursion)
+PERIOD = 512  # the longest pass of a loop told by its ops alone (each length tried costs a pass over the run)
 
 Item = tuple[str, str]  # ("node", FX name) | ("box", path)
 
@@ -67,17 +70,56 @@ def _plain(item: Item, graph: nx.DiGraph) -> bool:
 
 
 def _passes(boxes: dict[str, Box], owner: Box, run: list[Item], graph: nx.DiGraph) -> list[Item]:
-    """A long run of plain nodes as the passes of the loop that made it, where one source line
-    recurs at a fixed stride (a recurrence unrolled in a module's own code), chunked into
-    segments if still too many (a run of modules: into ranges). Where one line ran them all (a
-    scan function called once: Zamba's Mamba mixer) the lines cannot tell its steps: segments."""
+    """A long run of plain nodes as the passes of the loop that made it, chunked into segments
+    if still too many (a run of modules: into ranges): told by the ops' own sequence repeating
+    (:func:`_periodic`: what a source line cannot tell, where none is recorded or one line ran
+    a scan's every step), else by one source line recurring at a fixed stride (a recurrence
+    unrolled in a module's own code, whose passes differ)."""
     if run[0][0] != "node":  # a run of modules: ranges of them
         return chunk(boxes, owner, run, graph)
-    lines = [graph.nodes[key].get("source") for _, key in run]
-    firsts = {key: line for at, ((_, key), line) in enumerate(zip(run, lines))
-              if line and (at == 0 or line != lines[at - 1])}  # each line's first op: a line makes several
-    passes = _iterations(boxes, owner, run, graph, lambda _, key: firsts.get(key))
+    starts = _periodic(run, graph)
+    if starts:
+        passes = _iterations(boxes, owner, run, graph, lambda _, key: "pass" if key in starts else None)
+    else:
+        lines = [graph.nodes[key].get("source") for _, key in run]
+        firsts = {key: line for at, ((_, key), line) in enumerate(zip(run, lines))
+                  if line and (at == 0 or line != lines[at - 1])}  # each line's first op: a line makes several
+        passes = _iterations(boxes, owner, run, graph, lambda _, key: firsts.get(key))
+    if len(passes) <= MAX_ITEMS:
+        return passes
+    pieces: list[list[Item]] = []  # each loop's passes apart from the nodes before and after it
+    for item in passes:
+        if pieces and _loop_of(pieces[-1][-1], boxes) == _loop_of(item, boxes):
+            pieces[-1].append(item)
+        else:
+            pieces.append([item])
+    passes = [item for piece in pieces for item in (chunk(boxes, owner, piece, graph) if len(piece) > CHUNK else piece)]
     return chunk(boxes, owner, passes, graph) if len(passes) > MAX_ITEMS else passes
+
+
+def _loop_of(item: Item, boxes: dict[str, Box]) -> str | None:
+    """The loop a pass box belongs to ("of 63 · file.py:41"); None for anything else."""
+    if item[0] != "box" or not boxes[item[1]].synthetic or not boxes[item[1]].label.startswith("iteration "):
+        return None
+    return boxes[item[1]].label.partition(" of ")[2]
+
+
+def _periodic(run: list[Item], graph: nx.DiGraph) -> set[str]:
+    """The first node of each pass of the longest stretch of ``run`` that repeats one sequence of
+    ops, where no source line tells the passes apart (symbolic tracing records none; one line made
+    all of a scan's steps: Kimi-Linear's chunked attention under export): the shortest period (3 to
+    :data:`PERIOD` ops) whose stretch holds 3 passes or more and half the run; none when there is none."""
+    codes: dict[tuple, int] = {}
+    ops = np.array([codes.setdefault((graph.nodes[key]["op"], graph.nodes[key].get("target")), len(codes))
+                    for _, key in run])
+    for period in range(1, min(len(ops) // 3, PERIOD) + 1):
+        differs = np.flatnonzero(ops[:-period] != ops[period:])
+        edges = np.concatenate(([-1], differs, [len(ops) - period]))
+        at = int(np.argmax(np.diff(edges)))
+        start, length = int(edges[at]) + 1, int(edges[at + 1] - edges[at]) - 1 + period  # the stretch, ops
+        if length >= 3 * period and 2 * length >= len(ops):  # a run of one or two ops over and over: no passes
+            return {run[start + k * period][1] for k in range(length // period)} if period >= 3 else set()
+    return set()
 
 
 def _call_of(boxes: dict[str, Box]):
@@ -174,6 +216,9 @@ def _make_group(boxes: dict[str, Box], owner: Box, part: list[Item], inner: list
         prefix = owner.path.rpartition(".")[2]
         kind = kinds.pop() if len(kinds) == 1 else ""
         label = f"{prefix} {names[0]}–{names[-1]}".strip() + (f" · {kind}" if kind else "")
+    passes = [boxes[k].label.split(" · ")[0].split() for kind, k in part if _loop_of((kind, k), boxes)]
+    if not label and len(passes) == len(part) and len({_loop_of(item, boxes) for item in part}) == 1:  # one loop's
+        label = f"iterations {passes[0][1]}–{passes[-1][1]} of {passes[0][3]}"
     label = label or f"nodes {first}–{last}"
     for _kind, key in inner:
         if _kind == "box":
