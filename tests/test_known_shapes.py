@@ -172,3 +172,28 @@ def test_nodes_with_equal_notes_share_one_and_others_keep_their_own():
     assert notes[linears[0]] is not notes[relus[0]]  # equal layouts, other FLOPs
     _, ran = annotated_run(gm, (x,))
     assert {n: (notes[n]["flops"], notes[n]["bytes"]) for n in ran} == {n: (ran[n]["flops"], ran[n]["bytes"]) for n in ran}
+
+
+def test_a_training_steps_notes_from_its_shapes_are_the_annotated_runs_and_picking_an_output_moves_nothing():
+    """getitem of native_batch_norm's outputs read 2,336 bytes from the shapes and 1,184 run: each
+    counted the tuple it picks from; in-place adds on a buffer alike. A pick moves no bytes."""
+    import operator
+
+    from fxviz.annotation.known_shapes import known_notes
+    from fxviz.annotation.shapes import annotated_run
+
+    model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.ReLU()).train()
+
+    def step(x):
+        loss = model(x).sum()
+        return loss, torch.autograd.grad(loss, list(model.parameters()))
+
+    x = torch.randn(2, 3, 6, 6)
+    gm = fxviz.trace(step, x, tracer="make_fx")
+    notes = known_notes(gm, (x,))
+    assert notes is not None
+    _, ran = annotated_run(gm, (x,))
+    assert {n: notes[n]["bytes"] for n in ran} == {n: ran[n]["bytes"] for n in ran}
+    picks = [n.name for n in gm.graph.find_nodes(op="call_function", target=operator.getitem)
+             if isinstance(n.args[0].meta.get("val"), (tuple, list))]
+    assert picks and all(ran[name]["bytes"] == 0 for name in picks)

@@ -91,8 +91,9 @@ def test_annotated_run_leaves_the_graph_module_alone(my_module):
 
 
 def test_bytes_count_each_tensor_once_through_tuples_and_aliases():
-    """A getitem reads the tuple its producer made (every tensor in it) and writes one of
-    them (already counted); an op that returns its input (contiguous) adds nothing."""
+    """A getitem picks one of the tensors its producer made (counted there): it moves none (it
+    read the whole tuple, and an exported graph's shapes said otherwise); an op that returns
+    its input (contiguous) adds nothing."""
 
     class Split(torch.nn.Module):
         def forward(self, x):
@@ -101,7 +102,7 @@ def test_bytes_count_each_tensor_once_through_tuples_and_aliases():
 
     g = fxviz.to_networkx(fxviz.annotate(fxviz.trace(Split()), torch.randn(4, 3)))
     half = 2 * 3 * 4
-    assert g.nodes["getitem"]["bytes"] == 2 * half  # reads both halves, writes one of them
+    assert g.nodes["getitem"]["bytes"] == 0  # a pick of chunk's outputs
     assert g.nodes["chunk"]["bytes"] == 4 * 3 * 4 + 2 * half
     assert g.nodes["add"]["bytes"] == 3 * half
 

@@ -2,6 +2,7 @@
 depend on (its signature), their tensor metadata, the tensors inside containers."""
 from __future__ import annotations
 
+import operator
 from typing import Any
 
 import torch
@@ -126,9 +127,11 @@ _METADATA_OPS = frozenset(f"aten.{name}" for name in ("sym_size.int", "sym_size.
                                                      "sym_storage_offset.default"))
 
 
-def reads_metadata_only(node: torch.fx.Node) -> bool:
-    """Whether ``node`` reads only its inputs' metadata (``x.shape``, ``x.size(1)``,
-    ``aten.sym_size``): it moves no bytes of theirs, though it takes tensors."""
+def reads_metadata_only(node: torch.fx.Node, first: Any = None) -> bool:
+    """Whether ``node`` moves no bytes of the tensors it takes: it reads their metadata
+    (``x.shape``, ``x.size(1)``, ``aten.sym_size``) or picks one of an op's outputs
+    (``getitem`` of ``first``, its first input's value, when that is a tuple or list)."""
     if node.op == "call_method":
         return node.target in _METADATA_METHODS
-    return node.op == "call_function" and (node.target is getattr or str(node.target) in _METADATA_OPS)
+    return node.op == "call_function" and (node.target is getattr or str(node.target) in _METADATA_OPS or (
+        node.target is operator.getitem and isinstance(first, (tuple, list))))

@@ -4,6 +4,7 @@ in ``meta["val"]``, so an exported program is drawn without running the model (w
 Model Explorer never does either); the run comes with the check."""
 from __future__ import annotations
 
+import functools
 import operator
 from typing import Any
 
@@ -65,9 +66,11 @@ def known_notes(gm: torch.fx.GraphModule, inputs: tuple) -> dict[str, dict[str, 
                 why = counted
             else:
                 flops = counted
-            moved = dict(sizes[node])
-            for producer in node.all_input_nodes if sizes[node] or not reads_metadata_only(node) else ():
-                moved.update(sizes[producer])  # aten.sym_size reads no element
+            first = vals.get(node.args[0]) if node.args and isinstance(node.args[0], torch.fx.Node) else None
+            none = reads_metadata_only(node, first)  # aten.sym_size, out[0]: no element read or written
+            moved = {} if none or _writes_in_place(node.target) else dict(sizes[node])  # add_: its input, counted
+            for producer in () if none else node.all_input_nodes:
+                moved.update(sizes[producer])
             moved = sum(moved.values())
         key = (flops, moved, id(metadata), why)
         note = shared.get(key)
@@ -114,6 +117,13 @@ def _val(node: torch.fx.Node, vals: dict[torch.fx.Node, Any], layouts: dict[Any,
 
 def _concrete(t: torch.Tensor) -> bool:
     return all(isinstance(size, int) for size in (*t.shape, *t.stride()))
+
+
+@functools.cache
+def _writes_in_place(target: Any) -> bool:
+    """An op returning the input it wrote (``add_``): the run counts that tensor once, as its input."""
+    return isinstance(target, OpOverload) and any(r.alias_info is not None and r.alias_info.is_write
+                                                   for r in op_schema(target).returns)
 
 
 def _readable(target: Any) -> bool:

@@ -98,9 +98,11 @@ class _Annotator(torch.fx.Interpreter):
                 moved = None
                 if run is not None:  # bytes read and written, each tensor once
                     try:
-                        moved = dict(tensors)
-                        for producer in node.all_input_nodes if tensors or not reads_metadata_only(node) else ():
-                            moved.update(described[producer][1])  # x.shape reads no element of x
+                        none = reads_metadata_only(node, env.get(node_args[0]) if node_args and node_args[0].__class__
+                                                   is Node else None)  # x.shape, out[0]: no element read or written
+                        moved = {} if none else dict(tensors)
+                        for producer in () if none else node.all_input_nodes:
+                            moved.update(described[producer][1])
                         moved.update(owned[0])
                         moved = sum(moved.values())
                     except TypeError:  # None: a tensor it reads or writes has no known size
