@@ -293,3 +293,22 @@ def test_a_long_loop_is_shown_in_runs_of_its_passes_and_one_op_over_and_over_is_
 
     chain = build_tree(fxviz.to_networkx(fxviz.trace(Chain(), torch.randn(2))))
     assert not any(b.label.startswith("iteration") for b in chain.boxes.values())
+
+
+def test_a_segment_says_which_lines_of_the_models_code_made_it():
+    """"nodes 800–831" told nothing of what rpn's post-processing does: now "· rpn.py:364–370"."""
+    import networkx as nx
+
+    from fxviz.draw import layout_groups
+    from fxviz.draw.layout_groups import Box
+
+    graph, run = nx.DiGraph(), []
+    for i in range(60):  # straight-line code, two ops a line, no loop: segments
+        graph.add_node(f"n{i}", op="call_function", target=f"op{i}", index=i, source=f"/m/rpn.py:{100 + i // 2}")
+        run.append(("node", f"n{i}"))
+    graph.add_node("q", op="call_function", target="other", index=60, source="/m/boxes.py:7")
+    run.append(("node", "q"))
+    boxes = {"m": Box("m", "", "m")}
+    layout_groups._passes(boxes, boxes["m"], run, graph)
+    labels = sorted(b.label for b in boxes.values() if b.synthetic)
+    assert labels == ["nodes 0–31 · rpn.py:100–115", "nodes 32–60 · rpn.py:116–129"]  # the file most of it came from

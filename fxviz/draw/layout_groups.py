@@ -202,6 +202,21 @@ def _span(boxes: dict[str, Box], items: list[Item], graph: nx.DiGraph) -> tuple[
     return graph.nodes[first_item[1]]["index"], graph.nodes[last_item[1]]["index"], count
 
 
+def _lines(part: list[Item], graph: nx.DiGraph) -> str:
+    """`` · rpn.py:250–274``: the lines of the model's code that made most of ``part``'s nodes
+    (a segment's own words: where to read what it does); "" where none is recorded."""
+    lines = defaultdict(list)
+    for kind, key in part:
+        path, _, line = str(graph.nodes[key].get("source") or "").rpartition(":") if kind == "node" else ("", "", "")
+        if path and line.isdigit():
+            lines[path.rpartition("/")[2]].append(int(line))
+    if not lines:
+        return ""
+    name, numbers = max(lines.items(), key=lambda item: len(item[1]))
+    low, high = min(numbers), max(numbers)
+    return f" · {name}:{low}" + (f"–{high}" if high > low else "")
+
+
 def _make_group(boxes: dict[str, Box], owner: Box, part: list[Item], inner: list[Item], graph: nx.DiGraph,
                 label: str = "") -> str:
     """A synthetic box of ``part`` listing ``inner``; ``label``: its own (an iteration), else
@@ -219,7 +234,7 @@ def _make_group(boxes: dict[str, Box], owner: Box, part: list[Item], inner: list
     passes = [boxes[k].label.split(" · ")[0].split() for kind, k in part if _loop_of((kind, k), boxes)]
     if not label and len(passes) == len(part) and len({_loop_of(item, boxes) for item in part}) == 1:  # one loop's
         label = f"iterations {passes[0][1]}–{passes[-1][1]} of {passes[0][3]}"
-    label = label or f"nodes {first}–{last}"
+    label = label or f"nodes {first}–{last}{_lines(part, graph)}"
     for _kind, key in inner:
         if _kind == "box":
             boxes[key].parent = path
