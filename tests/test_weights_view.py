@@ -48,8 +48,10 @@ def test_weights_are_listed_on_their_op_and_the_weights_button_draws_them():
     # the table lists weights' rows only while the graph draws them (table_view.js hides rows by `hide`)
     assert explorer.table.hide == "weight"
     assert {r["name"] for r in explorer.table.rows if r["weight"]} == weights
+    legend = lambda: {item["label"] for item in explorer.graph.legend}  # noqa: E731 - the kinds drawn
+    assert "get_attr" not in legend() and "call_function" in legend()
     explorer.graph.show_weights = True  # what the button sends
-    assert weights <= drawn(explorer) and explorer.table.hide == ""
+    assert weights <= drawn(explorer) and explorer.table.hide == "" and "get_attr" in legend()
     explorer.graph.show_weights = False
     assert not weights & drawn(explorer) and explorer.table.hide == "weight"
     explorer.select("bn_running_var")  # selecting a weight (a table row) reveals the op reading it

@@ -91,10 +91,11 @@ class ColourMode:
 
 
 def by_op(boxes: Boxes, data: NodeData, name: str) -> Fills:
-    """Node kinds in fixed colours; a collapsed module in its own grey."""
+    """Node kinds in fixed colours; a collapsed module in its own grey. The legend names the
+    kinds drawn (not get_attr while weights are listed on their ops, not drawn)."""
     fill = {u: OP_COLORS.get(data.get(ms[0], ""), "#ffffff") if u[0] == "node" else COLLAPSED_COLOR
             for u, ms in boxes.items()}
-    used = set(data.values())
+    used = {data.get(ms[0]) for u, ms in boxes.items() if u[0] == "node"}
     return fill, [{"label": op, "color": c} for op, c in OP_COLORS.items() if op in used]
 
 
