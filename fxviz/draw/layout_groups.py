@@ -38,6 +38,7 @@ class Box:
     edges: int = 0  # distinct edges between its children, drawn when it opens
     nodes_only: bool = False  # a segment: a synthetic group of plain nodes (least informative)
     setup: bool = False  # the setup plumbing of its parent (layout_paths), drawn collapsed
+    iteration: tuple[int, int, str] | None = None  # a loop's pass: (its number, the passes, where the loop is)
 
 
 def group(boxes: dict[str, Box], owner: Box, graph: nx.DiGraph) -> None:
@@ -97,11 +98,10 @@ def _passes(boxes: dict[str, Box], owner: Box, run: list[Item], graph: nx.DiGrap
     return chunk(boxes, owner, passes, graph) if len(passes) > MAX_ITEMS else passes
 
 
-def _loop_of(item: Item, boxes: dict[str, Box]) -> str | None:
-    """The loop a pass box belongs to ("of 63 · file.py:41"); None for anything else."""
-    if item[0] != "box" or not boxes[item[1]].synthetic or not boxes[item[1]].label.startswith("iteration "):
-        return None
-    return boxes[item[1]].label.partition(" of ")[2]
+def _loop_of(item: Item, boxes: dict[str, Box]) -> tuple[int, str] | None:
+    """The loop a pass box belongs to (its passes, where it is); None for anything else."""
+    iteration = boxes[item[1]].iteration if item[0] == "box" else None
+    return None if iteration is None else iteration[1:]
 
 
 def _periodic(run: list[Item], graph: nx.DiGraph) -> set[str]:
@@ -168,6 +168,7 @@ def _iterations(boxes: dict[str, Box], owner: Box, items: list[Item], graph: nx.
         inner = _passes(boxes, owner, part, graph) if by_line and len(part) > MAX_ITEMS else part
         path = _make_group(boxes, owner, part, inner, graph, label)
         boxes[path].repeated = count >= REPEAT_RUN  # as a run of identical layers: they start collapsed
+        boxes[path].iteration = (k + 1, count, where)
         out.append(("box", path))
     return out + (_iterations(boxes, owner, items[end:], graph, anchor, depth + 1) if around else items[end:])
 
@@ -231,9 +232,9 @@ def _make_group(boxes: dict[str, Box], owner: Box, part: list[Item], inner: list
         prefix = owner.path.rpartition(".")[2]
         kind = kinds.pop() if len(kinds) == 1 else ""
         label = f"{prefix} {names[0]}–{names[-1]}".strip() + (f" · {kind}" if kind else "")
-    passes = [boxes[k].label.split(" · ")[0].split() for kind, k in part if _loop_of((kind, k), boxes)]
-    if not label and len(passes) == len(part) and len({_loop_of(item, boxes) for item in part}) == 1:  # one loop's
-        label = f"iterations {passes[0][1]}–{passes[-1][1]} of {passes[0][3]}"
+    passes = [boxes[k].iteration for kind, k in part if kind == "box" and boxes[k].iteration]
+    if not label and len(passes) == len(part) and len({p[1:] for p in passes}) == 1:  # a run of one loop's passes
+        label = f"iterations {passes[0][0]}–{passes[-1][0]} of {passes[0][1]}" + (f" · {passes[0][2]}" if passes[0][2] else "")
     label = label or f"nodes {first}–{last}{_lines(part, graph)}"
     for _kind, key in inner:
         if _kind == "box":
